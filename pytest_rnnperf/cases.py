@@ -1,0 +1,102 @@
+"""The case spec (one name per concept: a case id is the key everywhere) and the case matrices."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+CELLS: tuple[str, ...] = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+MODES: tuple[str, ...] = ("train", "infer")
+# fp32: IEEE float32 everywhere (TF32 off). tf32: TF32 tensor-core math allowed in cuDNN and matmul.
+# fp16/bf16: half-precision weights and activations (cuDNN supports them on Ampere and later).
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+FRAMEWORKS: tuple[str, ...] = ("torch", "tf")
+SCALES: tuple[str, ...] = ("smoke", "nightly", "full")
+
+GATES: dict[str, int] = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Sequence length T, batch B, input size I, hidden size H, stacked layers and direction."""
+
+    seq_len: int
+    batch: int
+    input_size: int
+    hidden_size: int
+    num_layers: int = 1
+    bidirectional: bool = False
+
+    @property
+    def id(self) -> str:
+        """Stable, readable shape id, e.g. ``T28-B128-I28-H128-L1`` (``-bi`` when bidirectional)."""
+        s = f"T{self.seq_len}-B{self.batch}-I{self.input_size}-H{self.hidden_size}-L{self.num_layers}"
+        return s + ("-bi" if self.bidirectional else "")
+
+    @property
+    def directions(self) -> int:
+        """Number of directions (1 or 2)."""
+        return 2 if self.bidirectional else 1
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: framework x cell x shape x mode x precision, with its speedup floor."""
+
+    framework: str
+    cell: str
+    shape: Shape
+    mode: str = "train"
+    precision: str = "fp32"
+    # Minimum cuDNN-over-generic speedup; where it comes from is documented in suites/floors.py.
+    floor: float = 1.0
+    tags: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        """Reject unknown vocabulary early, with the allowed values in the message."""
+        for name, value, allowed in (
+            ("framework", self.framework, FRAMEWORKS),
+            ("cell", self.cell, CELLS),
+            ("mode", self.mode, MODES),
+            ("precision", self.precision, PRECISIONS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(allowed)}")
+
+    @property
+    def id(self) -> str:
+        """Stable case id used as test id, benchmark group and baseline key."""
+        return f"{self.framework}-{self.cell}-{self.mode}-{self.precision}-{self.shape.id}"
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-JSON form of the case (stored with every result)."""
+        d = asdict(self)
+        d["id"] = self.id
+        d.pop("tags", None)
+        return d
+
+    def flops_per_step(self) -> float:
+        """GEMM FLOPs of one step (forward; x3 for forward+backward), the convention cuDNN papers use."""
+        s = self.shape
+        g = GATES[self.cell]
+        total = 0.0
+        for layer in range(s.num_layers):
+            in_size = s.input_size if layer == 0 else s.hidden_size * s.directions
+            # 2 FLOPs per multiply-add: input projection + recurrent projection, per direction.
+            total += s.directions * 2.0 * s.seq_len * s.batch * g * s.hidden_size * (in_size + s.hidden_size)
+        return total * (3.0 if self.mode == "train" else 1.0)
+
+
+def matrix(
+    frameworks: Iterable[str],
+    cells: Iterable[str],
+    shapes: Iterable[Shape],
+    modes: Iterable[str] = ("train",),
+    precisions: Iterable[str] = ("fp32",),
+) -> list[Case]:
+    """Full cross product of the given axes, in a stable order."""
+    return [
+        Case(framework=f, cell=c, shape=s, mode=m, precision=p)
+        for f, c, s, m, p in itertools.product(frameworks, cells, shapes, modes, precisions)
+    ]
