@@ -1,0 +1,212 @@
+"""Run one case end to end: build the pair, prove the paths, check parity, time, read telemetry.
+
+This is the core the pytest plugin drives; it knows nothing of pytest, so it can also be used from a
+script or a notebook.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from . import reference
+from .backends import IMPLS, Backend, CaseInputs, PathProof
+from .cases import Case
+from .parity import ParityReport, ParityRow, compare_results
+from .peaks import peak_tflops
+from .stats import Interval, speedup_interval
+from .timing import Measurement, PairedMeasurement, TimingConfig, time_pair, time_single
+
+
+class Window(Protocol):
+    """What the runner needs of a telemetry window (see ``device.TelemetryWindow``)."""
+
+    def start(self) -> None:
+        """Read the counters at the window's start."""
+
+    def stop(self) -> Any:
+        """Read them at the end and return a summary with ``as_dict()``, ``warnings()``, ``energy_j``."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a case run needs besides the case and the backend."""
+
+    timing: TimingConfig = TimingConfig()
+    seed: int = 0
+    # The float64 reference runs on this many sequences of the batch: sequences are independent, so a
+    # slice is an exact check of the implementation at a cost that does not grow with the batch.
+    reference_batch: int = 8
+    # Seconds of steps per side inside a dedicated telemetry window for energy per step (0: off).
+    # NVML's energy counter resolves ~100 ms, so shorter windows are flagged as rough.
+    energy_s: float = 1.0
+    gpu_name: str = ""
+    window_factory: Callable[[], Window] | None = None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Everything measured for one case; ``as_record()`` is what reports and baselines store."""
+
+    case: Case
+    device: str
+    proofs: tuple[PathProof, ...]
+    parity: ParityReport
+    generic: Measurement
+    cudnn: Measurement | None = None
+    speedup: Interval | None = None
+    round_speedups: tuple[float, ...] = ()
+    telemetry: dict[str, Any] | None = None
+    energy_per_step_j: dict[str, float | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    gpu_name: str = ""
+
+    @property
+    def paths_ok(self) -> bool:
+        """Every side ran the implementation it claims."""
+        return all(p.ok for p in self.proofs)
+
+    def tflops(self, impl: str) -> float | None:
+        """Achieved GEMM TFLOP/s of one side."""
+        m = self.cudnn if impl == "cudnn" else self.generic
+        if m is None or m.median <= 0:
+            return None
+        return self.case.flops_per_step() / m.median / 1e12
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """Datasheet peak of this GPU for the case's precision (None off-GPU or unknown)."""
+        return peak_tflops(self.gpu_name, self.case.precision) if self.gpu_name else None
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-safe record: case, medians, samples, speedup interval, parity, paths, telemetry."""
+        return {
+            "case": self.case.as_dict(),
+            "device": self.device,
+            "gpu_name": self.gpu_name,
+            "paths": [p.as_dict() for p in self.proofs],
+            "parity": self.parity.as_dict(),
+            "cudnn": None if self.cudnn is None else self.cudnn.as_dict(),
+            "generic": self.generic.as_dict(),
+            "speedup": None if self.speedup is None else {
+                "estimate": self.speedup.estimate, "low": self.speedup.low, "high": self.speedup.high,
+                "confidence": self.speedup.confidence, "floor": self.case.floor,
+            },
+            "round_speedups": list(self.round_speedups),
+            "tflops": {"cudnn": self.tflops("cudnn"), "generic": self.tflops("generic"),
+                       "peak": self.peak_tflops},
+            "flops_per_step": self.case.flops_per_step(),
+            "energy_per_step_j": self.energy_per_step_j,
+            "telemetry": self.telemetry,
+            "warnings": list(self.warnings),
+        }
+
+
+def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
+    """The first ``n`` sequences of every input (batch is axis 1 in the time-major layout)."""
+    return CaseInputs(
+        x=inputs.x[:, :n],
+        d_output=inputs.d_output[:, :n],
+        d_h_n=inputs.d_h_n[:, :n],
+        d_c_n=None if inputs.d_c_n is None else inputs.d_c_n[:, :n],
+    )
+
+
+def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseInputs) -> Any:
+    """The float64 reference as an ImplResult-shaped object (gradients only in train mode)."""
+    from .backends import ImplResult
+
+    fwd = reference.forward(weights, inputs.x)
+    if case.mode != "train":
+        return ImplResult(fwd.output, fwd.h_n, fwd.c_n, None, None)
+    grads = reference.backward(weights, inputs.x, inputs.d_output, inputs.d_h_n, inputs.d_c_n)
+    return ImplResult(fwd.output, fwd.h_n, fwd.c_n, grads.d_input, grads.d_weights)
+
+
+def _energy_per_step(step: Callable[[], None], sync: Callable[[], None], per_step_s: float,
+                     config: RunConfig) -> tuple[float | None, str]:
+    """Joules per step from a dedicated window of ~``energy_s`` seconds of this step alone."""
+    if config.window_factory is None or config.energy_s <= 0:
+        return None, "energy off"
+    steps = max(1, math.ceil(config.energy_s / max(per_step_s, 1e-9)))
+    window = config.window_factory()
+    sync()
+    window.start()
+    for _ in range(steps):
+        step()
+    sync()
+    summary = window.stop()
+    energy = getattr(summary, "energy_j", None)
+    return (None if energy is None else energy / steps), getattr(summary, "energy_note", "")
+
+
+def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
+             impls: tuple[str, ...] = IMPLS) -> CaseResult:
+    """Run ``case``: both sides on a GPU (``impls`` = IMPLS), or the generic side alone anywhere.
+
+    Raises BackendUnavailable / OutOfDeviceMemory with one-line reasons the caller turns into skips.
+    """
+    s = case.shape
+    weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
+                                     seed=config.seed)
+    inputs = reference.make_inputs(case, seed=config.seed)
+    pair = backend.build(case, weights, inputs, impls=impls)
+    try:
+        sides = {name: getattr(pair, name) for name in impls}
+        proofs = tuple(side.prove_path() for side in sides.values())
+
+        # Parity: the sides against each other on the full batch (both on the device, cheap), and each
+        # side against float64 on a batch slice.
+        rows: list[ParityRow] = []
+        if "cudnn" in sides and "generic" in sides:
+            rows += compare_results("cudnn vs generic", sides["cudnn"].result(), sides["generic"].result(),
+                                    case.precision)
+        small = slice_batch(inputs, config.reference_batch)
+        ref = reference_result(case, weights, small)
+        for name, side in sides.items():
+            rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
+        parity = ParityReport(case.precision, tuple(rows))
+
+        window = config.window_factory() if config.window_factory else None
+        if window is not None:
+            window.start()
+        cudnn_m: Measurement | None = None
+        speedup: Interval | None = None
+        round_speedups: tuple[float, ...] = ()
+        if "cudnn" in sides:
+            paired: PairedMeasurement = time_pair(sides["cudnn"].step, sides["generic"].step, pair.sync,
+                                                  config.timing)
+            cudnn_m, generic_m = paired.a, paired.b
+            speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
+            round_speedups = tuple(float(r) for r in paired.round_ratios())
+        else:
+            generic_m = time_single(sides["generic"].step, pair.sync, config.timing)
+        telemetry = None
+        warnings: list[str] = []
+        if window is not None:
+            summary = window.stop()
+            telemetry = summary.as_dict()
+            warnings += list(summary.warnings())
+
+        energy: dict[str, float | None] = {}
+        for name, m in (("cudnn", cudnn_m), ("generic", generic_m)):
+            if m is not None and config.window_factory is not None and config.energy_s > 0:
+                value, note = _energy_per_step(sides[name].step, pair.sync, m.median, config)
+                energy[name] = value
+                if note:
+                    warnings.append(f"{name} energy: {note}")
+        return CaseResult(
+            case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m, cudnn=cudnn_m,
+            speedup=speedup, round_speedups=round_speedups, telemetry=telemetry, energy_per_step_j=energy,
+            warnings=tuple(dict.fromkeys(warnings)), gpu_name=config.gpu_name,
+        )
+    finally:
+        pair.close()
+
+
+def speedup_samples(result: CaseResult) -> np.ndarray:
+    """Per-round speedups of a result (empty when only the generic side ran)."""
+    return np.asarray(result.round_speedups, dtype=np.float64)
