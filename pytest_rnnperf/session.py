@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .backends import Backend, load_backend
 
+# Fault injection for testing the regression detector: "<case-id glob>=<microseconds>" adds that much
+# device time to every cuDNN step of the matching cases (torch backend).
+INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .baselines import CaseVerdict, StoredRun
     from .device import DeviceInfo
     from .runner import CaseResult
 
@@ -21,6 +27,9 @@ class RunSession:
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list["CaseResult"] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    baseline: "StoredRun | None" = None
+    verdicts: dict[str, "CaseVerdict"] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     _backends: dict[str, Backend] = field(default_factory=dict)
 
     def backend(self, name: str) -> Backend:
@@ -38,6 +47,10 @@ class RunSession:
         env.update(self.software)
         for fields in self.runtime.values():
             env.update(fields)
+        injected = os.environ.get(INJECT_ENV)
+        if injected:
+            # A deliberately injected slowdown is part of the environment, so a diff names it as a cause.
+            env[INJECT_ENV] = injected
         return env
 
     def fingerprint(self) -> str:
@@ -54,4 +67,7 @@ class RunSession:
             "environment": self.environment(),
             "results": [r.as_record() for r in self.results],
             "skipped": [{"case": c, "reason": r} for c, r in self.skipped],
+            "baseline": None if self.baseline is None else str(self.baseline.path),
+            "verdicts": [v.as_dict() for v in self.verdicts.values()],
+            "notes": list(self.notes),
         }

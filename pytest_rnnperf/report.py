@@ -1,0 +1,331 @@
+"""Human-facing output: header lines, gate failure tables, the summary table; JSON/Markdown/plot files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .runner import CaseResult
+    from .session import RunSession
+
+UNAVAILABLE = "unavailable"
+
+
+def _v(value: str) -> str:
+    """A field for display: values as they are, unavailable ones shortened to their reason in brackets."""
+    return f"({value})" if value.startswith(UNAVAILABLE) else value
+
+
+def header_lines(run: "RunSession", scale: str) -> list[str]:
+    """The pytest header: GPU fingerprint, software versions, scale (cheap: no framework is imported)."""
+    d = run.device
+    if d.available:
+        lines = [
+            f"rnnperf: GPU {d.name} (sm {_v(d.compute_capability)}, {_v(d.memory_total)}, uuid {_v(d.uuid)})",
+            f"rnnperf: driver {_v(d.driver_version)}, CUDA driver {_v(d.cuda_driver_version)}, power limit "
+            f"{_v(d.power_limit_enforced_w)} W (default {_v(d.power_limit_default_w)} W), persistence "
+            f"{_v(d.persistence_mode)}, ECC {_v(d.ecc_mode)}, MIG {_v(d.mig_mode)}, PCIe {_v(d.pcie_link)}",
+            f"rnnperf: clocks SM {_v(d.sm_clock_mhz)}/{_v(d.sm_clock_max_mhz)} MHz, memory {_v(d.mem_clock_mhz)}/"
+            f"{_v(d.mem_clock_max_mhz)} MHz, {_v(d.temperature_c)} C; other compute processes: "
+            f"{_v(d.compute_processes)}",
+        ]
+    else:
+        lines = [f"rnnperf: no GPU fingerprint: {d.reason} (cuDNN cases will be skipped)"]
+    sw = run.software
+    names = ("python", "pytest", "pytest-benchmark", "numpy", "torch", "tensorflow", "keras", "nvidia-ml-py")
+    lines.append("rnnperf: " + ", ".join(f"{n} {_v(sw.get(n, 'unavailable: not read'))}" for n in names))
+    extra = {k: v for k, v in sw.items() if k not in names and k != "python_minor"}
+    if extra:
+        lines.append("rnnperf: " + ", ".join(f"{k} {_v(v)}" for k, v in sorted(extra.items())))
+    lines.append(f"rnnperf: scale {scale}; framework CUDA/cuDNN builds and precision flags are read when a "
+                 f"framework's first case runs (see the rnnperf summary)")
+    return lines
+
+
+def gate_failures(result: "CaseResult") -> list[str]:
+    """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
+    from .parity import format_failures
+
+    problems: list[str] = []
+    bad_paths = [p for p in result.proofs if not p.ok]
+    if bad_paths:
+        problems.append(f"{result.case.id}: the implementation that ran is not the one claimed:")
+        for p in bad_paths:
+            want = "cuDNN" if p.impl == "cudnn" else "a generic (non-cuDNN) path"
+            problems.append(f"  {p.impl:<8} expected {want}; saw: {p.evidence}")
+    if not result.parity.ok:
+        problems.append(f"{result.case.id}: " + format_failures(result.parity))
+    if result.speedup is not None and result.speedup.estimate < result.case.floor:
+        s = result.speedup
+        problems.append(
+            f"{result.case.id}: cuDNN speedup below its floor:\n"
+            f"  {'obtained':>10} {'95% CI':>16} {'floor':>7}  cuDNN ms   generic ms\n"
+            f"  {s.estimate:>9.2f}x [{s.low:>5.2f}, {s.high:>5.2f}] {result.case.floor:>6.2f}x  "
+            f"{result.cudnn.median * 1e3:>8.3f}   {result.generic.median * 1e3:>10.3f}\n"
+            f"  floors and where they come from: suites/floors.py"
+        )
+    return problems
+
+
+def _ms(seconds: float | None) -> str:
+    """Milliseconds with 3 significant decimals, or '-'."""
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Plain fixed-width table (first column left-aligned unless listed in ``right``)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+
+
+def result_row(r: "CaseResult") -> dict[str, str]:
+    """Display cells of one result (shared by the terminal table and Markdown)."""
+    worst = r.parity.worst()
+    parity = "ok" if r.parity.ok else "FAIL"
+    if worst is not None:
+        parity += f" {worst.error:.1e}/{worst.tolerance:.0e}"
+    tf = r.tflops("cudnn" if r.cudnn is not None else "generic")
+    peak = r.peak_tflops
+    tflops = "-" if tf is None else (f"{tf:.2f}" + (f" ({tf / peak:.1%})" if peak else ""))
+    energy = r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")
+    s = r.speedup
+    return {
+        "case": r.case.id,
+        "cudnn ms": _ms(None if r.cudnn is None else r.cudnn.median),
+        "generic ms": _ms(r.generic.median),
+        "speedup [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
+        "floor": "-" if s is None else f"{r.case.floor:.1f}x",
+        "TFLOP/s (of peak)": tflops,
+        "J/step": "-" if energy is None else f"{energy:.3g}",
+        "parity err/tol": parity,
+        "path": "ok" if r.paths_ok else "WRONG",
+    }
+
+
+def results_table(results: Sequence["CaseResult"]) -> list[str]:
+    """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path."""
+    if not results:
+        return []
+    rows = [result_row(r) for r in results]
+    header = list(rows[0])
+    return _table(header, [[row[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)))
+
+
+def env_diff_lines(run: "RunSession") -> list[str]:
+    """What changed between the baseline's environment and now (empty without a baseline)."""
+    from .environment import diff_environments, format_diff
+
+    if run.baseline is None:
+        return []
+    return format_diff(diff_environments(run.baseline.environment, run.environment()))
+
+
+def regression_failure(verdict: Any, run: "RunSession") -> str:
+    """Failure text for a case whose cuDNN time regressed: the comparison table and what changed."""
+    t = verdict.time
+    lines = [
+        f"{verdict.case_id}: cuDNN time regressed against the baseline of this GPU"
+        + (" (after one re-measure)" if verdict.remeasured else ""),
+        f"  {'metric':<11} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
+        _comparison_row(t),
+    ]
+    if verdict.speedup is not None:
+        lines.append(_comparison_row(verdict.speedup))
+    diff = env_diff_lines(run)
+    lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
+    lines.append(f"  baseline: {run.baseline.path if run.baseline else '-'}")
+    lines.append("  if the change is intended, record a new baseline: pytest suites/ --rnnperf-update-baseline")
+    return "\n".join(lines)
+
+
+def _comparison_row(c: Any) -> str:
+    """One row of a comparison table (times in ms, speedups as x)."""
+    speed = c.metric == "speedup"
+    fmt = (lambda v: f"{v:.2f}x") if speed else (lambda v: f"{v * 1e3:.4f} ms")
+    p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
+    ci = f"{c.ratio.estimate:.3f} [{c.ratio.low:.3f}, {c.ratio.high:.3f}]"
+    return f"  {c.metric:<11} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
+
+
+def verdict_lines(run: "RunSession") -> list[str]:
+    """The verdict table against the baseline, and the environment diff when anything moved."""
+    if not run.verdicts:
+        return []
+    rows = []
+    for v in run.verdicts.values():
+        s = v.speedup
+        rows.append([
+            v.case_id,
+            f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}",
+            f"{v.time.ratio.estimate - 1:+.1%} [{v.time.ratio.low - 1:+.1%}, {v.time.ratio.high - 1:+.1%}]",
+            "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
+            v.verdict + (" (re-measured)" if v.remeasured else "") + (f" [window: {v.flagged}]" if v.flagged else ""),
+        ])
+    header = ["case", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "speedup", "verdict"]
+    lines = ["", "against the baseline (cuDNN time decides; min effect and a Mann-Whitney test, see README):"]
+    lines += _table(header, rows, right={1, 2, 3})
+    counts: dict[str, int] = {}
+    for v in run.verdicts.values():
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    lines.append("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    moved = [v for v in run.verdicts.values() if v.verdict in ("regressed", "improved")]
+    diff = env_diff_lines(run)
+    if moved or diff:
+        lines.append("environment changes since the baseline: " + ("; ".join(diff) if diff else "none"))
+    return lines
+
+
+def summary_lines(run: "RunSession", baseline_status: str = "") -> list[str]:
+    """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
+    lines: list[str] = []
+    for name, fields in sorted(run.runtime.items()):
+        lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
+    paired = [r for r in run.results if r.cudnn is not None]
+    alone = [r for r in run.results if r.cudnn is None]
+    if paired:
+        lines += ["", "cuDNN vs generic (medians per step; speedup = generic/cuDNN):"] + results_table(paired)
+    if alone:
+        lines += ["", "generic path vs float64 reference:"] + results_table(alone)
+    if run.skipped:
+        reasons: dict[str, int] = {}
+        for _, reason in run.skipped:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in reasons.items()]
+    lines += verdict_lines(run)
+    warned = [(r.case.id, w) for r in run.results for w in r.warnings]
+    if warned:
+        lines += [""] + [f"warning: {case}: {w}" for case, w in warned]
+    lines += [""] + ([baseline_status] if baseline_status else []) + list(run.notes)
+    while lines and not lines[0]:
+        lines.pop(0)  # sections open with a blank line; the first needs none
+    return lines
+
+
+def markdown(run: "RunSession", baseline_status: str = "") -> str:
+    """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
+    paired = [r for r in run.results if r.cudnn is not None]
+    regressed = [v for v in run.verdicts.values() if v.regressed]
+    bad = [r for r in run.results if gate_failures(r)]
+    status = "regressions found" if regressed else ("gate failures" if bad else "all checks passed")
+    out = [f"## pytest-rnnperf: {status}", ""]
+    d = run.device
+    out.append(f"GPU: {d.name if d.available else 'none (' + d.reason + ')'}; driver {_v(d.driver_version)}; "
+               f"fingerprint `{run.fingerprint()}`")
+    if baseline_status:
+        out.append(f"{baseline_status}")
+    out.append("")
+    for title, results in (("cuDNN vs generic", paired), ("generic vs float64 reference",
+                                                          [r for r in run.results if r.cudnn is None])):
+        if not results:
+            continue
+        rows = [result_row(r) for r in results]
+        header = list(rows[0])
+        if run.verdicts:
+            header.append("verdict")
+            for r, row in zip(results, rows):
+                v = run.verdicts.get(r.case.id)
+                row["verdict"] = "-" if v is None else (f"**{v.verdict}**" if v.verdict == "regressed" else v.verdict)
+        out += [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(str(row.get(h, "")) for h in header) + " |" for row in rows]
+        out.append("")
+    diff = env_diff_lines(run)
+    if diff:
+        out += ["### Environment changes since the baseline", ""] + [f"- {line}" for line in diff] + [""]
+    for v in regressed:
+        out.append(f"- **{v.case_id}**: {v.time.explain()}")
+    if run.skipped:
+        out.append(f"\n{len(run.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.skipped})))
+    return "\n".join(out) + "\n"
+
+
+def plot_speedups(run: "RunSession", path: Any) -> bool:
+    """Speedup per case with its 95% interval, next to the baseline's where one exists (PNG)."""
+    import numpy as np
+
+    paired = [r for r in run.results if r.speedup is not None]
+    if not paired:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: CI runners have no display
+    import matplotlib.pyplot as plt
+
+    from .stats import speedup_interval
+
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(paired) + 1.5))
+    y = np.arange(len(paired))
+    est = [r.speedup.estimate for r in paired]
+    err = [[r.speedup.estimate - r.speedup.low for r in paired], [r.speedup.high - r.speedup.estimate for r in paired]]
+    ax.errorbar(est, y, xerr=err, fmt="o", color="tab:blue", label="now (95% CI)", capsize=3)
+    if run.baseline is not None:
+        by, bx, berr = [], [], [[], []]
+        for i, r in enumerate(paired):
+            rec = run.baseline.records.get(r.case.id)
+            if rec and rec.get("cudnn"):
+                iv = speedup_interval(rec["cudnn"]["samples_s"], rec["generic"]["samples_s"])
+                by.append(i + 0.25)
+                bx.append(iv.estimate)
+                berr[0].append(iv.estimate - iv.low)
+                berr[1].append(iv.high - iv.estimate)
+        if bx:
+            ax.errorbar(bx, by, xerr=berr, fmt="s", color="tab:gray", label="baseline (95% CI)", capsize=3)
+    ax.scatter([r.case.floor for r in paired], y, marker="|", s=200, color="tab:red", label="floor")
+    for i, r in enumerate(paired):
+        v = run.verdicts.get(r.case.id)
+        if v is not None and v.verdict in ("regressed", "improved"):
+            ax.annotate(v.verdict, (r.speedup.high, i), xytext=(6, -3), textcoords="offset points",
+                        color="tab:red" if v.verdict == "regressed" else "tab:green", fontsize=8)
+    ax.set_yticks(y, [r.case.id for r in paired], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("cuDNN speedup over generic (x)")
+    ax.set_title(f"pytest-rnnperf on {run.device.name if run.device.available else 'no GPU'}")
+    ax.axvline(1.0, color="black", lw=0.5)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_reports(run: "RunSession", report_dir: str, markdown_path: str = "", step_summary: str = "",
+                  baseline_status: str = "") -> list[str]:
+    """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes."""
+    import json
+    from pathlib import Path
+
+    notes: list[str] = []
+    md = markdown(run, baseline_status)
+    if report_dir and report_dir.lower() != "none":
+        folder = Path(report_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "rnnperf.json").write_text(json.dumps(as_json_safe(run.as_dict()), indent=2), encoding="utf-8")
+        (folder / "summary.md").write_text(md, encoding="utf-8")
+        written = ["rnnperf.json", "summary.md"]
+        try:
+            if plot_speedups(run, folder / "speedups.png"):
+                written.append("speedups.png")
+        except ImportError:
+            notes.append("plot skipped: matplotlib is not installed")
+        notes.append(f"reports written to {folder}/: {', '.join(written)}")
+    for target in (markdown_path, step_summary):
+        if target:
+            with open(target, "a", encoding="utf-8") as fh:  # GitHub appends step summaries; so do we
+                fh.write(md)
+            notes.append(f"Markdown summary appended to {target}")
+    return notes
+
+
+def as_json_safe(obj: Any) -> Any:
+    """Replace non-finite floats by strings so the JSON stays strict."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: as_json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [as_json_safe(v) for v in obj]
+    return obj

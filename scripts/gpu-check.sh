@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole GPU check, run on a GPU runner from the repository root (the same every session):
+#   scripts/gpu-check.sh tests            tests/ incl. GPU tests (timing correctness, NVML)
+#   scripts/gpu-check.sh suite [ARGS...]  pytest ARGS (default: suites/), logs under $OUT (default ./rnnperf-out)
+# It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
+set -uo pipefail
+OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
+what=${1:-tests}; shift || true
+nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
+python3 - <<'PY'
+import time
+t0 = time.perf_counter()
+import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
+from pytest_rnnperf.device import read_device_info, nvml_index
+from pytest_rnnperf.environment import software_info
+from pytest_rnnperf.report import header_lines
+from pytest_rnnperf.session import RunSession
+t1 = time.perf_counter()
+run = RunSession(device=read_device_info(nvml_index()), software=software_info())
+lines = header_lines(run, "nightly")
+t2 = time.perf_counter()
+print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")
+PY
+case "$what" in
+  tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
+  suite) python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;
+  *) echo "usage: $0 tests|suite [pytest args]"; exit 2 ;;
+esac

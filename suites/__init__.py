@@ -1,0 +1,1 @@
+"""The ready pytest-rnnperf suite: ``pytest suites/ --benchmark-compare``."""

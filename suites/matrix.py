@@ -1,0 +1,73 @@
+"""The case matrices of the ready suite, per framework and scale.
+
+nightly covers the shapes measured in ../shared/DESIGN.md, hidden sizes on both sides of cuDNN's
+algorithm thresholds (<=128, 129-192, >192), multi-layer and bidirectional stacks, small and very large
+batches, train and infer, and FP32 / TF32 / FP16 / BF16. smoke is tiny shapes for CPU CI; full adds
+every cell and precision to every shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pytest_rnnperf.cases import Case, Shape
+from suites.floors import floor_for
+
+# (T, B, I, H, layers): the five shapes measured on an H200 in DESIGN.md.
+DESIGN_SHAPES = (
+    Shape(28, 128, 28, 128, 1),
+    Shape(100, 64, 64, 512, 2),
+    Shape(60, 500, 32, 256, 1),
+    Shape(60, 4700, 32, 256, 1),
+    Shape(50, 512, 512, 1024, 1),
+)
+H_BAND_129_192 = Shape(50, 64, 64, 160, 1)
+BIDIRECTIONAL = Shape(50, 64, 64, 256, 2, bidirectional=True)
+SMALL_BATCH = Shape(100, 1, 64, 256, 1)
+
+SMOKE_SHAPES = (Shape(8, 4, 8, 16, 1), Shape(6, 3, 5, 12, 2, bidirectional=True))
+
+
+def _with_floor(cases: list[Case]) -> list[Case]:
+    """Attach each case's documented floor."""
+    return [dataclasses.replace(c, floor=floor_for(c)) for c in cases]
+
+
+def _cells(framework: str, cells: tuple[str, ...]) -> tuple[str, ...]:
+    """Keras has no cuDNN plain RNN (SimpleRNN): TF pairs exist for LSTM and GRU only."""
+    return tuple(c for c in cells if framework == "torch" or c in ("lstm", "gru"))
+
+
+def paired_cases(framework: str, scale: str) -> list[Case]:
+    """cuDNN-vs-generic cases (GPU only) of one framework at one scale."""
+    cases: list[Case] = []
+
+    def add(cells: tuple[str, ...], shapes: tuple[Shape, ...], mode: str = "train", precision: str = "fp32") -> None:
+        for cell in _cells(framework, cells):
+            for shape in shapes:
+                cases.append(Case(framework, cell, shape, mode, precision))
+
+    if scale == "smoke":
+        add(("lstm", "gru"), SMOKE_SHAPES[:1])
+        return _with_floor(cases)
+    add(("lstm", "gru"), DESIGN_SHAPES + (H_BAND_129_192, BIDIRECTIONAL, SMALL_BATCH))
+    add(("lstm", "gru"), (DESIGN_SHAPES[0], DESIGN_SHAPES[2], DESIGN_SHAPES[4]), mode="infer")
+    add(("lstm",), (DESIGN_SHAPES[1], DESIGN_SHAPES[4]), precision="tf32")
+    add(("lstm",), (DESIGN_SHAPES[4],), precision="fp16")
+    add(("lstm",), (DESIGN_SHAPES[4],), precision="bf16")
+    add(("rnn_tanh", "rnn_relu"), (DESIGN_SHAPES[0], DESIGN_SHAPES[2]))
+    if scale == "full":
+        add(("lstm", "gru", "rnn_tanh", "rnn_relu"), DESIGN_SHAPES, precision="tf32")
+        add(("gru",), (DESIGN_SHAPES[4],), precision="fp16")
+        add(("gru",), (DESIGN_SHAPES[4],), precision="bf16")
+        add(("rnn_tanh", "rnn_relu"), DESIGN_SHAPES[1:] + (BIDIRECTIONAL,))
+        add(("lstm", "gru"), DESIGN_SHAPES[1:2] + DESIGN_SHAPES[3:4] + (BIDIRECTIONAL,), mode="infer")
+    return _with_floor(list(dict.fromkeys(cases)))
+
+
+def reference_cases(framework: str, scale: str) -> list[Case]:
+    """Generic-vs-float64 cases: small shapes, every cell, any device (they run on CPU CI)."""
+    cases = [Case(framework, cell, shape, "train", "fp32")
+             for cell in ("lstm", "gru", "rnn_tanh", "rnn_relu") for shape in SMOKE_SHAPES]
+    cases += [Case(framework, cell, SMOKE_SHAPES[0], "infer", "fp32") for cell in ("lstm", "gru")]
+    return cases

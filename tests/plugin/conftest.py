@@ -1,0 +1,67 @@
+"""Helpers for end-to-end plugin tests: a pytester project with a fake GPU and a fake torch backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+# conftest.py of the project under test: it runs before the plugin's pytest_configure, so it can swap
+# the NVML binding for the fake one (a pretend H200) and the torch backend for the fake backend.
+FAKE_GPU_CONFTEST = f"""
+import functools, os, sys
+sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
+import pytest_rnnperf.device as device
+import pytest_rnnperf.backends as backends
+from fake_nvml import FakeNVML
+
+if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
+    FAKE = FakeNVML()
+    FAKE.name = os.environ.get("FAKE_GPU_NAME", "NVIDIA H200")
+    FAKE.driver = os.environ.get("FAKE_DRIVER", FAKE.driver)
+    _read = device.read_device_info
+    device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
+    device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+backends._BACKEND_MODULES["torch"] = "fake_backend"
+"""
+
+TEST_FILE = """
+import pytest
+from pytest_rnnperf.cases import Case, Shape
+
+CASES = [Case("torch", "lstm", Shape(4, 2, 3, 5), floor=FLOOR), Case("torch", "gru", Shape(4, 2, 3, 5), floor=FLOOR)]
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_pair(case, rnnperf):
+    rnnperf.check(rnnperf.measure(case))
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
+    for name in ("CUDNN_MS", "GENERIC_MS", "WRONG_PATH", "PARITY_ERROR", "UNAVAILABLE", "NO_GPU", "OOM",
+                 "CUDNN_VERSION", "GPU_NAME", "DRIVER"):
+        monkeypatch.delenv("FAKE_" + name, raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
+    pytester.makeconftest(FAKE_GPU_CONFTEST)
+    pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))
+    pytester.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_min_block_ms = 2\n")
+    return pytester
+
+
+def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run pytest in a subprocess (the fakes patch modules; they must not leak into this process)."""
+    return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
+
+
+def load_json(path: Path) -> Any:
+    """Parse a JSON file."""
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,99 @@
+"""A fake framework backend for end-to-end plugin tests: float64 reference math posing as a GPU pair.
+
+``time.sleep`` stands in for device time, so speedups are known in advance. Knobs are environment
+variables read at call time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR,
+FAKE_UNAVAILABLE, FAKE_NO_GPU, FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from typing import Any
+
+from pytest_rnnperf import reference
+from pytest_rnnperf.backends import BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+
+
+def knob(name: str, default: str = "") -> str:
+    """A FAKE_* environment variable."""
+    return os.environ.get("FAKE_" + name, default)
+
+
+class FakeImpl:
+    """One side: sleeps for its step, computes results with the float64 reference."""
+
+    def __init__(self, name: str, case: Any, weights: Any, inputs: CaseInputs) -> None:
+        self.name, self.case, self.weights, self.inputs = name, case, weights, inputs
+        ms = knob("CUDNN_MS", "1") if name == "cudnn" else knob("GENERIC_MS", "4")
+        self.delay = float(ms) / 1e3
+
+    def step(self) -> None:
+        """Stand-in for one device step."""
+        time.sleep(self.delay)
+
+    def result(self, inputs: CaseInputs | None = None) -> ImplResult:
+        """Reference outputs, perturbed on the cuDNN side when FAKE_PARITY_ERROR is set."""
+        inputs = inputs or self.inputs
+        fwd = reference.forward(self.weights, inputs.x)
+        grads = reference.backward(self.weights, inputs.x, inputs.d_output, inputs.d_h_n, inputs.d_c_n)
+        output = fwd.output
+        if self.name == "cudnn" and knob("PARITY_ERROR"):
+            output = output + float(knob("PARITY_ERROR"))
+        train = self.case.mode == "train"
+        return ImplResult(output, fwd.h_n, fwd.c_n, grads.d_input if train else None,
+                          grads.d_weights if train else None)
+
+    def prove_path(self) -> PathProof:
+        """Claims the right path unless FAKE_WRONG_PATH=1 (then the cuDNN side 'fell back')."""
+        if self.name == "cudnn" and knob("WRONG_PATH") == "1":
+            return PathProof(self.name, False, "fake: no cuDNN kernel ran (fell back to the generic loop)")
+        return PathProof(self.name, True, f"fake {self.name} kernels")
+
+
+class FakePair:
+    """Both sides on a pretend device."""
+
+    device = "cuda:fake"
+
+    def __init__(self, cudnn: FakeImpl | None, generic: FakeImpl | None) -> None:
+        self.cudnn, self.generic = cudnn, generic
+
+    def sync(self) -> None:
+        """Nothing is queued on a pretend device."""
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
+class FakeBackend:
+    """Poses as the torch backend."""
+
+    name = "torch"
+
+    def unavailable_reason(self) -> str | None:
+        """FAKE_UNAVAILABLE, if set."""
+        return knob("UNAVAILABLE") or None
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """FAKE_NO_GPU, if set."""
+        return self.unavailable_reason() or knob("NO_GPU") or None
+
+    def runtime_info(self) -> dict[str, str]:
+        """A cuDNN version a test can change to see it in the environment diff."""
+        return {"torch.version": "fake-1.0", "torch.cudnn_version": knob("CUDNN_VERSION", "9.19.0")}
+
+    def build(self, case: Any, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = ("cudnn", "generic")) -> FakePair:
+        """Build the pair, or fail the way a real backend would for FAKE_OOM / missing GPU."""
+        if knob("OOM") and fnmatch.fnmatch(case.id, knob("OOM")):
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: fake allocation of 200 GiB")
+        if "cudnn" in impls and self.gpu_unavailable_reason():
+            raise BackendUnavailable(self.gpu_unavailable_reason())
+        sides = {name: FakeImpl(name, case, weights, inputs) for name in impls}
+        return FakePair(sides.get("cudnn"), sides.get("generic"))
+
+
+def get_backend() -> FakeBackend:
+    """Entry point used by load_backend."""
+    return FakeBackend()
