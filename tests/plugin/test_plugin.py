@@ -1,0 +1,171 @@
+"""End-to-end tests of the plugin as users run it (pytester, fake GPU, fake torch backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import REPO, load_json, run
+
+
+def test_help_lists_the_rnnperf_group_with_ini_twins(pytester: pytest.Pytester) -> None:
+    """pytest --help shows one rnnperf group; every option names its ini twin."""
+    result = pytester.runpytest("--help")
+    out = result.stdout.str()
+    assert "pytest-rnnperf: cuDNN vs generic RNN benchmarks" in out
+    from pytest_rnnperf.plugin import SETTINGS
+
+    for s in SETTINGS:
+        assert s.flag in out, s.flag
+        assert f"{s.ini} (ini)" in out or f"  {s.ini} " in out, s.ini
+
+
+def test_header_without_gpu_says_what_is_missing(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NVML device: the header says so and the cuDNN cases skip with a GPU reason."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    result = run(project)
+    result.stdout.fnmatch_lines(["rnnperf: no GPU fingerprint: *(cuDNN cases will be skipped)*",
+                                 "*SKIPPED*cuDNN case needs a GPU: no CUDA GPU visible to torch*"])
+    result.assert_outcomes(skipped=2)
+
+
+def test_header_shows_the_fake_gpu(project: pytest.Pytester) -> None:
+    """With a GPU the header carries model, driver, CUDA, clocks and processes."""
+    result = run(project, "--co")
+    result.stdout.fnmatch_lines(["rnnperf: GPU NVIDIA H200 (sm 9.0, *", "rnnperf: driver 580.95.05, CUDA driver 13.0*",
+                                 "rnnperf: clocks SM *other compute processes: none*"])
+
+
+def test_malformed_option_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
+    """A value that is not a number stops the run before collection, naming the option."""
+    result = run(project, "--rnnperf-rounds=many")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--rnnperf-rounds / rnnperf_rounds: cannot read 'many' as int*"])
+
+
+def test_paired_case_passes_and_reaches_benchmark_json(project: pytest.Pytester) -> None:
+    """Both sides land in pytest-benchmark's JSON, grouped by case, with the rnnperf record attached."""
+    result = run(project, "--benchmark-json=out.json")
+    result.assert_outcomes(passed=2)
+    data = load_json(project.path / "out.json")
+    entries = {(b["group"], b["params"]["side"]): b for b in data["benchmarks"]}
+    case_id = "torch-lstm-train-fp32-T4-B2-I3-H5-L1"
+    cudnn, generic = entries[(case_id, "cudnn")], entries[(case_id, "generic")]
+    assert cudnn["name"] == f"test_pair[cudnn-{case_id}]"
+    assert cudnn["stats"]["rounds"] == 8
+    record = cudnn["extra_info"]["rnnperf"]
+    assert record["paths"][0]["evidence"] == "fake cudnn kernels"
+    # 4 ms vs 1 ms of sleep: the speedup interval must sit near 4x, far from the 2x floor.
+    assert 2.5 < record["speedup"]["low"] <= record["speedup"]["estimate"] <= record["speedup"]["high"] < 6
+    assert generic["stats"]["median"] > 3 * cudnn["stats"]["median"]
+    assert data["machine_info"]["rnnperf"]["gpu_slug"] == "NVIDIA_H200"
+    result.stdout.fnmatch_lines(["*rnnperf summary*", f"{case_id} *x [[]*", "*baseline: none for NVIDIA_H200 yet*"])
+
+
+def test_marker_beats_command_line_beats_ini(project: pytest.Pytester) -> None:
+    """rounds: marker 5 > --rnnperf-rounds 6 > ini 8."""
+    project.makepyfile(test_marker="""
+        import pytest
+        from pytest_rnnperf.cases import Case, Shape
+
+        @pytest.mark.rnnperf(rounds=5)
+        def test_marked(rnnperf):
+            rnnperf.measure(Case("torch", "rnn_tanh", Shape(3, 2, 3, 4)))
+
+        def test_plain(rnnperf):
+            rnnperf.measure(Case("torch", "rnn_relu", Shape(3, 2, 3, 4)))
+    """)
+    def rounds(*args: str) -> dict[str, int]:
+        run(project, "test_marker.py", "--benchmark-json=r.json", *args).assert_outcomes(passed=2)
+        return {b["group"].split("-")[1]: b["stats"]["rounds"] for b in load_json(project.path / "r.json")["benchmarks"]
+                if b["params"]["side"] == "cudnn"}
+    assert rounds("--rnnperf-rounds=6") == {"rnn_tanh": 5, "rnn_relu": 6}
+    assert rounds() == {"rnn_tanh": 5, "rnn_relu": 8}
+
+
+def test_wrong_path_fails_with_the_evidence(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 'cuDNN' side that did not run cuDNN fails and says what was seen."""
+    monkeypatch.setenv("FAKE_WRONG_PATH", "1")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*the implementation that ran is not the one claimed*",
+                                 "*cudnn    expected cuDNN; saw: fake: no cuDNN kernel ran*"])
+
+
+def test_parity_failure_is_a_table(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output off by 1e-2 in FP32 fails with obtained error and tolerance per comparison."""
+    monkeypatch.setenv("FAKE_PARITY_ERROR", "1e-2")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*parity out of tolerance (fp32: IEEE float32*",
+                                 "*cudnn vs generic*output*5e-05*", "*cudnn vs reference*output*5e-05*"])
+
+
+def test_nan_is_named(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NaN in the outputs fails with a clear note instead of a silent comparison."""
+    monkeypatch.setenv("FAKE_PARITY_ERROR", "nan")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*output*inf*NaN in first side*"])
+
+
+def test_speedup_below_floor_fails(project: pytest.Pytester) -> None:
+    """Floor 10x against a 4x pair: the failure shows obtained, interval, floor and both medians."""
+    project.makepyfile(test_cases=__import__("conftest").TEST_FILE.replace("FLOOR", "10.0"))
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*cuDNN speedup below its floor:*", "*obtained*95% CI*floor*", "*10.00x*"])
+
+
+def test_framework_missing_skips_with_reason(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Framework not installed: every case skips with the install hint."""
+    monkeypatch.setenv("FAKE_UNAVAILABLE", "torch is not installed (pip install 'pytest-rnnperf[torch]')")
+    result = run(project)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*skipped 2 case(s): torch is not installed*", "*SKIPPED [[]2[]]*torch is not installed*"])
+
+
+def test_out_of_memory_skips_and_the_rest_goes_on(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case that does not fit skips with the reason; the next case still runs."""
+    monkeypatch.setenv("FAKE_OOM", "torch-gru-*")
+    result = run(project)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*torch-gru-train-fp32-T4-B2-I3-H5-L1 does not fit in GPU memory*"])
+
+
+def test_benchmark_disable_runs_the_checks_only(project: pytest.Pytester) -> None:
+    """--benchmark-disable: one round, nothing recorded, gates still applied."""
+    result = run(project, "--benchmark-disable", "--benchmark-json=d.json")
+    result.assert_outcomes(passed=2)
+    assert (project.path / "d.json").read_text() == ""  # argparse creates it; nothing is written
+
+
+def test_reports_are_written(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JSON report, Markdown (also to $GITHUB_STEP_SUMMARY) and a PNG plot."""
+    summary = project.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = run(project, "--rnnperf-report-dir=out")
+    result.assert_outcomes(passed=2)
+    report = load_json(project.path / "out" / "rnnperf.json")
+    assert [r["case"]["id"] for r in report["results"]] == ["torch-lstm-train-fp32-T4-B2-I3-H5-L1",
+                                                            "torch-gru-train-fp32-T4-B2-I3-H5-L1"]
+    assert report["gpu_slug"] == "NVIDIA_H200"
+    md = summary.read_text()
+    assert md.startswith("## pytest-rnnperf: all checks passed")
+    assert "| torch-gru-train-fp32-T4-B2-I3-H5-L1 |" in md
+    pytest.importorskip("matplotlib")
+    assert (project.path / "out" / "speedups.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester) -> None:
+    """The real suite on a machine without a GPU: reference cases pass, cuDNN cases skip with the reason."""
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this test is about a machine without a GPU")
+    result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_torch.py"), "--rootdir", str(REPO),
+                                           "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=3", "--benchmark-disable")
+    result.assert_outcomes(passed=10, skipped=2)
+    result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to torch*"])
