@@ -314,7 +314,10 @@ class _BenchEntry:
         callspec = getattr(item, "callspec", None)
         param = callspec.id if callspec is not None else None
         self.param = f"{side}-{param}" if param else side
-        self.params = dict(callspec.params, side=side) if callspec is not None else {"side": side}
+        # JSON-plain parameters (a Case becomes its id), so every stored file parses with plain json.
+        params = {k: getattr(v, "id", v) if not isinstance(v, (str, int, float, bool, type(None))) else v
+                  for k, v in (callspec.params.items() if callspec is not None else ())}
+        self.params = dict(params, side=side)
         base = item.name.split("[")[0]
         self.name = f"{base}[{self.param}]"
         self.fullname = item.nodeid.split("[")[0] + f"[{self.param}]"

@@ -1,0 +1,153 @@
+"""End-to-end: recording, comparing and guarding baselines as a nightly CI job uses them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import load_json, run
+
+GPU_DIR = "baselines/NVIDIA_H200"
+
+
+def _files(project: pytest.Pytester, gpu_dir: str = GPU_DIR) -> list[Path]:
+    """Stored baseline files of a GPU model, in name order."""
+    return sorted((project.path / gpu_dir).glob("*/*.json"))
+
+
+def _record(project: pytest.Pytester, *args: str, gpu_dir: str = GPU_DIR) -> Path:
+    """Record a baseline and return the new file."""
+    before = set(_files(project, gpu_dir))
+    result = run(project, "--rnnperf-update-baseline", *args)
+    result.assert_outcomes(passed=2)
+    new = sorted(set(_files(project, gpu_dir)) - before)
+    assert len(new) == 1, new
+    result.stdout.fnmatch_lines([f"*baseline recorded: *{new[0].name}*"])
+    return new[0]
+
+
+def test_first_run_has_no_baseline_and_compare_fail_does_not_crash(project: pytest.Pytester) -> None:
+    """No baseline yet: the run says how to record one; --benchmark-compare-fail is a no-op, not an error."""
+    result = run(project, "--benchmark-compare", "--benchmark-compare-fail=median:5%")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*baseline: none for NVIDIA_H200 yet; record one with: pytest suites/ --rnnperf-update-baseline*",
+        "*--benchmark-compare-fail: no stored run to compare with yet; nothing to check*"])
+
+
+def test_update_adds_files_and_never_overwrites(project: pytest.Pytester) -> None:
+    """Each update adds the next number in this GPU's folder; earlier files stay byte for byte."""
+    first = _record(project)
+    assert first.name == "0001_baseline.json" and first.parent.parent == project.path / GPU_DIR
+    content = first.read_bytes()
+    second = _record(project)
+    assert second.name == "0002_baseline.json"
+    assert first.read_bytes() == content
+    data = load_json(second)
+    assert data["machine_info"]["rnnperf"]["format"] == 1
+    assert {b["params"]["side"] for b in data["benchmarks"]} == {"cudnn", "generic"}
+
+
+def test_unchanged_run_is_not_flagged(project: pytest.Pytester) -> None:
+    """Same speed as the baseline: no case regresses, the verdict table is printed."""
+    _record(project)
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*against the baseline*", "*verdicts: *"])
+    assert "regressed" not in result.stdout.str().split("verdicts:")[1].splitlines()[0]
+
+
+def test_slower_cudnn_fails_and_names_what_changed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN 2x slower after a cuDNN update: both cases fail, the table and the cuDNN version change show."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "9.20.0")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*cuDNN time regressed against the baseline of this GPU*",
+        "*cudnn time*regressed*",
+        "*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*",
+        "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
+
+
+def test_regression_opt_out_reports_without_failing(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rnnperf-no-fail-regression: the run passes and the summary still says regressed."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    result = run(project, "--rnnperf-no-fail-regression")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*verdicts: 2 regressed*"])
+
+
+def test_failing_run_is_not_recorded(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline only comes from a clean run."""
+    monkeypatch.setenv("FAKE_WRONG_PATH", "1")
+    result = run(project, "--rnnperf-update-baseline")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*baseline not recorded: 2 test(s) failed*"])
+    assert _files(project) == []
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[: len(text) // 2], "not valid JSON (truncated or hand-edited?)"),
+    (lambda text: text.replace('"format": 1', '"format": 99'), "unknown baseline format 99"),
+])
+def test_unusable_baseline_is_a_one_line_error_and_left_alone(project: pytest.Pytester, damage, message) -> None:
+    """Truncated or unknown-version file: usage error naming the file; the file is not touched."""
+    path = _record(project)
+    path.write_text(damage(path.read_text()))
+    before = path.read_bytes()
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{path.name}: {message}*"])
+    assert path.read_bytes() == before
+
+
+def test_other_gpu_model_is_never_compared(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An A100 baseline exists; on an H200 nothing is compared and the run says why."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA A100-SXM4-80GB")
+    _record(project, "--rnnperf-baseline-tag=a100", gpu_dir="baselines/NVIDIA_A100-SXM4-80GB")
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA H200")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # a regression if it were compared; above the floor
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*baseline: none for NVIDIA_H200 yet; baselines exist for NVIDIA_A100-SXM4-80GB but "
+                                 "are never compared with another model*"])
+
+
+def test_pytest_benchmark_compare_reads_our_baseline(project: pytest.Pytester) -> None:
+    """--benchmark-compare with no value finds this GPU's newest baseline and shows NOW vs it."""
+    path = _record(project)
+    result = run(project, "--benchmark-compare")
+    result.assert_outcomes(passed=2)
+    result.stderr.fnmatch_lines([f"*Comparing against benchmarks from: *{path.name}*"])
+    for source in (path.stem[:4], "NOW"):  # pytest-benchmark's table: one row per source, in its own order
+        result.stdout.fnmatch_lines([f"*test_pair[[]cudnn-torch-lstm-*[]] ({source}*"])
+
+
+def test_offline_compare_gives_the_same_verdicts(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """python -m pytest_rnnperf compare: exit 1 on a regression, 0 on the null run, 2 on a broken file."""
+    base = _record(project)
+    run(project, "--benchmark-json=same.json").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "compare", *args], capture_output=True,
+                              text=True, cwd=project.path)
+
+    slow = cli(str(base), "slow.json")
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert slow.stdout.count("REGRESSED") == 2
+    same = cli(str(base), "same.json")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "REGRESSED" not in same.stdout
+    (project.path / "broken.json").write_text("{\"benchmarks\": [")
+    broken = cli(str(base), "broken.json")
+    assert broken.returncode == 2 and "broken.json: not valid JSON" in broken.stderr
