@@ -1,0 +1,611 @@
+"""TensorFlow backend: Keras 3 ``LSTM/GRU(use_cudnn=True)`` (``CudnnRNNV3``) versus ``use_cudnn=False``.
+
+Keras 3 on TensorFlow decides the cuDNN path when the layer is called: ``use_cudnn=True`` emits
+``CudnnRNNV3`` (and ``CudnnRNNBackpropV3`` under a gradient tape) or raises; ``use_cudnn=False`` runs the
+generic ``tf.while_loop`` over the cell. ``SimpleRNN`` has no cuDNN path in Keras, so the plain-RNN cells
+are built on the generic side only (their cuDNN counterpart is torch's, through the canonical weights).
+
+Keras is batch-major (B, T, I) while the canonical arrays are time-major (T, B, I): the transposes happen
+on the host, once per set of inputs, never inside the timed step.
+
+TensorFlow and Keras are imported only when a pair is built or runtime/GPU info is read, never when this
+module loads; the weight converters are pure NumPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+
+from . import IMPLS, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..cases import Case
+    from ..reference import RNNWeights
+
+# Graph op types of the cuDNN path (forward, and its gradient in train mode). Keras 3.15's TF backend
+# calls tf.raw_ops.CudnnRNNV3 directly; the registered gradient of CudnnRNNV3 is CudnnRNNBackpropV3.
+_CUDNN_FORWARD_OP = "CudnnRNNV3"
+_CUDNN_BACKWARD_OP = "CudnnRNNBackpropV3"
+# Any CudnnRNN* op (older V1/V2 variants included) counts as cuDNN when proving the generic side.
+_CUDNN_PREFIX = "CudnnRNN"
+# The generic Keras loop is a tf.while_loop: "While" (stateful body) or "StatelessWhile".
+_WHILE_OPS = ("While", "StatelessWhile")
+
+_SIMPLE_RNN_NO_CUDNN = (
+    "Keras SimpleRNN has no cuDNN path; compare it with torch's cuDNN RNN through the shared canonical weights"
+)
+
+# Result of the one-time memory-growth setup, shown by runtime_info (None until TF was first used here).
+_MEMORY_GROWTH: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Weight converters (pure NumPy): canonical (PyTorch layout) <-> Keras get_weights()/set_weights() arrays.
+# ---------------------------------------------------------------------------------------------------------
+
+# Canonical GRU gate blocks are r, z, n; Keras stores z, r, h (h is the candidate = canonical n).
+_GRU_TO_KERAS = (1, 0, 2)  # Keras block k takes canonical block _GRU_TO_KERAS[k]
+_GRU_FROM_KERAS = (1, 0, 2)  # canonical block k takes Keras block _GRU_FROM_KERAS[k] (the swap is its own inverse)
+
+
+def _reorder_blocks(a: np.ndarray, order: Sequence[int], axis: int) -> np.ndarray:
+    """Split ``a`` into len(order) equal gate blocks along ``axis`` and reassemble them in ``order``."""
+    blocks = np.split(np.asarray(a), len(order), axis=axis)
+    return np.concatenate([blocks[i] for i in order], axis=axis)
+
+
+def _layer_to_keras(
+    cell: str, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray, b_hh: np.ndarray
+) -> list[np.ndarray]:
+    """One layer/direction in Keras order [kernel (in, G*H), recurrent_kernel (H, G*H), bias]."""
+    kernel, recurrent = np.asarray(w_ih).T, np.asarray(w_hh).T
+    if cell == "gru":
+        # reset_after=True keeps two bias vectors, exactly the canonical b_ih and b_hh, stacked as rows.
+        return [
+            np.ascontiguousarray(_reorder_blocks(kernel, _GRU_TO_KERAS, axis=1)),
+            np.ascontiguousarray(_reorder_blocks(recurrent, _GRU_TO_KERAS, axis=1)),
+            np.stack([_reorder_blocks(b_ih, _GRU_TO_KERAS, 0), _reorder_blocks(b_hh, _GRU_TO_KERAS, 0)]),
+        ]
+    # LSTM (gate order i, f, c, o in both layouts) and SimpleRNN: one bias, which only ever appears as
+    # the sum b_ih + b_hh in the cell's pre-activation.
+    return [np.ascontiguousarray(kernel), np.ascontiguousarray(recurrent), np.asarray(b_ih) + np.asarray(b_hh)]
+
+
+def to_keras(weights: "RNNWeights") -> list[list[list[np.ndarray]]]:
+    """Canonical weights as ``[layer][direction] -> [kernel, recurrent_kernel, bias]`` in Keras layout.
+
+    Per direction, the list is what ``layer.set_weights`` of a Keras LSTM/GRU(reset_after=True)/SimpleRNN
+    expects; a ``Bidirectional`` wrapper takes the forward list followed by the backward list.
+    """
+    return [
+        [_layer_to_keras(weights.cell, *lw.arrays()) for lw in dirs]
+        for dirs in weights.layers
+    ]
+
+
+def _layer_from_keras(
+    cell: str, kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray, gradients: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One layer/direction back to canonical (w_ih, w_hh, b_ih, b_hh)."""
+    if cell == "gru":
+        bias = np.asarray(bias)
+        return (
+            np.ascontiguousarray(_reorder_blocks(np.asarray(kernel).T, _GRU_FROM_KERAS, axis=0)),
+            np.ascontiguousarray(_reorder_blocks(np.asarray(recurrent).T, _GRU_FROM_KERAS, axis=0)),
+            _reorder_blocks(bias[0], _GRU_FROM_KERAS, 0),
+            _reorder_blocks(bias[1], _GRU_FROM_KERAS, 0),
+        )
+    bias = np.asarray(bias)
+    # Weights: only the sum b_ih + b_hh is known, so the split is a convention (all of it in b_ih).
+    # Gradients: dL/db_ih = dL/db_hh = dL/dbias, because both enter the pre-activation only through the sum.
+    b_hh = bias.copy() if gradients else np.zeros_like(bias)
+    w_ih = np.ascontiguousarray(np.asarray(kernel).T)
+    return (w_ih, np.ascontiguousarray(np.asarray(recurrent).T), bias.copy(), b_hh)
+
+
+def from_keras(
+    cell: str,
+    input_size: int,
+    hidden_size: int,
+    num_layers: int,
+    bidirectional: bool,
+    keras_weights: Sequence[Sequence[Sequence[np.ndarray]]],
+    *,
+    gradients: bool = False,
+) -> "RNNWeights":
+    """Inverse of :func:`to_keras`: ``[layer][direction] -> [kernel, recurrent_kernel, bias]`` to canonical.
+
+    LSTM and SimpleRNN keep one bias (= b_ih + b_hh), so the canonical split is not recoverable: weights come
+    back with b_ih = bias and b_hh = 0 (same forward function). With ``gradients=True`` the arrays are
+    gradients, and the single bias gradient goes into both b_ih and b_hh, since each of them receives
+    exactly dL/dbias. GRU(reset_after=True) has both biases and round-trips exactly.
+    """
+    from ..reference import LayerWeights, RNNWeights
+
+    directions = 2 if bidirectional else 1
+    if len(keras_weights) != num_layers or any(len(d) != directions for d in keras_weights):
+        raise ValueError(f"expected {num_layers} layers x {directions} directions of Keras weights")
+    layers = tuple(
+        tuple(LayerWeights(*_layer_from_keras(cell, *arrays, gradients=gradients)) for arrays in dirs)
+        for dirs in keras_weights
+    )
+    return RNNWeights(cell, input_size, hidden_size, num_layers, bidirectional, layers)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TensorFlow plumbing.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _tf() -> Any:
+    """Import TensorFlow on first use, turning on GPU memory growth before anything initialises the GPU.
+
+    Without memory growth TF maps (nearly) all GPU memory at its first GPU op, and torch cases of the same
+    session would then run out of memory.
+    """
+    global _MEMORY_GROWTH
+    # Before the import: TF reads this when it initialises a GPU, so it also covers GPU use by code that
+    # reaches TF before us (a user's explicit setting wins).
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    import tensorflow as tf
+
+    if _MEMORY_GROWTH is None:
+        gpus = tf.config.list_physical_devices("GPU")  # does not initialise the devices
+        try:
+            for gpu in gpus:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            _MEMORY_GROWTH = f"on ({len(gpus)} GPU(s))" if gpus else "n/a (no GPU)"
+        except RuntimeError as exc:  # TF initialised the GPUs already: growth can no longer change
+            env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "")
+            _MEMORY_GROWTH = f"not set: {str(exc)[:120]} (TF_FORCE_GPU_ALLOW_GROWTH={env!r})"
+    return tf
+
+
+def _keras() -> Any:
+    """Import Keras 3 (after TensorFlow, so memory growth is set first)."""
+    _tf()
+    import keras
+
+    return keras
+
+
+def _dtype(precision: str) -> str:
+    """Keras dtype policy name of a precision mode (TF32 is float32 with a global math flag)."""
+    return {"fp16": "float16", "bf16": "bfloat16"}.get(precision, "float32")
+
+
+@contextlib.contextmanager
+def precision_flags(precision: str) -> Iterator[None]:
+    """Pin TF32 on (precision "tf32") or off (everything else) around a run, and restore it afterwards.
+
+    TF32 is TensorFlow's default and a process-wide flag read when a kernel is launched, so each step sets
+    it for its own case instead of trusting whatever the previous case left behind.
+    """
+    tf = _tf()
+    experimental = tf.config.experimental
+    saved = experimental.tensor_float_32_execution_enabled()
+    wanted = precision == "tf32"
+    if saved != wanted:
+        experimental.enable_tensor_float_32_execution(wanted)
+    try:
+        yield
+    finally:
+        if saved != wanted:
+            experimental.enable_tensor_float_32_execution(saved)
+
+
+def _make_layer(cell: str, hidden_size: int, impl: str, dtype: str, bidirectional: bool) -> Any:
+    """One Keras recurrent layer (wrapped in Bidirectional when asked) for a canonical cell and side."""
+    keras = _keras()
+    common: dict[str, Any] = dict(
+        units=hidden_size,
+        return_sequences=True,
+        return_state=True,
+        dtype=dtype,
+        # The weights are overwritten from the canonical arrays; zeros skip an orthogonal init (a QR).
+        kernel_initializer="zeros",
+        recurrent_initializer="zeros",
+        bias_initializer="zeros",
+    )
+    if cell == "lstm":
+        layer = keras.layers.LSTM(use_cudnn=(impl == "cudnn"), unit_forget_bias=False, **common)
+    elif cell == "gru":
+        layer = keras.layers.GRU(use_cudnn=(impl == "cudnn"), reset_after=True, **common)
+    else:
+        if impl == "cudnn":
+            raise BackendUnavailable(_SIMPLE_RNN_NO_CUDNN)
+        layer = keras.layers.SimpleRNN(activation="tanh" if cell == "rnn_tanh" else "relu", **common)
+    if bidirectional:
+        # Returns [output, *forward_states, *backward_states]; the backward output is flipped back to time order.
+        layer = keras.layers.Bidirectional(layer, merge_mode="concat", dtype=dtype)
+    return layer
+
+
+def build_layers(case: "Case", weights: "RNNWeights", impl: str, device: str) -> list[Any]:
+    """A stack of ``num_layers`` built Keras layers on ``device`` holding exactly the canonical ``weights``."""
+    tf = _tf()
+    s = case.shape
+    dtype = _dtype(case.precision)
+    keras_weights = to_keras(weights)
+    layers = []
+    with tf.device(device):
+        for index in range(s.num_layers):
+            layer = _make_layer(case.cell, s.hidden_size, impl, dtype, s.bidirectional)
+            in_size = weights.layer_input_size(index)
+            layer.build((None, None, in_size))
+            # Bidirectional.set_weights takes the forward arrays, then the backward ones.
+            arrays = [a for direction in keras_weights[index] for a in direction]
+            # float32 on the host; assign() rounds to the variable's dtype (bf16/fp16), as torch's .to(dtype) does.
+            layer.set_weights([np.asarray(a, dtype=np.float32) for a in arrays])
+            layers.append(layer)
+    return layers
+
+
+def _layer_variables(layer: Any, directions: int) -> list[list[Any]]:
+    """Trainable variables of one stacked layer as ``[direction] -> [kernel, recurrent_kernel, bias]``."""
+    subs = [layer.forward_layer, layer.backward_layer] if directions == 2 else [layer]
+    return [list(sub.trainable_weights) for sub in subs]
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    """Move a tensor to the host and widen it to float64."""
+    return np.asarray(t.numpy(), dtype=np.float64)
+
+
+def _to_batch_major(a: np.ndarray) -> np.ndarray:
+    """(T, B, F) canonical time-major to Keras batch-major (B, T, F)."""
+    return np.ascontiguousarray(np.swapaxes(a, 0, 1))
+
+
+def _graph_op_types(concrete: Any) -> list[str]:
+    """Op types of a concrete function's graph, including the function library (while-loop bodies, ...)."""
+    graph_def = concrete.graph.as_graph_def()
+    ops = [node.op for node in graph_def.node]
+    for fn in graph_def.library.function:
+        ops += [node.op for node in fn.node_def]
+    return ops
+
+
+@dataclass
+class TFImpl:
+    """One side of a TF pair: the Keras layer stack, its inputs on the device, and the traced step."""
+
+    name: str
+    case: "Case"
+    layers: list[Any]
+    device: str
+    inputs: CaseInputs
+    weights: "RNNWeights"
+    _args: tuple[Any, ...] = field(default=(), repr=False)
+    _variables: list[list[list[Any]]] = field(default_factory=list, repr=False)
+    _step_fn: Any = field(default=None, repr=False)
+    _parity_fn: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Move the timing inputs to the device once and wrap the computation in tf.functions."""
+        tf = _tf()
+        directions = self.case.shape.directions
+        self._variables = [_layer_variables(layer, directions) for layer in self.layers]
+        self._args = self._device_inputs(self.inputs)
+        # Two functions over the same computation: the timed one keeps a single trace for the timing
+        # shapes (parity on a smaller batch must not add a trace to it), the parity one takes any batch.
+        # autograph=False: Keras builds its own tf.while_loop, and there is no Python control flow to convert.
+        options: dict[str, Any] = dict(jit_compile=False, reduce_retracing=True, autograph=False)
+        self._step_fn = tf.function(self._compute, **options)
+        self._parity_fn = tf.function(self._compute, **options)
+
+    @property
+    def _train(self) -> bool:
+        """Forward + backward (train) or forward only (infer)."""
+        return self.case.mode == "train"
+
+    def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
+        """Input and upstream gradients as batch-major device tensors of the case's dtype (host transposes)."""
+        tf = _tf()
+        dtype = _dtype(self.case.precision)
+
+        def dev(a: np.ndarray) -> Any:
+            """A host array as a device tensor of the case's dtype."""
+            return tf.cast(tf.constant(np.asarray(a, dtype=np.float32)), dtype)
+
+        with tf.device(self.device):
+            x = dev(_to_batch_major(inputs.x))
+            if not self._train:
+                return (x,)
+            # States are (B, H) per layer/direction already; one tensor per state in canonical order.
+            d_out = dev(_to_batch_major(inputs.d_output))
+            d_h = tuple(dev(inputs.d_h_n[k]) for k in range(inputs.d_h_n.shape[0]))
+            d_c = () if inputs.d_c_n is None else tuple(dev(inputs.d_c_n[k]) for k in range(inputs.d_c_n.shape[0]))
+            return (x, d_out, d_h, d_c)
+
+    def _forward(self, x: Any) -> tuple[Any, list[Any], list[Any]]:
+        """Run the stack; returns (batch-major output, h per layer*D+direction, c likewise for LSTM)."""
+        lstm = self.case.cell == "lstm"
+        per_direction = 2 if lstm else 1
+        h_list: list[Any] = []
+        c_list: list[Any] = []
+        y = x
+        for layer in self.layers:
+            y, *states = layer(y)
+            # Unidirectional: [h(, c)]; Bidirectional: [h_f(, c_f), h_b(, c_b)] -> canonical layer*D + direction.
+            for d in range(0, len(states), per_direction):
+                h_list.append(states[d])
+                if lstm:
+                    c_list.append(states[d + 1])
+        return y, h_list, c_list
+
+    def _compute(
+        self, x: Any, d_out: Any = None, d_h: tuple[Any, ...] = (), d_c: tuple[Any, ...] = ()
+    ) -> tuple[Any, ...]:
+        """Forward, plus in train mode the gradients w.r.t. x and every weight for the given upstream grads."""
+        tf = _tf()
+        if d_out is None:
+            y, h_list, c_list = self._forward(x)
+            return (y, tuple(h_list), tuple(c_list))
+        flat_vars = [v for layer in self._variables for direction in layer for v in direction]
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y, h_list, c_list = self._forward(x)
+        grads = tape.gradient(
+            [y, *h_list, *c_list],
+            [x, *flat_vars],
+            output_gradients=[d_out, *d_h, *d_c],
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,
+        )
+        return (y, tuple(h_list), tuple(c_list), grads[0], tuple(grads[1:]))
+
+    def step(self) -> None:
+        """One timed step; nothing is copied to the host and the device is not synchronized here."""
+        with precision_flags(self.case.precision):
+            self._step_fn(*self._args)
+
+    def result(self, inputs: CaseInputs | None = None) -> ImplResult:
+        """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
+        if inputs is None:
+            fn, args = self._step_fn, self._args  # exactly the traced graph that is timed
+        else:
+            fn, args = self._parity_fn, self._device_inputs(inputs)
+        with precision_flags(self.case.precision):
+            res = fn(*args)
+        y, h_list, c_list = res[:3]
+        d_input = d_weights = None
+        if self._train:
+            d_x, d_vars = res[3], res[4]
+            d_input = np.swapaxes(_to_numpy(d_x), 0, 1)
+            it = iter(d_vars)
+            keras_grads = [
+                [[_to_numpy(next(it)) for _ in direction] for direction in layer] for layer in self._variables
+            ]
+            s = self.case.shape
+            d_weights = from_keras(
+                self.case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional, keras_grads, gradients=True
+            )
+        return ImplResult(
+            output=np.swapaxes(_to_numpy(y), 0, 1),
+            h_n=np.stack([_to_numpy(h) for h in h_list]),
+            c_n=np.stack([_to_numpy(c) for c in c_list]) if c_list else None,
+            d_input=d_input,
+            d_weights=d_weights,
+        )
+
+    def prove_path(self) -> PathProof:
+        """Inspect the timed step's traced graph: cuDNN must contain CudnnRNNV3 (+ its backprop), generic must not."""
+        concrete = self._step_fn.get_concrete_function(*self._args)  # the same trace step() runs
+        ops = _graph_op_types(concrete)
+        counts: dict[str, int] = {}
+        for op in ops:
+            counts[op] = counts.get(op, 0) + 1
+        cudnn = sorted(op for op in counts if op.startswith(_CUDNN_PREFIX))
+        loops = sorted(op for op in counts if op in _WHILE_OPS)
+        seen = ", ".join(f"{op} x{counts[op]}" for op in cudnn) or "no CudnnRNN op"
+        if self.name == "cudnn":
+            wanted = [_CUDNN_FORWARD_OP] + ([_CUDNN_BACKWARD_OP] if self._train else [])
+            missing = [op for op in wanted if op not in counts]
+            ok = not missing
+            evidence = f"graph ops: {seen}" + (f"; missing {', '.join(missing)}" if missing else "")
+            if loops:
+                evidence += f"; also {', '.join(f'{op} x{counts[op]}' for op in loops)} (a generic loop)"
+        else:
+            ok = not cudnn and bool(loops)
+            loop_text = ", ".join(f"{op} x{counts[op]}" for op in loops) or "no While loop"
+            evidence = (f"graph ops: no {_CUDNN_FORWARD_OP}; generic {loop_text}" if not cudnn
+                        else f"cuDNN ops in the generic graph: {seen}; {loop_text}")
+        evidence += f" ({len(ops)} ops in graph + library)"
+        return PathProof(impl=self.name, ok=ok, evidence=evidence)
+
+
+@dataclass
+class TFPair:
+    """cuDNN and generic Keras stacks with identical weights on one device."""
+
+    cudnn: TFImpl | None
+    generic: TFImpl | None
+    device: str
+
+    def sync(self) -> None:
+        """Block until every device has finished its queued work; no tensor is copied to the host.
+
+        ``tf.test.experimental.sync_devices()`` (in every TF we support, >= 2.16) runs a SyncDevice op on
+        each logical device, which waits for its streams, then drains TF's own async queue (~30-70 us on a CPU).
+        """
+        _tf().test.experimental.sync_devices()
+
+    def close(self) -> None:
+        """Drop the layers and tensors; keras.backend.clear_session() is global and would break other pairs."""
+        self.cudnn = self.generic = None
+        gc.collect()
+
+
+def _keras_backend_setting() -> str | None:
+    """The Keras backend this process will use: KERAS_BACKEND, else keras.json, else None (= tensorflow)."""
+    env = os.environ.get("KERAS_BACKEND")
+    if env:
+        return env
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend") and hasattr(keras.backend, "backend"):
+        try:
+            return str(keras.backend.backend())
+        except Exception:  # noqa: BLE001 - a half-imported keras must not break the skip reason
+            pass
+    home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
+    try:
+        return json.loads((home / "keras.json").read_text()).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class TFBackend:
+    """Builds TF/Keras pairs; says why it cannot (TF or Keras 3 missing, other Keras backend, no GPU)."""
+
+    name = "tf"
+
+    def unavailable_reason(self) -> str | None:
+        """None when TensorFlow and Keras 3 on the tensorflow backend are usable, else a one-line reason."""
+        if importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("keras") is None:
+            return "tensorflow is not installed (pip install 'pytest-rnnperf[tf]')"
+        try:
+            keras_version = importlib.metadata.version("keras")
+        except importlib.metadata.PackageNotFoundError:
+            keras_version = "unknown"
+        major = keras_version.split(".")[0]
+        if not major.isdigit() or int(major) < 3:
+            return f"keras {keras_version} is installed; the tf backend needs Keras 3 (pip install 'keras>=3.15')"
+        backend = _keras_backend_setting()
+        if backend and backend != "tensorflow":
+            return (f"Keras is set to the {backend!r} backend (KERAS_BACKEND or keras.json); "
+                    "the tf backend needs 'tensorflow'")
+        return None
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """None when TensorFlow sees a GPU (CUDA build), else a one-line reason."""
+        reason = self.unavailable_reason()
+        if reason:
+            return reason
+        tf = _tf()
+        info = tf.sysconfig.get_build_info()
+        if not info.get("is_cuda_build", False):
+            return f"TensorFlow {tf.__version__} is not built with CUDA (no cuDNN path)"
+        if not tf.config.list_physical_devices("GPU"):
+            return f"no GPU visible to TensorFlow {tf.__version__} (built for CUDA {info.get('cuda_version', '?')})"
+        return None
+
+    def runtime_info(self) -> dict[str, str]:
+        """TF/Keras versions, CUDA/cuDNN, TF32 and memory-growth state (imports TensorFlow)."""
+        from ..environment import tf_runtime_info
+
+        _tf()  # memory growth first, before tf_runtime_info may touch the GPU
+        info = dict(tf_runtime_info())
+        info["tf.memory_growth_setup"] = _MEMORY_GROWTH or "unknown"
+        return info
+
+    def build(
+        self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...] = IMPLS
+    ) -> TFPair:
+        """Build the requested sides on the GPU (cuDNN needs one) or on the CPU for generic-only pairs."""
+        reason = self.unavailable_reason()
+        if reason:
+            raise BackendUnavailable(reason)
+        if "cudnn" in impls and case.cell.startswith("rnn_"):
+            raise BackendUnavailable(_SIMPLE_RNN_NO_CUDNN)
+        if "cudnn" in impls:
+            reason = self.gpu_unavailable_reason()
+            if reason:
+                raise BackendUnavailable(reason)
+        tf = _tf()
+        device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+        if case.precision in ("fp16", "bf16") and device == "/CPU:0":
+            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        native_log: list[str] = []
+        try:
+            sides = {}
+            for impl in impls:
+                # One layer stack per side from the same canonical weights: nothing is shared between them.
+                layers = build_layers(case, weights, impl, device)
+                sides[impl] = TFImpl(impl, case, layers, device, inputs, weights)
+            pair = TFPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=device)
+            # One untimed step per side traces the graph and surfaces out-of-memory here, as a skip. The
+            # native log is kept because a cuDNN RNN that cannot get its workspace fails with an
+            # InternalError ("Failed to call DoRnnForward ...") whose only OOM evidence is TF's log line.
+            with _native_stderr(native_log):
+                for side in sides.values():
+                    side.step()
+                pair.sync()
+            return pair
+        except tf.errors.OpError as exc:
+            reason = _oom_reason(tf, exc, "".join(native_log))
+            if reason is None:
+                raise
+            sides = {}
+            gc.collect()
+            # TF's allocator keeps the memory it grew to (memory growth never shrinks the pool).
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {reason}") from None
+
+
+@contextlib.contextmanager
+def _native_stderr(sink: list[str]) -> Iterator[None]:
+    """Copy what native code writes to file descriptor 2 into ``sink``, and pass it through afterwards.
+
+    TensorFlow's C++ log (where allocation failures are reported) bypasses sys.stderr, so the only way to
+    read it is at the descriptor; everything captured is written back to the real stderr, nothing is lost.
+    """
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            data = tmp.read()
+            sink.append(data.decode(errors="replace"))
+            if data:
+                os.write(2, data)
+
+
+def _oom_reason(tf: Any, exc: Any, native_log: str) -> str | None:
+    """A one-line out-of-memory reason for ``exc``, or None when it is not an out-of-memory error."""
+    message = str(getattr(exc, "message", "") or exc)
+    # Only the allocator's hard failure counts: its "ran out of memory ... not a failure" warning is benign.
+    logged_oom = "OOM when allocating" in native_log
+    if not isinstance(exc, tf.errors.ResourceExhaustedError) and not logged_oom:
+        return None
+    for source in (message, native_log):
+        for line in source.splitlines():
+            if "OOM when allocating" in line:
+                # Drop the log prefix ("E0000 ... dnn.cc:933] ") and the long device path.
+                line = line[line.index("OOM when allocating") :].split(" on /job:", 1)[0].strip()
+                return line[:160]
+    first = next((ln.strip() for ln in message.splitlines() if ln.strip()), type(exc).__name__)
+    return first[:160]
+
+
+def get_backend() -> TFBackend:
+    """The TensorFlow backend (entry point used by ``load_backend``)."""
+    return TFBackend()
+
+
+__all__ = [
+    "TFBackend",
+    "TFImpl",
+    "TFPair",
+    "build_layers",
+    "from_keras",
+    "get_backend",
+    "precision_flags",
+    "to_keras",
+]
