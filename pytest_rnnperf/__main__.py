@@ -1,6 +1,8 @@
-"""``python -m pytest_rnnperf compare OLD NEW``: the plugin's verdicts for two stored runs, outside pytest.
+"""Commands for stored runs, outside pytest.
 
-Exit codes: 0 no regression, 1 at least one case regressed, 2 unusable input (a one-line error on stderr).
+``python -m pytest_rnnperf compare OLD NEW``: the plugin's verdicts; exit 0 no regression, 1 a case regressed.
+``python -m pytest_rnnperf spread RUN RUN [RUN...]``: run-to-run spread per case; exit 0 within target, 1 not.
+Both exit 2 on unusable input, with a one-line error on stderr.
 """
 
 from __future__ import annotations
@@ -22,7 +24,47 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--min-effect", type=float, default=0.05, help="smallest change that counts (default 0.05)")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
+    spr = sub.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
+    spr.add_argument("runs", type=Path, nargs="+", help="two or more stored runs of the same GPU model")
+    spr.add_argument("--target", type=float, default=0.03, help="spread to aim for (default 0.03)")
+    spr.add_argument("--min-step-ms", type=float, default=1.0, help="cases with cuDNN steps shorter than this are "
+                     "listed but not held to the target (default 1.0)")
     return parser
+
+
+def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tuple[int, list[str]]:
+    """Exit code (0 within target, 1 not) and lines: per case, the speedup and cuDNN-time spread across runs."""
+    import numpy as np
+
+    from .baselines import BaselineError, load_run
+    from .stats import spread
+
+    try:
+        runs = [load_run(p) for p in paths]
+    except BaselineError as exc:
+        return 2, [f"error: {exc}"]
+    if len(runs) < 2:
+        return 2, ["error: spread needs at least two runs"]
+    common = [c for c in runs[0].records if all(c in r.records and r.records[c].get("cudnn") for r in runs)]
+    lines = [f"{'case':<48} {'speedups':>28} {'spread':>7} {'cuDNN ms':>26} {'spread':>7}"]
+    held: list[float] = []
+    for case_id in common:
+        recs = [r.records[case_id] for r in runs]
+        speedups = [float(np.median(rec["generic"]["samples_s"]) / np.median(rec["cudnn"]["samples_s"])) for rec in recs]
+        times = [float(np.median(rec["cudnn"]["samples_s"])) * 1e3 for rec in recs]
+        s_sp, s_t = spread(speedups), spread(times)
+        counted = min(times) >= min_step_ms
+        if counted:
+            held.append(s_sp)
+        lines.append(f"{case_id:<48} {' '.join(f'{v:.2f}x' for v in speedups):>28} {s_sp:>6.1%}{'' if counted else '*'} "
+                     f"{' '.join(f'{v:.3f}' for v in times):>26} {s_t:>6.1%}")
+    if not common:
+        return 2, ["error: the runs share no cuDNN case"]
+    within = sum(v <= target for v in held)
+    lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
+                 f"{np.median(held):.1%}, max {max(held):.1%}; {within}/{len(held)} within {target:.0%}"
+                 + (" (* = shorter steps, not held to the target)" if len(held) < len(common) else ""))
+    return (0 if within == len(held) else 1), lines
 
 
 def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool) -> tuple[int, list[str]]:
@@ -61,7 +103,10 @@ def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pytest_rnnperf`` and the ``rnnperf`` script."""
     args = _parser().parse_args(argv)
-    code, lines = compare_files(args.old, args.new, args.min_effect, args.allow_other_gpu)
+    if args.command == "spread":
+        code, lines = spread_files(args.runs, args.target, args.min_step_ms)
+    else:
+        code, lines = compare_files(args.old, args.new, args.min_effect, args.allow_other_gpu)
     stream = sys.stderr if code == 2 else sys.stdout
     for line in lines:
         print(line, file=stream)

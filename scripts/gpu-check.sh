@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
 what=${1:-tests}; shift || true
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
-python3 - <<'PY'
+{ python3 - <<'PY'
 import time
 t0 = time.perf_counter()
 import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
@@ -23,6 +23,7 @@ lines = header_lines(run, "nightly")
 t2 = time.perf_counter()
 print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")
 PY
+} 2>&1 | tee -a "$OUT/header-cost.txt"
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
   suite) python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;

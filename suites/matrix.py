@@ -28,6 +28,21 @@ SMALL_BATCH = Shape(100, 1, 64, 256, 1)
 SMOKE_SHAPES = (Shape(8, 4, 8, 16, 1), Shape(6, 3, 5, 12, 2, bidirectional=True))
 
 
+# Defects of a framework that the suite found and that are not ours to fix: (framework, precision, mode,
+# impl) -> reason. The cases run and are marked xfail(strict): when the framework is fixed they XPASS and
+# the run says so, and the entry must go.
+KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
+    ("tf", "bf16", "train"): "TF 2.21 cuDNN RNN backward in bf16 returns wrong gradients (normalized error ~1.0, "
+                             "GRU recurrent-weight gradients all zero) while the forward pass and fp16 are fine; "
+                             "seen on an H200 with cuDNN 9.19, 2026-11-22",
+}
+
+
+def known_issue(case: Case) -> str | None:
+    """Why a case is expected to fail (a framework defect), or None."""
+    return KNOWN_ISSUES.get((case.framework, case.precision, case.mode))
+
+
 def _with_floor(cases: list[Case]) -> list[Case]:
     """Attach each case's documented floor."""
     return [dataclasses.replace(c, floor=floor_for(c)) for c in cases]
