@@ -22,6 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("old", type=Path, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json)")
     cmp.add_argument("new", type=Path, help="run to judge (e.g. the --benchmark-json of tonight's run)")
     cmp.add_argument("--min-effect", type=float, default=0.05, help="smallest change that counts (default 0.05)")
+    cmp.add_argument("--host-bound-effect", type=float, default=0.35,
+                     help="threshold for cases that kept the GPU busy less than half the time (default 0.35)")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
     spr = sub.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
@@ -67,7 +69,8 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
     return (0 if within == len(held) else 1), lines
 
 
-def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool) -> tuple[int, list[str]]:
+def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool,
+                  host_bound_effect: float = 0.35) -> tuple[int, list[str]]:
     """Exit code and the lines to print for ``compare``."""
     from .baselines import BaselineError, compare_runs, load_run
     from .environment import diff_environments, format_diff
@@ -80,12 +83,13 @@ def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool
         return 2, [f"error: {old} is from {base.gpu_slug or 'an unknown GPU'} and {new} from "
                    f"{cur.gpu_slug or 'an unknown GPU'}: different GPU models are not compared "
                    f"(--allow-other-gpu to force)"]
-    verdicts = compare_runs(base, cur, min_effect)
+    verdicts = compare_runs(base, cur, min_effect, host_bound_effect)
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {min_effect:.0%}"]
     for v in verdicts:
         lines.append(f"{v.verdict.upper():<10} {v.case_id}: {v.time.explain()}"
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
-                     + (f" [window: {v.flagged}]" if v.flagged else ""))
+                     + (f" [window: {v.flagged}]" if v.flagged else "")
+                     + (f" [{v.host_bound}]" if v.host_bound else ""))
     missing = sorted(set(base.records) - set(cur.records))
     if missing:
         lines.append(f"not in {new.name}: {', '.join(missing)}")
@@ -106,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "spread":
         code, lines = spread_files(args.runs, args.target, args.min_step_ms)
     else:
-        code, lines = compare_files(args.old, args.new, args.min_effect, args.allow_other_gpu)
+        code, lines = compare_files(args.old, args.new, args.min_effect, args.allow_other_gpu, args.host_bound_effect)
     stream = sys.stderr if code == 2 else sys.stdout
     for line in lines:
         print(line, file=stream)

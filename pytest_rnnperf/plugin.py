@@ -62,6 +62,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("baseline_tag", "baseline", str, "name part of a recorded baseline file (NNNN_<tag>.json)"),
     Setting("min_effect", 0.05, float, "smallest change that counts as a regression or improvement "
             "(0.05 = 5%), on top of the statistical test"),
+    Setting("host_bound_effect", 0.35, float, "threshold for cases that kept the GPU busy less than half the "
+            "time (their time is mostly host time, which drifts between runs)"),
     Setting("no_fail_regression", False, _bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", str, "folder for rnnperf.json, summary.md and speedups.png "
@@ -270,11 +272,12 @@ class RnnperfFixture:
         stored = run.baseline.records.get(case.id)
         if stored is None:
             return result
-        min_effect = setting(self._config, "min_effect")
-        verdict = compare_records(case.id, stored, result.as_record(), min_effect)
+        effects = {"min_effect": setting(self._config, "min_effect"),
+                   "host_bound_effect": setting(self._config, "host_bound_effect")}
+        verdict = compare_records(case.id, stored, result.as_record(), **effects)
         if verdict is not None and verdict.verdict == "ambiguous":
             result = run_case(case, backend, self._run_config(), impls=impls)
-            verdict = compare_records(case.id, stored, result.as_record(), min_effect, remeasured=True)
+            verdict = compare_records(case.id, stored, result.as_record(), remeasured=True, **effects)
         if verdict is not None:
             run.verdicts[case.id] = verdict
         return result

@@ -119,7 +119,12 @@ def env_diff_lines(run: "RunSession") -> list[str]:
 
     if run.baseline is None:
         return []
-    return format_diff(diff_environments(run.baseline.environment, run.environment()))
+    old = dict(run.baseline.environment)
+    # A framework whose first case has not run yet has no runtime fields; that is not a change.
+    for name in ("torch", "tf"):
+        if name not in run.runtime:
+            old = {k: v for k, v in old.items() if not k.startswith(name + ".")}
+    return format_diff(diff_environments(old, run.environment()))
 
 
 def regression_failure(verdict: Any, run: "RunSession") -> str:
@@ -127,7 +132,8 @@ def regression_failure(verdict: Any, run: "RunSession") -> str:
     t = verdict.time
     lines = [
         f"{verdict.case_id}: cuDNN time regressed against the baseline of this GPU"
-        + (" (after one re-measure)" if verdict.remeasured else ""),
+        + (" (after one re-measure)" if verdict.remeasured else "")
+        + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<11} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
         _comparison_row(t),
     ]
@@ -161,7 +167,8 @@ def verdict_lines(run: "RunSession") -> list[str]:
             f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}",
             f"{v.time.ratio.estimate - 1:+.1%} [{v.time.ratio.low - 1:+.1%}, {v.time.ratio.high - 1:+.1%}]",
             "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
-            v.verdict + (" (re-measured)" if v.remeasured else "") + (f" [window: {v.flagged}]" if v.flagged else ""),
+            v.verdict + (" (re-measured)" if v.remeasured else "") + (f" [window: {v.flagged}]" if v.flagged else "")
+            + (f" [{v.host_bound}]" if v.host_bound else ""),
         ])
     header = ["case", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "speedup", "verdict"]
     lines = ["", "against the baseline (cuDNN time decides; min effect and a Mann-Whitney test, see README):"]

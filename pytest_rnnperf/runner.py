@@ -60,6 +60,8 @@ class CaseResult:
     speedup: Interval | None = None
     round_speedups: tuple[float, ...] = ()
     telemetry: dict[str, Any] | None = None
+    # Telemetry of the window where the case's own side (cuDNN when both ran) ran alone, for >= energy_s.
+    side_telemetry: dict[str, Any] | None = None
     energy_per_step_j: dict[str, float | None] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     gpu_name: str = ""
@@ -101,8 +103,23 @@ class CaseResult:
             "flops_per_step": self.case.flops_per_step(),
             "energy_per_step_j": self.energy_per_step_j,
             "telemetry": self.telemetry,
+            "side_telemetry": self.side_telemetry,
+            "device_busy": device_busy({"telemetry": self.telemetry, "side_telemetry": self.side_telemetry}),
             "warnings": list(self.warnings),
         }
+
+
+def device_busy(record: dict[str, Any]) -> float | None:
+    """Fraction of time the GPU was running a kernel while the case's side ran (NVML utilization).
+
+    Taken from the window where that side ran alone when there is one; otherwise from the paired window,
+    which also holds the generic side and so reads lower. None when NVML gave no samples.
+    """
+    for key in ("side_telemetry", "telemetry"):
+        util = ((record.get(key) or {}).get("utilization") or {}).get("mean")
+        if isinstance(util, (int, float)):
+            return float(util) / 100.0
+    return None
 
 
 def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
@@ -127,10 +144,10 @@ def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseIn
 
 
 def _energy_per_step(step: Callable[[], None], sync: Callable[[], None], per_step_s: float,
-                     config: RunConfig) -> tuple[float | None, str]:
-    """Joules per step from a dedicated window of ~``energy_s`` seconds of this step alone."""
+                     config: RunConfig) -> tuple[float | None, str, dict[str, Any] | None]:
+    """Joules per step, a note, and the telemetry of a dedicated window of ~``energy_s`` s of this step alone."""
     if config.window_factory is None or config.energy_s <= 0:
-        return None, "energy off"
+        return None, "energy off", None
     # 10% over the target, so that a window meant to be 1 s is not 0.95 s and flagged as rough.
     steps = max(1, math.ceil(1.1 * config.energy_s / max(per_step_s, 1e-9)))
     window = config.window_factory()
@@ -141,7 +158,7 @@ def _energy_per_step(step: Callable[[], None], sync: Callable[[], None], per_ste
     sync()
     summary = window.stop()
     energy = getattr(summary, "energy_j", None)
-    return (None if energy is None else energy / steps), getattr(summary, "energy_note", "")
+    return (None if energy is None else energy / steps), getattr(summary, "energy_note", ""), summary.as_dict()
 
 
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
@@ -196,15 +213,18 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         # Energy of the side the case is about: cuDNN when both ran (a second window for the generic
         # side would cost another second per case), the generic side when it ran alone.
         energy_side = ("cudnn", cudnn_m) if cudnn_m is not None else ("generic", generic_m)
+        side_telemetry: dict[str, Any] | None = None
         for name, m in (energy_side,):
             if m is not None and config.window_factory is not None and config.energy_s > 0:
-                value, note = _energy_per_step(sides[name].step, pair.sync, m.median, config)
+                value, note, side_window = _energy_per_step(sides[name].step, pair.sync, m.median, config)
                 energy[name] = value
+                side_telemetry = side_window
                 if note:
                     warnings.append(f"{name} energy: {note}")
         return CaseResult(
             case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m, cudnn=cudnn_m,
             speedup=speedup, round_speedups=round_speedups, telemetry=telemetry, energy_per_step_j=energy,
+            side_telemetry=side_telemetry,
             warnings=tuple(dict.fromkeys(warnings)), gpu_name=config.gpu_name,
         )
     finally:

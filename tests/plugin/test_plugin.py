@@ -137,7 +137,8 @@ def test_benchmark_disable_runs_the_checks_only(project: pytest.Pytester) -> Non
     """--benchmark-disable: one round, nothing recorded, gates still applied."""
     result = run(project, "--benchmark-disable", "--benchmark-json=d.json")
     result.assert_outcomes(passed=2)
-    assert (project.path / "d.json").read_text() == ""  # argparse creates it; nothing is written
+    out = project.path / "d.json"
+    assert not out.exists() or out.read_text() == ""  # some pytest-benchmark versions create it up front
 
 
 def test_reports_are_written(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

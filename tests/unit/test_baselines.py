@@ -135,3 +135,27 @@ def test_gpus_with_baselines(tmp_path: Path) -> None:
     write_new(tmp_path / "NVIDIA_A100" / "m", "b", {})
     (tmp_path / "EMPTY").mkdir()
     assert baselines.gpus_with_baselines(tmp_path) == ["NVIDIA_A100"]
+
+
+def _busy(record: dict[str, Any], busy_pct: float) -> dict[str, Any]:
+    """The record with the GPU-busy reading of its cuDNN-only window set."""
+    return dict(record, side_telemetry={"utilization": {"mean": busy_pct, "max": busy_pct, "samples": 10}})
+
+
+def test_host_bound_cases_get_the_wider_threshold() -> None:
+    """+20% on a GPU-bound case regresses; the same +20% where the GPU was 20% busy does not; +60% still does."""
+    base, slow = _record("a", 1.0, seed=1), _record("a", 1.2, seed=2)
+    device_bound = compare_records("a", _busy(base, 90), _busy(slow, 90))
+    assert device_bound.verdict == "regressed" and not device_bound.host_bound
+    host_bound = compare_records("a", _busy(base, 20), _busy(slow, 20))
+    assert host_bound.verdict == "unchanged" and host_bound.host_bound == "host-bound: GPU busy 20%"
+    assert host_bound.time.min_effect == baselines.HOST_BOUND_EFFECT
+    much_slower = compare_records("a", _busy(base, 20), _busy(_record("a", 1.6, seed=2), 20))
+    assert much_slower.regressed
+
+
+def test_busy_falls_back_to_the_paired_window() -> None:
+    """Records without a cuDNN-only window use the paired window's utilization."""
+    rec = dict(_record("a", 1.0), telemetry={"utilization": {"mean": 30.0}})
+    assert baselines._busy(rec) == pytest.approx(0.30)
+    assert baselines._busy(_record("a", 1.0)) is None

@@ -1,0 +1,29 @@
+"""Report pieces that need no pytest run: the environment diff against a baseline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_nvml import FakeNVML  # noqa: E402
+
+from pytest_rnnperf.baselines import StoredRun  # noqa: E402
+from pytest_rnnperf.device import read_device_info  # noqa: E402
+from pytest_rnnperf.report import env_diff_lines  # noqa: E402
+from pytest_rnnperf.session import RunSession  # noqa: E402
+
+
+def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> None:
+    """Before torch's first case the torch.* fields are not 'absent'; a cuDNN change of TF is named."""
+    run = RunSession(device=read_device_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
+    run.runtime["tf"] = {"tf.cudnn_runtime": "9.20.0"}
+    env = run.environment()
+    old = dict(env, **{"tf.cudnn_runtime": "9.19.0", "torch.cudnn_version": "9.19.0"})
+    run.baseline = StoredRun(path=Path("b.json"), gpu_slug="NVIDIA_H200", environment=old, records={})
+    assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
+    run.runtime["torch"] = {"torch.cudnn_version": "9.19.0"}
+    assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
+    run.runtime["torch"] = {}
+    assert sorted(env_diff_lines(run)) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0", "torch.cudnn_version: 9.19.0 -> absent"]
