@@ -151,3 +151,17 @@ def test_offline_compare_gives_the_same_verdicts(project: pytest.Pytester, monke
     (project.path / "broken.json").write_text("{\"benchmarks\": [")
     broken = cli(str(base), "broken.json")
     assert broken.returncode == 2 and "broken.json: not valid JSON" in broken.stderr
+
+
+def test_offline_spread_reports_run_to_run_spread(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """python -m pytest_rnnperf spread: per-case spread; a 50% cuDNN shift is far outside 3% (exit 1)."""
+    base = _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
+    run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
+    out = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json"],
+                         capture_output=True, text=True, cwd=project.path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in out.stdout and "0/2 within 3%" in out.stdout
+    one = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base)], capture_output=True,
+                         text=True, cwd=project.path)
+    assert one.returncode == 2 and "at least two runs" in one.stderr
