@@ -144,16 +144,21 @@ def _import_failed(keys: tuple[str, ...], module: str, exc: BaseException) -> di
     return {key: unavailable(why) for key in keys}
 
 
+def _runtime_info(module: str, keys: tuple[str, ...], read: Callable[[Any], dict[str, str]]) -> dict[str, str]:
+    """Import ``module`` and ``read`` its fields; every failure becomes "unavailable: <reason>" values."""
+    try:
+        framework = __import__(module)  # the import statement's hook, as `import torch` would use
+    except Exception as exc:  # not installed, or a broken build (missing CUDA libraries, ABI errors)
+        return _import_failed(keys, module, exc)
+    try:
+        return read(framework)
+    except Exception as exc:  # the framework's config API itself missing or broken: still never raise
+        return {key: unavailable(_short(exc)) for key in keys}
+
+
 def torch_runtime_info() -> dict[str, str]:
     """torch's build and loaded CUDA/cuDNN, device and precision/determinism flags; imports torch."""
-    try:
-        import torch
-    except Exception as exc:  # not installed, or a broken build (missing CUDA libraries, ABI errors)
-        return _import_failed(TORCH_KEYS, "torch", exc)
-    try:
-        return _torch_info(torch)
-    except Exception as exc:  # torch.backends itself missing or broken: still never raise
-        return {key: unavailable(_short(exc)) for key in TORCH_KEYS}
+    return _runtime_info("torch", TORCH_KEYS, _torch_info)
 
 
 def _torch_info(torch: Any) -> dict[str, str]:
@@ -234,14 +239,7 @@ def _tf_memory_growth(tf: Any) -> str:
 
 def tf_runtime_info() -> dict[str, str]:
     """TensorFlow's version, build CUDA/cuDNN, GPUs and precision/determinism/memory flags; imports TF."""
-    try:
-        import tensorflow as tf
-    except Exception as exc:  # not installed, or a broken build (missing CUDA libraries, ABI errors)
-        return _import_failed(TF_KEYS, "tensorflow", exc)
-    try:
-        return _tf_info(tf)
-    except Exception as exc:  # tf.config itself missing or broken: still never raise
-        return {key: unavailable(_short(exc)) for key in TF_KEYS}
+    return _runtime_info("tensorflow", TF_KEYS, _tf_info)
 
 
 def _tf_info(tf: Any) -> dict[str, str]:

@@ -55,7 +55,7 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
     try:
         with torch.backends.cudnn.flags(
             enabled=(impl == "cudnn"), benchmark=False, deterministic=False, allow_tf32=allow_tf32
-        ), (torch.backends.mkldnn.flags(enabled=False) if device == "cpu" else contextlib.nullcontext()):
+        ), (_no_onednn() if device == "cpu" else contextlib.nullcontext()):
             yield
     finally:
         matmul.allow_tf32 = saved_matmul
@@ -87,6 +87,20 @@ def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
                 pass
             return int(us * clock_mhz)
     return 0
+
+
+@contextlib.contextmanager
+def _no_onednn() -> Iterator[None]:
+    """oneDNN off (the CPU generic side must be the plain ATen loop), without torch's TF32 notice.
+
+    Entering mkldnn.flags re-sets oneDNN's TF32 switch, and CPU builds warn on every step that TF32 on
+    oneDNN needs an Intel GPU: noise about a feature no case uses.
+    """
+    torch = _torch()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
+        with torch.backends.mkldnn.flags(enabled=False):
+            yield
 
 
 def _module_class(cell: str) -> tuple[Any, dict[str, Any]]:
