@@ -170,3 +170,20 @@ def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester)
                                            "--rnnperf-rounds=3", "--benchmark-disable")
     result.assert_outcomes(passed=10, skipped=2)
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to torch*"])
+
+
+def test_gpu_fixtures_for_users_own_tests(project: pytest.Pytester) -> None:
+    """gpu_fingerprint gives the fields and a stable key; telemetry_window gives a never-failing window."""
+    project.makepyfile(test_fixtures="""
+        def test_fingerprint(gpu_fingerprint):
+            assert gpu_fingerprint["available"] and gpu_fingerprint["gpu_slug"] == "NVIDIA_H200"
+            assert gpu_fingerprint["device"]["driver_version"] == "580.95.05"
+            assert len(gpu_fingerprint["key"]) == 12
+
+        def test_window(telemetry_window):
+            with telemetry_window() as window:
+                pass
+            summary = window.summary.as_dict()
+            assert summary["duration_s"] >= 0 and "energy_j" in summary
+    """)
+    run(project, "test_fixtures.py").assert_outcomes(passed=2)
