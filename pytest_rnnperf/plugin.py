@@ -211,7 +211,6 @@ class RnnperfFixture:
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         """Bind to the requesting test (its markers and node id name the stored results)."""
-        self._request = request
         self._item = request.node
         self._config = request.config
 
@@ -304,9 +303,9 @@ class RnnperfFixture:
 
 
 @pytest.fixture
-def rnnperf(request: pytest.FixtureRequest) -> Iterator[RnnperfFixture]:
+def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
     """Measure and check rnnperf cases; results reach pytest-benchmark and the rnnperf reports."""
-    yield RnnperfFixture(request)
+    return RnnperfFixture(request)
 
 
 class _BenchEntry:

@@ -10,8 +10,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-import numpy as np
-
 from . import reference
 from .backends import IMPLS, Backend, CaseInputs, PathProof
 from .cases import Case
@@ -229,8 +227,3 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         )
     finally:
         pair.close()
-
-
-def speedup_samples(result: CaseResult) -> np.ndarray:
-    """Per-round speedups of a result (empty when only the generic side ran)."""
-    return np.asarray(result.round_speedups, dtype=np.float64)
