@@ -18,6 +18,8 @@ import functools, os, sys
 sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
 import pytest_rnnperf.device as device
 import pytest_rnnperf.backends as backends
+import pytest_rnnperf.runner as runner
+import fake_backend
 from fake_nvml import FakeNVML
 
 if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
@@ -28,6 +30,9 @@ if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
     device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
     device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 backends._BACKEND_MODULES["torch"] = "fake_backend"
+# Fake steps advance a fake clock: timings are known in advance, whatever the load on the machine.
+runner.time_pair = functools.partial(runner.time_pair, clock=fake_backend.CLOCK)
+runner.time_single = functools.partial(runner.time_single, clock=fake_backend.CLOCK)
 """
 
 TEST_FILE = """

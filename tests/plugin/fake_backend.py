@@ -1,15 +1,19 @@
 """A fake framework backend for end-to-end plugin tests: float64 reference math posing as a GPU pair.
 
-``time.sleep`` stands in for device time, so speedups are known in advance. Knobs are environment
-variables read at call time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR,
-FAKE_UNAVAILABLE, FAKE_NO_GPU, FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test.
+A step advances a fake clock (``CLOCK``, which the project's conftest hands to the timing functions)
+by its nominal time times a seeded 1% jitter: verdicts do not depend on how loaded the test machine is,
+and two runs with the same knobs measure the same samples. Knobs are environment variables read at call
+time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_UNAVAILABLE, FAKE_NO_GPU,
+FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. FAKE_CUDNN_MS may be a comma
+list: the n-th build of a case gets the n-th value (the last one repeats), to script a re-measurement.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import time
+import random
+from collections import Counter
 from typing import Any
 
 from pytest_rnnperf import reference
@@ -21,17 +25,44 @@ def knob(name: str, default: str = "") -> str:
     return os.environ.get("FAKE_" + name, default)
 
 
-class FakeImpl:
-    """One side: sleeps for its step, computes results with the float64 reference."""
+class FakeClock:
+    """A clock in seconds that only fake steps advance."""
 
-    def __init__(self, name: str, case: Any, weights: Any, inputs: CaseInputs) -> None:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        """The current fake time."""
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Let time pass, as a device step would."""
+        self.now += seconds
+
+
+CLOCK = FakeClock()
+JITTER = 0.01
+BUILDS: Counter[str] = Counter()  # builds per case id, for FAKE_CUDNN_MS lists
+
+
+def nominal_ms(name: str, build: int) -> float:
+    """The step time of a side in ms: the knob's value for this build of the case."""
+    values = (knob("CUDNN_MS", "1") if name == "cudnn" else knob("GENERIC_MS", "4")).split(",")
+    return float(values[min(build, len(values) - 1)])
+
+
+class FakeImpl:
+    """One side: advances the fake clock per step, computes results with the float64 reference."""
+
+    def __init__(self, name: str, case: Any, weights: Any, inputs: CaseInputs, build: int = 0) -> None:
         self.name, self.case, self.weights, self.inputs = name, case, weights, inputs
-        ms = knob("CUDNN_MS", "1") if name == "cudnn" else knob("GENERIC_MS", "4")
-        self.delay = float(ms) / 1e3
+        self.delay = nominal_ms(name, build) / 1e3
+        # Seeded by side and case only: the same knobs give the same samples in every run.
+        self.rng = random.Random(f"{name}:{case.id}")
 
     def step(self) -> None:
-        """Stand-in for one device step."""
-        time.sleep(self.delay)
+        """Stand-in for one device step: the fake clock moves by the step time, with jitter."""
+        CLOCK.advance(self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0)))
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Reference outputs, perturbed on the cuDNN side when FAKE_PARITY_ERROR is set."""
@@ -90,7 +121,9 @@ class FakeBackend:
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: fake allocation of 200 GiB")
         if "cudnn" in impls and self.gpu_unavailable_reason():
             raise BackendUnavailable(self.gpu_unavailable_reason())
-        sides = {name: FakeImpl(name, case, weights, inputs) for name in impls}
+        build = BUILDS[case.id]
+        BUILDS[case.id] += 1
+        sides = {name: FakeImpl(name, case, weights, inputs, build) for name in impls}
         return FakePair(sides.get("cudnn"), sides.get("generic"))
 
 

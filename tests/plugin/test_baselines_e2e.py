@@ -75,6 +75,24 @@ def test_slower_cudnn_fails_and_names_what_changed(project: pytest.Pytester, mon
         "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
 
 
+def test_ambiguous_case_is_remeasured_once(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shift straddling the 5% band is re-measured once; the second measurement decides."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.05,1.0")  # first build straddles the band edge, the re-measure does not
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*unchanged (re-measured)*", "*unchanged (re-measured)*", "*verdicts: 2 unchanged*"])
+
+
+def test_still_ambiguous_after_remeasure_does_not_fail(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case that stays ambiguous is reported as such and does not fail the run."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.05")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*ambiguous (re-measured)*", "*verdicts: 2 ambiguous*"])
+
+
 def test_regression_opt_out_reports_without_failing(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """--rnnperf-no-fail-regression: the run passes and the summary still says regressed."""
     _record(project)
