@@ -247,6 +247,8 @@ class RnnperfFixture:
             reason = backend.gpu_unavailable_reason()
             if reason is not None:
                 reason = f"cuDNN case needs a GPU: {reason}"
+            else:
+                reason = parallel_reason(self._config)
         if reason is None:
             try:
                 result = run_case(case, backend, self._run_config(), impls=impls)
@@ -377,6 +379,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                                    os.environ.get("GITHUB_STEP_SUMMARY", ""), baseline_status(config, run))
 
 
+def parallel_reason(config: pytest.Config) -> str | None:
+    """Why cuDNN cases cannot be timed in this session when pytest-xdist runs workers, else None."""
+    workers: Any = None
+    if hasattr(config, "workerinput"):
+        workers = config.workerinput.get("workercount", "several")
+    elif config.pluginmanager.hasplugin("xdist"):
+        workers = config.getoption("numprocesses", None) or None  # -n 0 means no workers
+    if workers is None:
+        return None
+    # Workers share the GPU: each one's timings include the others' kernels, so speedups and baselines
+    # from such a run would be wrong (pytest-benchmark disables itself under xdist for the same reason).
+    return f"cuDNN timing needs the GPU to itself and pytest-xdist runs {workers} workers; run without -n"
+
+
 def _record_baseline(config: pytest.Config, run: Any) -> str:
     """Write this run as the next baseline file of this GPU model; returns the line the summary prints."""
     from pytest_benchmark.utils import get_machine_id
@@ -386,6 +402,9 @@ def _record_baseline(config: pytest.Config, run: Any) -> str:
     bs = getattr(config, "_benchmarksession", None)
     if not run.device.available:
         return f"baseline not recorded: no GPU ({run.device.reason})"
+    parallel = parallel_reason(config)
+    if parallel is not None:
+        return f"baseline not recorded: {parallel}"
     if bs is None or bs.disabled or not any(r.cudnn is not None for r in run.results):
         return "baseline not recorded: no cuDNN case was timed in this run"
     failed = config.stash.get(FAILED_KEY, 0)
