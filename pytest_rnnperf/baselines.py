@@ -116,6 +116,13 @@ def load_run(path: Path) -> StoredRun:
                      records=records, datetime=str(data.get("datetime", "")))
 
 
+def tag_problem(tag: str) -> str | None:
+    """Why ``tag`` cannot be the name part of a baseline file, or None when it can."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):
+        return f"{tag!r}: use letters, digits, '.', '_' and '-' only"
+    return None
+
+
 def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
     """Write ``data`` as the next ``NNNN_<tag>.json`` in ``folder``, atomically and never over a file.
 
@@ -123,8 +130,9 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
     a link fails if the name exists (so two writers cannot take the same number) and a reader never sees
     a half-written file (a killed run leaves at most a stray temporary file, never a truncated baseline).
     """
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):
-        raise ValueError(f"baseline tag {tag!r}: use letters, digits, '.', '_' and '-' only")
+    problem = tag_problem(tag)
+    if problem:
+        raise ValueError(f"baseline tag: {problem}")
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".rnnperf-", suffix=".tmp", dir=folder)
     try:

@@ -29,6 +29,7 @@ class Setting:
     marker: bool = False  # may also be set per test with @pytest.mark.rnnperf(<name>=...)
     choices: tuple[str, ...] | None = None
     switch: bool = False  # a flag without a value on the command line; true/false in the ini file
+    check: Callable[[Any], str | None] | None = None  # what is wrong with a converted value, or None
 
     @property
     def flag(self) -> str:
@@ -46,24 +47,41 @@ def _bool(value: str) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+def _at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
+    """A check that a number is >= low (> low when strict)."""
+    def check(value: Any) -> str | None:
+        ok = value > low if strict else value >= low
+        return None if ok else f"{value!r} must be {'>' if strict else '>='} {low:g}"
+    return check
+
+
+def _tag_problem(tag: Any) -> str | None:
+    """Why ``tag`` cannot name a baseline file, or None."""
+    from .baselines import tag_problem
+
+    return tag_problem(str(tag))
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("scale", "auto", str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
             "GPU, smoke without", choices=("auto",) + SCALES),
-    Setting("rounds", 20, int, "timed interleaved rounds per case and side", marker=True),
+    Setting("rounds", 20, int, "timed interleaved rounds per case and side", marker=True, check=_at_least(1)),
     Setting("min_block_ms", 10.0, float, "minimum length of one timed block of steps, in ms (amortizes "
-            "the device sync)", marker=True),
+            "the device sync)", marker=True, check=_at_least(0)),
     Setting("energy_s", 1.0, float, "seconds of steps per side in a dedicated NVML energy window (0: off)",
-            marker=True),
-    Setting("max_case_s", 60.0, float, "time budget per case for the timed rounds, in s", marker=True),
+            marker=True, check=_at_least(0)),
+    Setting("max_case_s", 60.0, float, "time budget per case for the timed rounds, in s", marker=True,
+            check=_at_least(0, strict=True)),
     Setting("baselines", "baselines", str, "folder of stored baselines, one subfolder per GPU model (relative "
             "to the rootdir)"),
     Setting("update_baseline", False, _bool, "record this run as the newest baseline of this GPU model (adds "
             "a file; never overwrites one)", switch=True),
-    Setting("baseline_tag", "baseline", str, "name part of a recorded baseline file (NNNN_<tag>.json)"),
+    Setting("baseline_tag", "baseline", str, "name part of a recorded baseline file (NNNN_<tag>.json)",
+            check=_tag_problem),
     Setting("min_effect", 0.05, float, "smallest change that counts as a regression or improvement "
-            "(0.05 = 5%), on top of the statistical test"),
+            "(0.05 = 5%), on top of the statistical test", check=_at_least(0, strict=True)),
     Setting("host_bound_effect", 0.35, float, "threshold for cases that kept the GPU busy less than half the "
-            "time (their time is mostly host time, which drifts between runs)"),
+            "time (their time is mostly host time, which drifts between runs)", check=_at_least(0, strict=True)),
     Setting("no_fail_regression", False, _bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", str, "folder for rnnperf.json, summary.md and speedups.png "
@@ -107,6 +125,9 @@ def setting(config: pytest.Config, name: str, item: pytest.Item | None = None) -
         raise pytest.UsageError(f"{s.flag} / {s.ini}: cannot read {raw!r} as {s.convert.__name__}") from None
     if s.choices and value not in s.choices:
         raise pytest.UsageError(f"{s.flag} / {s.ini}: {value!r} is not one of {', '.join(s.choices)}")
+    problem = s.check(value) if s.check else None
+    if problem:
+        raise pytest.UsageError(f"{s.flag} / {s.ini}: {problem}")
     return value
 
 
@@ -115,8 +136,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rnnperf(rounds, min_block_ms, energy_s, max_case_s): per-test rnnperf "
                             "settings (override command line and ini)")
     config.addinivalue_line("markers", "gpu: the test needs a CUDA GPU; skipped with the reason otherwise")
-    for name in ("rounds", "min_block_ms", "energy_s", "max_case_s"):
-        setting(config, name)  # fail fast on a malformed option, before collection
+    for s in SETTINGS:
+        setting(config, s.name)  # fail fast on a malformed option, before collection, not after the suite ran
+    root = baseline_root(config)
+    if root.exists() and not root.is_dir():
+        raise pytest.UsageError(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
     from .device import nvml_index, read_device_info
     from .environment import software_info
     from .session import RunSession

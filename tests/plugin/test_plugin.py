@@ -36,11 +36,21 @@ def test_header_shows_the_fake_gpu(project: pytest.Pytester) -> None:
                                  "rnnperf: clocks SM *other compute processes: none*"])
 
 
-def test_malformed_option_is_a_one_line_usage_error(project: pytest.Pytester) -> None:
-    """A value that is not a number stops the run before collection, naming the option."""
-    result = run(project, "--rnnperf-rounds=many")
+@pytest.mark.parametrize("args, message", [
+    (["--rnnperf-rounds=many"], "--rnnperf-rounds / rnnperf_rounds: cannot read 'many' as int"),
+    (["--rnnperf-rounds=0"], "--rnnperf-rounds / rnnperf_rounds: 0 must be >= 1"),
+    (["--rnnperf-min-effect=0"], "--rnnperf-min-effect / rnnperf_min_effect: 0.0 must be > 0"),
+    (["--rnnperf-max-case-s=-1"], "--rnnperf-max-case-s / rnnperf_max_case_s: -1.0 must be > 0"),
+    (["--rnnperf-update-baseline", "--rnnperf-baseline-tag=nightly/1"],
+     "--rnnperf-baseline-tag / rnnperf_baseline_tag: 'nightly/1': use letters, digits, '.', '_' and '-' only"),
+    (["--rnnperf-baselines=tox.ini"], "--rnnperf-baselines / rnnperf_baselines: *tox.ini is a file, not a folder"),
+])
+def test_malformed_option_is_a_one_line_usage_error(project: pytest.Pytester, args: list[str], message: str) -> None:
+    """A bad value stops the run before collection (not after the suite ran), naming the option."""
+    result = run(project, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--rnnperf-rounds / rnnperf_rounds: cannot read 'many' as int*"])
+    result.stderr.fnmatch_lines([f"*{message}"])
+    assert "Traceback" not in result.stderr.str()
 
 
 def test_paired_case_passes_and_reaches_benchmark_json(project: pytest.Pytester) -> None:
