@@ -8,7 +8,7 @@ shapes where a plain absolute tolerance is not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -132,7 +132,10 @@ def _pairs(a: "ImplResult", b: "ImplResult") -> Iterable[tuple[str, str, np.ndar
         for name, wa, wb in zip(names, a.d_weights.flat(), b.d_weights.flat(), strict=True):
             yield "gradient", f"d_weights[{name}]", wa, wb
     elif a.d_weights is not None or b.d_weights is not None:
-        yield "gradient", "d_weights", a.d_weights, b.d_weights  # one side missing: reported as such
+        # One side has no weight gradients: reported as missing; the other side goes as one flat array.
+        def flat(w: Any) -> np.ndarray | None:
+            return None if w is None else np.concatenate([np.ravel(x) for x in w.flat()])
+        yield "gradient", "d_weights", flat(a.d_weights), flat(b.d_weights)
 
 
 def compare_results(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 import pytest
 
@@ -443,13 +443,15 @@ def _record_baseline(config: pytest.Config, run: Any) -> str:
     return f"baseline recorded: {path}"
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Count failures per session (a baseline is only recorded from a run where nothing failed)."""
-    outcome = yield
-    report = outcome.get_result()
+    report = yield
     if report.failed:
         item.config.stash[FAILED_KEY] = item.config.stash.get(FAILED_KEY, 0) + 1
+    return report
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -355,7 +355,7 @@ def _forward_cached(weights: RNNWeights, x: np.ndarray) -> _ForwardCache:
     result = RNNResult(
         output=layer_in,
         h_n=np.stack(h_n),
-        c_n=np.stack(c_n) if lstm else None,
+        c_n=np.stack([c for c in c_n if c is not None]) if lstm else None,  # every c is an array for LSTM
     )
     return _ForwardCache(result, tuple(steps))
 
@@ -405,7 +405,7 @@ def backward(
             state = layer * ndir + direction
             # h_n/c_n are the states after the last processed step, so their gradients seed the recursion.
             dh_next = d_h_n[state].copy()
-            dc_next = d_c_n[state].copy() if lstm else None
+            dc_next = d_c_n[state].copy() if lstm and d_c_n is not None else None  # set above for LSTM
             caches = fc.steps[layer][direction]
             order = list(_time_order(seq_len, direction))
             for k in range(seq_len - 1, -1, -1):

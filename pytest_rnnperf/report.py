@@ -55,7 +55,7 @@ def gate_failures(result: "CaseResult") -> list[str]:
             problems.append(f"  {p.impl:<8} expected {want}; saw: {p.evidence}")
     if not result.parity.ok:
         problems.append(f"{result.case.id}: " + format_failures(result.parity))
-    if result.speedup is not None and result.speedup.estimate < result.case.floor:
+    if result.speedup is not None and result.cudnn is not None and result.speedup.estimate < result.case.floor:
         s = result.speedup
         problems.append(
             f"{result.case.id}: cuDNN speedup below its floor:\n"
@@ -252,6 +252,7 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
     import numpy as np
 
     paired = [r for r in run.results if r.speedup is not None]
+    speedups = [r.speedup for r in paired if r.speedup is not None]  # the same list, typed as intervals
     if not paired:
         return False
     import matplotlib
@@ -263,11 +264,13 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
 
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(paired) + 1.5))
     y = np.arange(len(paired))
-    est = [r.speedup.estimate for r in paired]
-    err = [[r.speedup.estimate - r.speedup.low for r in paired], [r.speedup.high - r.speedup.estimate for r in paired]]
+    est = [s.estimate for s in speedups]
+    err = [[s.estimate - s.low for s in speedups], [s.high - s.estimate for s in speedups]]
     ax.errorbar(est, y, xerr=err, fmt="o", color="tab:blue", label="now (95% CI)", capsize=3)
     if run.baseline is not None:
-        by, bx, berr = [], [], [[], []]
+        by: list[float] = []
+        bx: list[float] = []
+        berr: list[list[float]] = [[], []]
         for i, r in enumerate(paired):
             rec = run.baseline.records.get(r.case.id)
             if rec and rec.get("cudnn"):
@@ -282,7 +285,7 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
     for i, r in enumerate(paired):
         v = run.verdicts.get(r.case.id)
         if v is not None and v.verdict in ("regressed", "improved"):
-            ax.annotate(v.verdict, (r.speedup.high, i), xytext=(6, -3), textcoords="offset points",
+            ax.annotate(v.verdict, (speedups[i].high, i), xytext=(6, -3), textcoords="offset points",
                         color="tab:red" if v.verdict == "regressed" else "tab:green", fontsize=8)
     ax.set_yticks(y, [r.case.id for r in paired], fontsize=7)
     ax.invert_yaxis()

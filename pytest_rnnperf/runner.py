@@ -22,8 +22,8 @@ from .timing import Measurement, PairedMeasurement, TimingConfig, time_pair, tim
 class Window(Protocol):
     """What the runner needs of a telemetry window (see ``device.TelemetryWindow``)."""
 
-    def start(self) -> None:
-        """Read the counters at the window's start."""
+    def start(self) -> object:
+        """Read the counters at the window's start (the return value is ignored)."""
 
     def stop(self) -> Any:
         """Read them at the end and return a summary with ``as_dict()``, ``warnings()``, ``energy_j``."""

@@ -137,7 +137,8 @@ def from_keras(
     if len(keras_weights) != num_layers or any(len(d) != directions for d in keras_weights):
         raise ValueError(f"expected {num_layers} layers x {directions} directions of Keras weights")
     layers = tuple(
-        tuple(LayerWeights(*_layer_from_keras(cell, *arrays, gradients=gradients)) for arrays in dirs)
+        tuple(LayerWeights(*_layer_from_keras(cell, arrays[0], arrays[1], arrays[2], gradients=gradients))
+              for arrays in dirs)
         for dirs in keras_weights
     )
     return RNNWeights(cell, input_size, hidden_size, num_layers, bidirectional, layers)

@@ -178,7 +178,7 @@ class TorchImpl:
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, dtype=dt)
 
         x = dev(inputs.x).requires_grad_(self.case.mode == "train")
-        grads = (dev(inputs.d_output), dev(inputs.d_h_n))
+        grads: tuple[Any, ...] = (dev(inputs.d_output), dev(inputs.d_h_n))
         if inputs.d_c_n is not None:
             grads += (dev(inputs.d_c_n),)
         return x, grads
