@@ -196,19 +196,22 @@ def window_flag(record: dict[str, Any]) -> str:
     return "; ".join(reasons)
 
 
-# Below this GPU-busy fraction a step's time is mostly host time (Python, framework dispatch, kernel
-# launches). Measured on an H200 VM, two back-to-back null runs: cases at >= 50% busy moved at most 6%,
-# cases at 10-45% busy moved up to 31%. Those get HOST_BOUND_EFFECT instead of min_effect.
+# Below this GPU-busy fraction (over the paired timing window, see runner.device_busy) a case is small
+# enough that its step time is mostly host time (Python, framework dispatch, kernel launches). Measured on
+# H200s, three null runs: cases at >= 50% busy moved at most 6.4% (median 0.9%), cases below moved a
+# median 14% and up to 69%. Those get HOST_BOUND_EFFECT instead of min_effect.
 HOST_BOUND_BELOW = 0.5
 HOST_BOUND_EFFECT = 0.35
 
 
 def _busy(record: dict[str, Any]) -> float | None:
-    """The record's GPU-busy fraction (see runner.device_busy), also for records stored without it."""
+    """The record's GPU-busy fraction, recomputed from its telemetry by runner.device_busy.
+
+    Not the stored ``device_busy`` field: records written before 2026-11-23 stored the cuDNN-only reading there.
+    """
     from .runner import device_busy
 
-    value = record.get("device_busy")
-    return float(value) if isinstance(value, (int, float)) else device_busy(record)
+    return device_busy(record)
 
 
 def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, Any], min_effect: float = 0.05,

@@ -108,12 +108,15 @@ class CaseResult:
 
 
 def device_busy(record: dict[str, Any]) -> float | None:
-    """Fraction of time the GPU was running a kernel while the case's side ran (NVML utilization).
+    """Fraction of time the GPU was running a kernel over the case's timed rounds (NVML utilization).
 
-    Taken from the window where that side ran alone when there is one; otherwise from the paired window,
-    which also holds the generic side and so reads lower. None when NVML gave no samples.
+    The paired window (cuDNN and generic rounds interleaved) decides, not the cuDNN-only energy window:
+    on the H200 null runs, cases below 50% busy over the paired window were the ones whose cuDNN time
+    drifted between runs (median 14%), those above stayed within 0.9% (median); the cuDNN-only reading
+    was no guide (18 of 37 cases above 50% on it moved more than 5%). The cuDNN-only window is the
+    fallback for a record without the paired one. None when NVML gave no samples.
     """
-    for key in ("side_telemetry", "telemetry"):
+    for key in ("telemetry", "side_telemetry"):
         util = ((record.get(key) or {}).get("utilization") or {}).get("mean")
         if isinstance(util, (int, float)):
             return float(util) / 100.0

@@ -138,8 +138,8 @@ def test_gpus_with_baselines(tmp_path: Path) -> None:
 
 
 def _busy(record: dict[str, Any], busy_pct: float) -> dict[str, Any]:
-    """The record with the GPU-busy reading of its cuDNN-only window set."""
-    return dict(record, side_telemetry={"utilization": {"mean": busy_pct, "max": busy_pct, "samples": 10}})
+    """The record with the GPU-busy reading of its paired timing window set."""
+    return dict(record, telemetry={"utilization": {"mean": busy_pct, "max": busy_pct, "samples": 10}})
 
 
 def test_host_bound_cases_get_the_wider_threshold() -> None:
@@ -154,8 +154,10 @@ def test_host_bound_cases_get_the_wider_threshold() -> None:
     assert much_slower.regressed
 
 
-def test_busy_falls_back_to_the_paired_window() -> None:
-    """Records without a cuDNN-only window use the paired window's utilization."""
-    rec = dict(_record("a", 1.0), telemetry={"utilization": {"mean": 30.0}})
+def test_busy_comes_from_the_paired_window_not_the_stored_field() -> None:
+    """The paired window decides; the cuDNN-only window is the fallback; a stored device_busy is not trusted."""
+    side = {"utilization": {"mean": 85.0}}
+    rec = dict(_record("a", 1.0), telemetry={"utilization": {"mean": 30.0}}, side_telemetry=side, device_busy=0.85)
     assert baselines._busy(rec) == pytest.approx(0.30)
+    assert baselines._busy(dict(_record("a", 1.0), side_telemetry=side)) == pytest.approx(0.85)
     assert baselines._busy(_record("a", 1.0)) is None
