@@ -38,7 +38,8 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
     """Exit code (0 within target, 1 not) and lines: per case, the speedup and cuDNN-time spread across runs."""
     import numpy as np
 
-    from .baselines import BaselineError, load_run
+    from .baselines import HOST_BOUND_BELOW, BaselineError, load_run
+    from .runner import device_busy
     from .stats import spread
 
     try:
@@ -50,6 +51,7 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
     common = [c for c in runs[0].records if all(c in r.records and r.records[c].get("cudnn") for r in runs)]
     lines = [f"{'case':<48} {'speedups':>28} {'spread':>7} {'cuDNN ms':>26} {'spread':>7}"]
     held: list[float] = []
+    time_spread: dict[bool, list[float]] = {True: [], False: []}  # host-bound? -> cuDNN-time spreads
     for case_id in common:
         recs = [r.records[case_id] for r in runs]
         speedups = [float(np.median(rec["generic"]["samples_s"]) / np.median(rec["cudnn"]["samples_s"])) for rec in recs]
@@ -58,6 +60,9 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
         counted = min(times) >= min_step_ms
         if counted:
             held.append(s_sp)
+        busy = [b for b in (device_busy(rec) for rec in recs) if b is not None]
+        if busy:
+            time_spread[min(busy) < HOST_BOUND_BELOW].append(s_t)
         lines.append(f"{case_id:<48} {' '.join(f'{v:.2f}x' for v in speedups):>28} {s_sp:>6.1%}{'' if counted else '*'} "
                      f"{' '.join(f'{v:.3f}' for v in times):>26} {s_t:>6.1%}")
     if not common:
@@ -66,6 +71,12 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
     lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
                  f"{np.median(held):.1%}, max {max(held):.1%}; {within}/{len(held)} within {target:.0%}"
                  + (" (* = shorter steps, not held to the target)" if len(held) < len(common) else ""))
+    # The verdicts' own split (see baselines.HOST_BOUND_BELOW): what min effect each group can bear here.
+    for host_bound, label in ((False, f"GPU >= {HOST_BOUND_BELOW:.0%} busy"), (True, "host-bound")):
+        values = time_spread[host_bound]
+        if values:
+            lines.append(f"cuDNN-time spread, {label}: {len(values)} cases, median {np.median(values):.1%}, max "
+                         f"{max(values):.1%}; {sum(v <= target for v in values)}/{len(values)} within {target:.0%}")
     return (0 if within == len(held) else 1), lines
 
 

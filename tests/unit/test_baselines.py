@@ -161,3 +161,20 @@ def test_busy_comes_from_the_paired_window_not_the_stored_field() -> None:
     assert baselines._busy(rec) == pytest.approx(0.30)
     assert baselines._busy(dict(_record("a", 1.0), side_telemetry=side)) == pytest.approx(0.85)
     assert baselines._busy(_record("a", 1.0)) is None
+
+
+def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path: Path) -> None:
+    """spread: per-group cuDNN-time spread, with the same busy split the verdicts use."""
+    from pytest_rnnperf.__main__ import spread_files
+
+    paths = []
+    for n, (big_ms, small_ms) in enumerate([(10.0, 1.5), (10.1, 1.95)]):
+        runs = [_busy(_record("big", big_ms, seed=n), 90), _busy(_record("small", small_ms, seed=n), 20)]
+        path = tmp_path / f"run{n}.json"
+        path.write_text(json.dumps(_run(runs)))
+        paths.append(path)
+    code, lines = spread_files(paths, target=0.03, min_step_ms=1.0)
+    assert code == 1  # speedups of the small case moved ~30%
+    assert lines[-2].startswith("cuDNN-time spread, GPU >= 50% busy: 1 cases, median 1.")  # 10 -> 10.1 ms + noise
+    assert lines[-2].endswith("1/1 within 3%")
+    assert lines[-1].startswith("cuDNN-time spread, host-bound: 1 cases, median 30.")
