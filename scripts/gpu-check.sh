@@ -2,6 +2,8 @@
 # The whole GPU check, run on a GPU runner from the repository root (the same every session):
 #   scripts/gpu-check.sh tests            tests/ incl. GPU tests (timing correctness, NVML)
 #   scripts/gpu-check.sh suite [ARGS...]  pytest ARGS (default: suites/), logs under $OUT (default ./rnnperf-out)
+#   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
+#                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
 set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
@@ -27,5 +29,10 @@ PY
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
   suite) python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;
-  *) echo "usage: $0 tests|suite [pytest args]"; exit 2 ;;
+  probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
+                    torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
+                    torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
+         # shellcheck disable=SC2068  # the default list is split into case globs on purpose
+         set -f; python3 scripts/noise_probe.py --json "$OUT/probe.json" $@ 2>&1 | tee -a "$OUT/probe.log" ;;
+  *) echo "usage: $0 tests|suite|probe [args]"; exit 2 ;;
 esac
