@@ -19,9 +19,13 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from .stats import Comparison, Verdict, compare
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .stats import Comparison
+
+# .stats (scipy) is imported where verdicts are made, not here: pytest_configure checks the baseline tag
+# through this module, and every pytest session should not pay a second for scipy.stats to do that.
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
@@ -176,6 +180,8 @@ class CaseVerdict:
     @property
     def regressed(self) -> bool:
         """Regressed in a clean window (a throttled or shared window is reported, not blamed on the code)."""
+        from .stats import Verdict
+
         return self.time.verdict == Verdict.REGRESSED and not self.flagged
 
     def as_dict(self) -> dict[str, Any]:
@@ -222,6 +228,8 @@ def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, A
     ``host_bound_effect``: its time mostly measures the host, which drifts between runs far more than
     the within-run interval shows, so a tight threshold would flag noise.
     """
+    from .stats import compare
+
     if baseline.get("cudnn") is None or current.get("cudnn") is None:
         return None
     busy = [b for b in (_busy(baseline), _busy(current)) if b is not None]

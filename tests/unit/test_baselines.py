@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -178,3 +180,10 @@ def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path
     assert lines[-2].startswith("cuDNN-time spread, GPU >= 50% busy: 1 cases, median 1.")  # 10 -> 10.1 ms + noise
     assert lines[-2].endswith("1/1 within 3%")
     assert lines[-1].startswith("cuDNN-time spread, host-bound: 1 cases, median 30.")
+
+
+def test_plugin_and_baselines_load_without_scipy() -> None:
+    """pytest_configure checks the baseline tag through this module: loading it must not import scipy (~1 s)."""
+    code = ("import sys; import pytest_rnnperf.plugin, pytest_rnnperf.baselines as b; b.tag_problem('x'); "
+            "assert 'scipy' not in sys.modules, 'scipy imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
