@@ -210,16 +210,6 @@ HOST_BOUND_BELOW = 0.5
 HOST_BOUND_EFFECT = 0.35
 
 
-def _busy(record: dict[str, Any]) -> float | None:
-    """The record's GPU-busy fraction, recomputed from its telemetry by runner.device_busy.
-
-    Not the stored ``device_busy`` field: records written before 2026-11-23 stored the cuDNN-only reading there.
-    """
-    from .runner import device_busy
-
-    return device_busy(record)
-
-
 def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, Any], min_effect: float = 0.05,
                     remeasured: bool = False, host_bound_effect: float = HOST_BOUND_EFFECT) -> CaseVerdict | None:
     """Verdict of one case (None when either side has no cuDNN timing to compare).
@@ -228,11 +218,14 @@ def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, A
     ``host_bound_effect``: its time mostly measures the host, which drifts between runs far more than
     the within-run interval shows, so a tight threshold would flag noise.
     """
+    from .runner import device_busy
     from .stats import compare
 
     if baseline.get("cudnn") is None or current.get("cudnn") is None:
         return None
-    busy = [b for b in (_busy(baseline), _busy(current)) if b is not None]
+    # Recomputed from the telemetry, not read from the stored ``device_busy`` field: records written
+    # before 2026-11-23 stored the cuDNN-only reading there.
+    busy = [b for b in (device_busy(baseline), device_busy(current)) if b is not None]
     host_bound = bool(busy) and min(busy) < HOST_BOUND_BELOW
     effect = max(min_effect, host_bound_effect) if host_bound else min_effect
     time_cmp = compare("cudnn time", baseline["cudnn"]["samples_s"], current["cudnn"]["samples_s"],

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_rnnperf import baselines
 from pytest_rnnperf.baselines import BaselineError, compare_records, find_latest, load_run, write_new
+from pytest_rnnperf.runner import device_busy
 
 
 def _record(case_id: str, cudnn_ms: float, generic_ms: float = 4.0, seed: int = 0, warnings: list[str] | None = None) -> dict[str, Any]:
@@ -160,9 +161,11 @@ def test_busy_comes_from_the_paired_window_not_the_stored_field() -> None:
     """The paired window decides; the cuDNN-only window is the fallback; a stored device_busy is not trusted."""
     side = {"utilization": {"mean": 85.0}}
     rec = dict(_record("a", 1.0), telemetry={"utilization": {"mean": 30.0}}, side_telemetry=side, device_busy=0.85)
-    assert baselines._busy(rec) == pytest.approx(0.30)
-    assert baselines._busy(dict(_record("a", 1.0), side_telemetry=side)) == pytest.approx(0.85)
-    assert baselines._busy(_record("a", 1.0)) is None
+    assert device_busy(rec) == pytest.approx(0.30)
+    assert device_busy(dict(_record("a", 1.0), side_telemetry=side)) == pytest.approx(0.85)
+    assert device_busy(_record("a", 1.0)) is None
+    verdict = compare_records("a", rec, dict(rec))
+    assert verdict is not None and verdict.host_bound == "host-bound: GPU busy 30%"  # not the stored 85%
 
 
 def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path: Path) -> None:
