@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPO))
 from pytest_rnnperf import reference  # noqa: E402
 from pytest_rnnperf.backends import load_backend  # noqa: E402
 from pytest_rnnperf.cases import Case  # noqa: E402
+from pytest_rnnperf.stats import spread  # noqa: E402
 from pytest_rnnperf.timing import TimingConfig, time_single  # noqa: E402
 from suites.matrix import paired_cases, reference_cases  # noqa: E402
 
@@ -75,11 +77,6 @@ def probe_process(cases: list[Case], builds: int, impl: str, config: TimingConfi
     return out
 
 
-def spread(values: list[float]) -> float:
-    """max/min - 1 of positive values."""
-    return max(values) / min(values) - 1.0
-
-
 def summarize(processes: list[list[dict[str, Any]]]) -> list[str]:
     """One line per case: within-build, between-build and between-process spreads of the median."""
     lines = [f"{'case':50s} {'median ms':>9s} {'within build':>12s} {'between builds':>14s} {'between procs':>13s}",
@@ -89,24 +86,16 @@ def summarize(processes: list[list[dict[str, Any]]]) -> list[str]:
         if "skipped" in first:
             lines.append(f"{first['case']:50s} skipped: {first['skipped']}")
             continue
-        build_medians = [[statistics.median(b) for b in proc[i]["builds"]] for proc in processes]
-        within = [(_q(b, 0.75) - _q(b, 0.25)) / statistics.median(b) for proc in processes for b in proc[i]["builds"]]
+        build_medians = [[float(np.median(b)) for b in proc[i]["builds"]] for proc in processes]
+        within = [float(np.subtract(*np.percentile(b, [75, 25])) / np.median(b))
+                  for proc in processes for b in proc[i]["builds"]]
         between_builds = [spread(meds) for meds in build_medians if len(meds) > 1]
-        proc_medians = [statistics.median(meds) for meds in build_medians]
+        proc_medians = [float(np.median(meds)) for meds in build_medians]
         lines.append(
-            f"{first['case']:50s} {statistics.median(proc_medians) * 1e3:9.3f} {statistics.median(within):12.1%} "
-            + (f"{statistics.median(between_builds):14.1%}" if between_builds else f"{'-':>14s}")
+            f"{first['case']:50s} {np.median(proc_medians) * 1e3:9.3f} {np.median(within):12.1%} "
+            + (f"{np.median(between_builds):14.1%}" if between_builds else f"{'-':>14s}")
             + (f" {spread(proc_medians):13.1%}" if len(proc_medians) > 1 else f" {'-':>13s}"))
     return lines
-
-
-def _q(values: list[float], q: float) -> float:
-    """Quantile by linear interpolation (numpy's default), without importing numpy here."""
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def main(argv: list[str] | None = None) -> int:
