@@ -68,9 +68,13 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float) -> tu
     if not common:
         return 2, ["error: the runs share no cuDNN case"]
     within = sum(v <= target for v in held)
-    lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
-                 f"{np.median(held):.1%}, max {max(held):.1%}; {within}/{len(held)} within {target:.0%}"
-                 + (" (* = shorter steps, not held to the target)" if len(held) < len(common) else ""))
+    if held:
+        lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
+                     f"{np.median(held):.1%}, max {max(held):.1%}; {within}/{len(held)} within {target:.0%}"
+                     + (" (* = shorter steps, not held to the target)" if len(held) < len(common) else ""))
+    else:
+        lines.append(f"speedup spread over {len(runs)} runs: no case has cuDNN steps >= {min_step_ms} ms, none is "
+                     "held to the target (--min-step-ms to lower the bar)")
     # The verdicts' own split (see baselines.HOST_BOUND_BELOW): what min effect each group can bear here.
     for host_bound, label in ((False, f"GPU >= {HOST_BOUND_BELOW:.0%} busy"), (True, "host-bound")):
         values = time_spread[host_bound]

@@ -249,6 +249,7 @@ class RnnperfFixture:
         get = lambda name: setting(self._config, name, self._item)  # noqa: E731
         # --benchmark-disable: one round, no energy window; the checks still run.
         timing = TimingConfig(rounds=1 if disabled else get("rounds"), min_rounds=1 if disabled else 5,
+                              warmup_s=0.0 if disabled else TimingConfig.warmup_s,
                               min_block_s=get("min_block_ms") / 1e3, max_time_s=get("max_case_s"))
         device = _session(self._config).device
         index = nvml_index()

@@ -75,7 +75,8 @@ def test_unsynchronized_timer_would_be_wrong(cuda_torch: Any) -> None:
     torch = cuda_torch
     step = _chain(torch, _steps_for(torch, 5e-3))
     device = _event_time(torch, step)
-    paired = time_pair(step, step, lambda: None, TimingConfig(rounds=5, min_block_s=0.0, warmup_steps=1))
+    paired = time_pair(step, step, lambda: None, TimingConfig(rounds=5, min_block_s=0.0, warmup_steps=1,
+                                                            warmup_s=0.0))
     torch.cuda.synchronize()
     print(f"\n[timing] without sync: {paired.a.median * 1e3:.4f} ms/step vs device {device * 1e3:.4f} ms/step")
     assert paired.a.median < 0.5 * device

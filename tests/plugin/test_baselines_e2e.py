@@ -175,10 +175,14 @@ def test_offline_spread_reports_run_to_run_spread(project: pytest.Pytester, monk
     base = _record(project)
     monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
     run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
-    out = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json"],
-                         capture_output=True, text=True, cwd=project.path)
+    # The fake cuDNN step is ~1 ms (with jitter either side), so the bar is set below it.
+    out = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json",
+                          "--min-step-ms", "0.5"], capture_output=True, text=True, cwd=project.path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in out.stdout and "0/2 within 3%" in out.stdout
+    none_held = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json",
+                                "--min-step-ms", "100"], capture_output=True, text=True, cwd=project.path)
+    assert none_held.returncode == 0 and "no case has cuDNN steps >= 100.0 ms" in none_held.stdout, none_held.stderr
     one = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base)], capture_output=True,
                          text=True, cwd=project.path)
     assert one.returncode == 2 and "at least two runs" in one.stderr
