@@ -389,6 +389,31 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     machine_info["rnnperf"] = run_meta(run.device.gpu_slug, run.environment(), run.fingerprint())
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any],
+                                          compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
+    """Let pytest-benchmark judge machine_info without our section, and not crash on storage outside the cwd."""
+    # pytest-benchmark compares at configure time, before any framework has loaded, so our section (which
+    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one and every
+    # compare warned "machine_info is different". The end-of-run summary diffs that section field by field.
+    stored = (compared_benchmark.get("machine_info") or {}).get("rnnperf")
+    ours = machine_info.get("rnnperf")
+    if stored is not None:
+        machine_info["rnnperf"] = stored
+    try:
+        return (yield)
+    except ValueError:
+        # Its warning names the storage relative to the cwd, which raises for --rnnperf-baselines=/elsewhere.
+        benchmarksession.logger.warning(f"Benchmark machine_info is different from the run stored in "
+                                        f"{benchmarksession.storage}.")
+        return []
+    finally:
+        if ours is None:
+            machine_info.pop("rnnperf", None)
+        else:
+            machine_info["rnnperf"] = ours
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write the report files and, when asked, record this run as the newest baseline of this GPU."""
     config = session.config

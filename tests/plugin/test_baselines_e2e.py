@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,34 @@ def test_unchanged_run_is_not_flagged(project: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*against the baseline*", "*verdicts: *"])
     assert "regressed" not in result.stdout.str().split("verdicts:")[1].splitlines()[0]
+
+
+def test_compare_does_not_warn_about_our_own_section(project: pytest.Pytester) -> None:
+    """Same machine, same software: pytest-benchmark's machine_info check stays quiet on --benchmark-compare."""
+    _record(project)
+    result = run(project, "--benchmark-compare")
+    result.assert_outcomes(passed=2)
+    assert "machine_info is different" not in result.stdout.str() + result.stderr.str()
+
+
+def test_baselines_outside_the_working_directory(project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rnnperf-baselines=/elsewhere: record, then compare after the machine changed, without an INTERNALERROR."""
+    store = tmp_path_factory.mktemp("shared-baselines")
+    run(project, "--rnnperf-update-baseline", f"--rnnperf-baselines={store}").assert_outcomes(passed=2)
+    (stored,) = store.glob("NVIDIA_H200/*/0001_baseline.json")
+    # Recorded on another runner of the same GPU model: pytest-benchmark's own machine_info check differs,
+    # and its warning names the storage relative to the cwd, which it cannot do for this folder.
+    data = load_json(stored)
+    data["machine_info"]["node"] = "another-runner"
+    stored.write_text(json.dumps(data))
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "9.20.0")
+    result = run(project, "--benchmark-compare", f"--rnnperf-baselines={store}")
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output
+    assert f"machine_info is different from the run stored in {stored.parent.parent}" in output
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*"])
 
 
 def test_slower_cudnn_fails_and_names_what_changed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
