@@ -275,7 +275,15 @@ def fingerprint_key(fields: dict[str, str]) -> str:
 
 
 def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:
-    """``(field, old, new)`` for each differing field, ``absent`` for a missing side; KEY_FIELDS order first."""
+    """``(field, old, new)`` for each differing field, ``absent`` for a missing side; KEY_FIELDS order first.
+
+    A framework whose runtime fields (``torch.*``, ``tf.*``) are missing on one side did not run there
+    (e.g. ``-k torch`` tonight): that is not a change, so its fields are left out rather than listed as absent.
+    """
+    for prefix in ("torch.", "tf."):
+        if not any(k.startswith(prefix) for k in old) or not any(k.startswith(prefix) for k in new):
+            old = {k: v for k, v in old.items() if not k.startswith(prefix)}
+            new = {k: v for k, v in new.items() if not k.startswith(prefix)}
     order = {key: i for i, key in enumerate(KEY_FIELDS)}
     keys = sorted(set(old) | set(new), key=lambda k: (order.get(k, len(order)), k))
     return [(k, old.get(k, "absent"), new.get(k, "absent")) for k in keys

@@ -119,12 +119,8 @@ def env_diff_lines(run: "RunSession") -> list[str]:
 
     if run.baseline is None:
         return []
-    old = dict(run.baseline.environment)
-    # A framework whose first case has not run yet has no runtime fields; that is not a change.
-    for name in ("torch", "tf"):
-        if name not in run.runtime:
-            old = {k: v for k, v in old.items() if not k.startswith(name + ".")}
-    return format_diff(diff_environments(old, run.environment()))
+    # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
+    return format_diff(diff_environments(dict(run.baseline.environment), run.environment()))
 
 
 def regression_failure(verdict: Any, run: "RunSession") -> str:

@@ -210,3 +210,15 @@ def test_diff_environments() -> None:
                     ("zeta", "1", "absent")]
     assert diff_environments(new, new) == []
     assert format_diff(diff)[0] == "driver: 580.159 -> 590.1"
+
+
+def test_diff_leaves_out_a_framework_that_did_not_run_on_one_side() -> None:
+    """Baseline ran torch and TF, tonight only torch (-k torch): tf.* is not listed as absent; torch.* still is."""
+    old = {"torch.cudnn_version": "9.19.0", "tf.cudnn_runtime": "9.19.0", "tf.tensor_float_32": "True",
+           "tensorflow": "2.21.0"}
+    new = {"torch.cudnn_version": "9.20.0", "tensorflow": "2.21.0"}
+    assert diff_environments(old, new) == [("torch.cudnn_version", "9.19.0", "9.20.0")]
+    assert diff_environments(new, old) == [("torch.cudnn_version", "9.20.0", "9.19.0")]
+    # Both sides ran TF: a field that vanished is a change and is listed.
+    assert diff_environments(old, {**new, "tf.cudnn_runtime": "9.19.0"}) == [
+        ("torch.cudnn_version", "9.19.0", "9.20.0"), ("tf.tensor_float_32", "True", "absent")]

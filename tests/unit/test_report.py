@@ -25,5 +25,6 @@ def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> 
     assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
     run.runtime["torch"] = {"torch.cudnn_version": "9.19.0"}
     assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
-    run.runtime["torch"] = {}
-    assert sorted(env_diff_lines(run)) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0", "torch.cudnn_version: 9.19.0 -> absent"]
+    run.runtime["torch"] = {"torch.cuda_build": "13.0"}  # torch ran and no longer reports its cuDNN
+    assert sorted(env_diff_lines(run)) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0", "torch.cuda_build: absent -> 13.0",
+                                           "torch.cudnn_version: 9.19.0 -> absent"]
