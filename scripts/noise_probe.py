@@ -13,6 +13,10 @@ If between-build spread is about as large as between-process spread, timing seve
 one run would make a run's interval honest about that noise; if not, the noise is per process (e.g. CPU
 placement) and needs another remedy.
 
+Seen on an H100 (3 processes x 4 builds x 10 rounds): host-bound cases spread 5-20% between builds and 8-13%
+between processes, drifting in one direction across consecutive builds (9.0, 9.4, 11.9, 13.3 ms): the host's
+speed moves over seconds. GPU-bound controls: ~1% within and between builds, 0.3% between processes.
+
     python scripts/noise_probe.py --processes 3 --builds 4 'torch-gru-train-fp32-T100-B64-I64-H512-L2'
 
 Cases are globs over the nightly matrix ids (and the reference cases); ``--impl generic`` times the
