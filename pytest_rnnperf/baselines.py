@@ -223,8 +223,8 @@ def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, A
 
     if baseline.get("cudnn") is None or current.get("cudnn") is None:
         return None
-    # Recomputed from the telemetry, not read from the stored ``device_busy`` field: records written
-    # before 2026-11-23 stored the cuDNN-only reading there.
+    # Recomputed from the telemetry, not read from the stored ``device_busy`` field: records written by
+    # earlier versions stored the cuDNN-only reading there.
     busy = [b for b in (device_busy(baseline), device_busy(current)) if b is not None]
     host_bound = bool(busy) and min(busy) < HOST_BOUND_BELOW
     effect = max(min_effect, host_bound_effect) if host_bound else min_effect

@@ -1,7 +1,7 @@
 """Where does run-to-run noise come from? Time the same cases at three nested levels and compare.
 
 An experiment for the GPU runner, not part of the plugin. On the H200, back-to-back suite runs moved
-some torch cuDNN times by 20-45% while each run's own samples were tight (IQR ~1%): the noise lives
+some torch cuDNN times by 20-45%, more than each run's own interval allowed for: part of the noise lives
 between runs, where one run's samples cannot see it. This probe separates
 
 - within a build: the spread of one build's timed blocks (what a single run's interval sees),
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 from pytest_rnnperf import reference  # noqa: E402
 from pytest_rnnperf.backends import load_backend  # noqa: E402
 from pytest_rnnperf.cases import Case  # noqa: E402
-from pytest_rnnperf.stats import spread  # noqa: E402
+from pytest_rnnperf import stats  # noqa: E402
 from pytest_rnnperf.timing import TimingConfig, time_single  # noqa: E402
 from suites.matrix import paired_cases, reference_cases  # noqa: E402
 
@@ -91,14 +91,13 @@ def summarize(processes: list[list[dict[str, Any]]]) -> list[str]:
             lines.append(f"{first['case']:50s} skipped: {first['skipped']}")
             continue
         build_medians = [[float(np.median(b)) for b in proc[i]["builds"]] for proc in processes]
-        within = [float(np.subtract(*np.percentile(b, [75, 25])) / np.median(b))
-                  for proc in processes for b in proc[i]["builds"]]
-        between_builds = [spread(meds) for meds in build_medians if len(meds) > 1]
+        within = [stats.summarize(b).rel_iqr for proc in processes for b in proc[i]["builds"]]
+        between_builds = [stats.spread(meds) for meds in build_medians if len(meds) > 1]
         proc_medians = [float(np.median(meds)) for meds in build_medians]
         lines.append(
             f"{first['case']:50s} {np.median(proc_medians) * 1e3:9.3f} {np.median(within):12.1%} "
             + (f"{np.median(between_builds):14.1%}" if between_builds else f"{'-':>14s}")
-            + (f" {spread(proc_medians):13.1%}" if len(proc_medians) > 1 else f" {'-':>13s}"))
+            + (f" {stats.spread(proc_medians):13.1%}" if len(proc_medians) > 1 else f" {'-':>13s}"))
     return lines
 
 
