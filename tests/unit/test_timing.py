@@ -109,6 +109,17 @@ def test_warm_up_lasts_warmup_s_for_short_steps(clock: FakeClock) -> None:
     assert warm_up((stepper(clock, 0.001),), lambda: None, clock, TimingConfig(warmup_steps=3, warmup_s=0.0)) == 3
 
 
+def test_time_pair_and_time_single_warm_up_by_time(clock: FakeClock) -> None:
+    """Both timers spend warmup_s warming up: 1 ms + 1 ms rounds for 0.1 s is 50 rounds before calibration."""
+    log: list[str] = []
+    config = TimingConfig(rounds=1, min_rounds=1, warmup_steps=1, warmup_s=0.1, min_block_s=0.0)
+    time_pair(stepper(clock, 0.001, log, "a"), stepper(clock, 0.001, log, "b"), lambda: None, config, clock)
+    assert log.count("a") == 50 + 1 + 1  # warm-up, one calibration block, one timed round
+    log.clear()
+    time_single(stepper(clock, 0.001, log, "s"), lambda: None, config, clock)
+    assert len(log) == 100 + 1 + 1
+
+
 def test_warm_up_of_a_step_that_takes_no_time_is_capped(clock: FakeClock) -> None:
     """A step that never moves the clock stops at max_steps_per_block instead of spinning forever."""
     config = TimingConfig(warmup_steps=3, warmup_s=1.0, max_steps_per_block=50)
