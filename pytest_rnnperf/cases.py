@@ -14,6 +14,9 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 FRAMEWORKS: tuple[str, ...] = ("torch", "tf")
 SCALES: tuple[str, ...] = ("smoke", "nightly", "full")
 
+# Cells with a cuDNN path per framework: Keras has no cuDNN SimpleRNN, so TF's plain RNNs are generic only.
+CUDNN_CELLS: dict[str, tuple[str, ...]] = {"torch": CELLS, "tf": ("lstm", "gru")}
+
 GATES: dict[str, int] = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
@@ -86,6 +89,11 @@ class Case:
             # 2 FLOPs per multiply-add: input projection + recurrent projection, per direction.
             total += s.directions * 2.0 * s.seq_len * s.batch * g * s.hidden_size * (in_size + s.hidden_size)
         return total * (3.0 if self.mode == "train" else 1.0)
+
+
+def cross_id(case: Case) -> str:
+    """Id of the cross-framework check of ``case``: its id with the framework part read as torch-vs-tf."""
+    return "torch-vs-tf-" + case.id.split("-", 1)[1]
 
 
 def matrix(

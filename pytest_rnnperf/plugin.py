@@ -12,7 +12,7 @@ from typing import Any, Callable, Generator
 
 import pytest
 
-from .cases import SCALES, Case
+from .cases import CUDNN_CELLS, SCALES, Case, cross_id
 
 SESSION_KEY = pytest.StashKey["Any"]()
 FAILED_KEY = pytest.StashKey[int]()
@@ -316,10 +316,42 @@ class RnnperfFixture:
         """Generic side alone vs the float64 reference, on the GPU if there is one, else on the CPU."""
         return self._run(case, ("generic",))
 
+    def cross(self, case: Case) -> Any:
+        """The case's canonical weights in torch and in TF/Keras, compared: cuDNN sides where a GPU is seen."""
+        from .backends import BackendUnavailable, OutOfDeviceMemory
+        from .runner import RunConfig, run_cross
+
+        run = _session(self._config)
+        sides = []
+        reason = None
+        for framework in ("torch", "tf"):
+            backend = run.backend(framework)
+            reason = backend.unavailable_reason()
+            if reason is not None:
+                break
+            on_gpu = backend.gpu_unavailable_reason() is None and case.cell in CUDNN_CELLS[framework]
+            sides.append((framework, backend, "cudnn" if on_gpu else "generic"))
+        if reason is None:
+            try:
+                result = run_cross(case, (sides[0], sides[1]), RunConfig())
+            except (BackendUnavailable, OutOfDeviceMemory) as exc:
+                reason = str(exc)
+        if reason is not None:
+            run.skipped.append((cross_id(case), reason))
+            pytest.skip(reason)
+        run.cross.append(result)
+        return result
+
     def check(self, result: Any) -> None:
         """Fail with a table when a path proof, the parity or the speedup floor does not hold."""
-        from .report import gate_failures, regression_failure
+        from .report import gate_failures, path_parity_failures, regression_failure
+        from .runner import CrossResult
 
+        if isinstance(result, CrossResult):
+            problems = path_parity_failures(result.id, result.proofs, result.parity)
+            if problems:
+                pytest.fail("\n".join(problems), pytrace=False)
+            return
         problems = gate_failures(result)
         run = _session(self._config)
         verdict = run.verdicts.get(result.case.id)
@@ -424,7 +456,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run.notes.append(_record_baseline(config, run))
     from .report import write_reports
 
-    if run.results or run.skipped:
+    if run.results or run.cross or run.skipped:
         run.notes += write_reports(run, setting(config, "report_dir"), setting(config, "markdown"),
                                    os.environ.get("GITHUB_STEP_SUMMARY", ""), baseline_status(config, run))
 
@@ -485,7 +517,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .report import summary_lines
 
     run = _session(config)
-    if not run.results and not run.skipped and not run.notes:
+    if not run.results and not run.cross and not run.skipped and not run.notes:
         return
     terminalreporter.section("rnnperf summary")
     for line in summary_lines(run, baseline_status(config, run)):

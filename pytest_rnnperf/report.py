@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .runner import CaseResult
+    from .runner import CaseResult, CrossResult
     from .session import RunSession
 
 UNAVAILABLE = "unavailable"
@@ -42,19 +42,25 @@ def header_lines(run: "RunSession", scale: str) -> list[str]:
     return lines
 
 
-def gate_failures(result: "CaseResult") -> list[str]:
-    """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
+def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list[str]:
+    """Why ``label`` fails its path proofs or parity, as small tables; empty when both hold."""
     from .parity import format_failures
 
     problems: list[str] = []
-    bad_paths = [p for p in result.proofs if not p.ok]
+    bad_paths = [p for p in proofs if not p.ok]
     if bad_paths:
-        problems.append(f"{result.case.id}: the implementation that ran is not the one claimed:")
+        problems.append(f"{label}: the implementation that ran is not the one claimed:")
         for p in bad_paths:
             want = "cuDNN" if p.impl == "cudnn" else "a generic (non-cuDNN) path"
             problems.append(f"  {p.impl:<8} expected {want}; saw: {p.evidence}")
-    if not result.parity.ok:
-        problems.append(f"{result.case.id}: " + format_failures(result.parity))
+    if not parity.ok:
+        problems.append(f"{label}: " + format_failures(parity))
+    return problems
+
+
+def gate_failures(result: "CaseResult") -> list[str]:
+    """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
+    problems = path_parity_failures(result.case.id, result.proofs, result.parity)
     if result.speedup is not None and result.cudnn is not None and result.speedup.estimate < result.case.floor:
         s = result.speedup
         problems.append(
@@ -111,6 +117,20 @@ def results_table(results: Sequence["CaseResult"]) -> list[str]:
     rows = [result_row(r) for r in results]
     header = list(rows[0])
     return _table(header, [[row[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)))
+
+
+CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
+
+
+def cross_rows(cross: Sequence["CrossResult"]) -> list[list[str]]:
+    """Display cells per cross-framework check (shared by the terminal table and Markdown)."""
+    rows = []
+    for c in cross:
+        worst = c.parity.worst()
+        parity = ("ok" if c.parity.ok else "FAIL") + ("" if worst is None else
+                                                      f" {worst.error:.1e}/{worst.tolerance:.0e} ({worst.quantity})")
+        rows.append([c.id, " vs ".join(c.sides), parity, "ok" if c.paths_ok else "WRONG"])
+    return rows
 
 
 def env_diff_lines(run: "RunSession") -> list[str]:
@@ -191,6 +211,9 @@ def summary_lines(run: "RunSession", baseline_status: str = "") -> list[str]:
         lines += ["", "cuDNN vs generic (medians per step; speedup = generic/cuDNN):"] + results_table(paired)
     if alone:
         lines += ["", "generic path vs float64 reference:"] + results_table(alone)
+    if run.cross:
+        lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
+        lines += _table(CROSS_HEADER, cross_rows(run.cross), right=set())
     if run.skipped:
         reasons: dict[str, int] = {}
         for _, reason in run.skipped:
@@ -210,7 +233,7 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     paired = [r for r in run.results if r.cudnn is not None]
     regressed = [v for v in run.verdicts.values() if v.regressed]
-    bad = [r for r in run.results if gate_failures(r)]
+    bad = [r for r in run.results if gate_failures(r)] + [c for c in run.cross if not (c.parity.ok and c.paths_ok)]
     status = "regressions found" if regressed else ("gate failures" if bad else "all checks passed")
     out = [f"## pytest-rnnperf: {status}", ""]
     d = run.device
@@ -232,6 +255,11 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
                 row["verdict"] = "-" if v is None else (f"**{v.verdict}**" if v.verdict == "regressed" else v.verdict)
         out += [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(str(row.get(h, "")) for h in header) + " |" for row in rows]
+        out.append("")
+    if run.cross:
+        out += ["### Across frameworks (same canonical weights)", "", "| " + " | ".join(CROSS_HEADER) + " |",
+                "|" + "---|" * len(CROSS_HEADER)]
+        out += ["| " + " | ".join(row) + " |" for row in cross_rows(run.cross)]
         out.append("")
     diff = env_diff_lines(run)
     if diff:

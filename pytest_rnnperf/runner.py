@@ -7,12 +7,12 @@ script or a notebook.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from . import reference
 from .backends import IMPLS, Backend, CaseInputs, PathProof
-from .cases import Case
+from .cases import Case, cross_id
 from .parity import ParityReport, ParityRow, compare_results
 from .peaks import peak_tflops
 from .stats import Interval, speedup_interval
@@ -230,3 +230,60 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         )
     finally:
         pair.close()
+
+
+@dataclass(frozen=True)
+class CrossResult:
+    """The same canonical weights and inputs run in two frameworks: which path each ran and how close they came."""
+
+    case: Case
+    sides: tuple[str, str]  # e.g. ("torch cudnn", "tf cudnn"); the second is the comparison's reference
+    proofs: tuple[PathProof, ...]
+    parity: ParityReport
+
+    @property
+    def id(self) -> str:
+        """Stable id, e.g. ``torch-vs-tf-lstm-train-fp32-T28-B128-I28-H128-L1``."""
+        return cross_id(self.case)
+
+    @property
+    def paths_ok(self) -> bool:
+        """Every side ran the implementation it claims."""
+        return all(p.ok for p in self.proofs)
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-safe record: case, the two sides, path proofs and parity rows."""
+        return {"id": self.id, "case": self.case.as_dict(), "sides": list(self.sides),
+                "paths": [p.as_dict() for p in self.proofs], "parity": self.parity.as_dict()}
+
+
+def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Backend, str]],
+              config: RunConfig = RunConfig()) -> CrossResult:
+    """Run ``case``'s canonical weights in two (framework, backend, impl) sides and compare them.
+
+    This is the claim that a checkpoint moves between frameworks and between cuDNN and generic paths: the
+    weights are converted from one canonical layout into each framework's own (gate order, biases), so
+    any converter or implementation difference shows up as a parity failure. Raises BackendUnavailable /
+    OutOfDeviceMemory with one-line reasons.
+    """
+    s = case.shape
+    weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
+                                     seed=config.seed)
+    inputs = reference.make_inputs(case, seed=config.seed)
+    pairs: list[Any] = []
+    try:
+        results = []
+        proofs = []
+        for framework, backend, impl in sides:
+            pair = backend.build(replace(case, framework=framework), weights, inputs, impls=(impl,))
+            pairs.append(pair)
+            side = getattr(pair, impl)
+            proofs.append(side.prove_path())
+            results.append(side.result())
+        labels = (f"{sides[0][0]} {sides[0][2]}", f"{sides[1][0]} {sides[1][2]}")
+        rows = compare_results(f"{labels[0]} vs {labels[1]}", results[0], results[1], case.precision)
+        return CrossResult(case=case, sides=labels, proofs=tuple(proofs),
+                           parity=ParityReport(case.precision, tuple(rows)))
+    finally:
+        for pair in pairs:
+            pair.close()

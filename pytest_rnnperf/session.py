@@ -15,7 +15,7 @@ INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .baselines import CaseVerdict, StoredRun
     from .device import DeviceInfo
-    from .runner import CaseResult
+    from .runner import CaseResult, CrossResult
 
 
 @dataclass
@@ -26,6 +26,7 @@ class RunSession:
     software: dict[str, str]
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list["CaseResult"] = field(default_factory=list)
+    cross: list["CrossResult"] = field(default_factory=list)  # cross-framework checks of the same weights
     skipped: list[tuple[str, str]] = field(default_factory=list)
     baseline: "StoredRun | None" = None
     verdicts: dict[str, "CaseVerdict"] = field(default_factory=dict)
@@ -66,6 +67,7 @@ class RunSession:
             "gpu_slug": self.device.gpu_slug,
             "environment": self.environment(),
             "results": [r.as_record() for r in self.results],
+            "cross": [c.as_record() for c in self.cross],
             "skipped": [{"case": c, "reason": r} for c, r in self.skipped],
             "baseline": None if self.baseline is None else str(self.baseline.path),
             "verdicts": [v.as_dict() for v in self.verdicts.values()],

@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 
 from pytest_rnnperf.plugin import resolved_scale
-from suites.matrix import known_issue, paired_cases, reference_cases
+from pytest_rnnperf.cases import cross_id
+from suites.matrix import cross_cases, known_issue, paired_cases, reference_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Give ``cudnn_case`` the paired matrix and ``reference_case`` the reference matrix of the module's framework."""
+    """Give ``cudnn_case``/``reference_case`` the matrices of the module's framework, ``cross_case`` the cross checks."""
+    scale = resolved_scale(metafunc.config)
+    if "cross_case" in metafunc.fixturenames:
+        metafunc.parametrize("cross_case", cross_cases(scale), ids=cross_id)
     framework = getattr(metafunc.module, "FRAMEWORK", None)
     if framework is None:
         return
-    scale = resolved_scale(metafunc.config)
     for argname, build in (("cudnn_case", paired_cases), ("reference_case", reference_cases)):
         if argname in metafunc.fixturenames:
             params = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf.cases import CELLS, CUDNN_CELLS, Case, Shape
 from suites.floors import floor_for
 
 # (T, B, I, H, layers): the five shapes measured on an H200 in DESIGN.md.
@@ -49,8 +49,8 @@ def _with_floor(cases: list[Case]) -> list[Case]:
 
 
 def _cells(framework: str, cells: tuple[str, ...]) -> tuple[str, ...]:
-    """Keras has no cuDNN plain RNN (SimpleRNN): TF pairs exist for LSTM and GRU only."""
-    return tuple(c for c in cells if framework == "torch" or c in ("lstm", "gru"))
+    """The cells that have a cuDNN path in this framework (Keras: LSTM and GRU only)."""
+    return tuple(c for c in cells if c in CUDNN_CELLS[framework])
 
 
 def paired_cases(framework: str, scale: str) -> list[Case]:
@@ -86,3 +86,13 @@ def reference_cases(framework: str, scale: str) -> list[Case]:
              for cell in ("lstm", "gru", "rnn_tanh", "rnn_relu") for shape in SMOKE_SHAPES]
     cases += [Case(framework, cell, SMOKE_SHAPES[0], "infer", "fp32") for cell in ("lstm", "gru")]
     return cases
+
+
+def cross_cases(scale: str) -> list[Case]:
+    """Cross-framework checks: one checkpoint in torch and in TF/Keras, every cell, training (gradients too).
+
+    On a GPU each side runs cuDNN where its framework has it (Keras SimpleRNN stays generic and is held
+    against torch's cuDNN RNN); without one both run generic on the CPU.
+    """
+    shapes = SMOKE_SHAPES if scale == "smoke" else (DESIGN_SHAPES[0], BIDIRECTIONAL)
+    return [Case("torch", cell, shape, "train", "fp32") for cell in CELLS for shape in shapes]

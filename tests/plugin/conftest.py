@@ -30,6 +30,10 @@ if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
     device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
     device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 backends._BACKEND_MODULES["torch"] = "fake_backend"
+# load_backend imports a module and calls its get_backend(): a module object stands in for TF/Keras.
+import types
+sys.modules["fake_tf_backend"] = types.SimpleNamespace(get_backend=fake_backend.get_tf_backend)
+backends._BACKEND_MODULES["tf"] = "fake_tf_backend"
 # Fake steps advance a fake clock: timings are known in advance, whatever the load on the machine.
 runner.time_pair = functools.partial(runner.time_pair, clock=fake_backend.CLOCK)
 runner.time_single = functools.partial(runner.time_single, clock=fake_backend.CLOCK)
@@ -50,8 +54,8 @@ def test_pair(case, rnnperf):
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
-    for name in ("CUDNN_MS", "GENERIC_MS", "WRONG_PATH", "PARITY_ERROR", "UNAVAILABLE", "NO_GPU", "OOM",
-                 "CUDNN_VERSION", "GPU_NAME", "DRIVER"):
+    for name in ("CUDNN_MS", "GENERIC_MS", "WRONG_PATH", "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE",
+                 "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION", "GPU_NAME", "DRIVER"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)

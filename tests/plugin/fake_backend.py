@@ -3,8 +3,8 @@
 A step advances a fake clock (``CLOCK``, which the project's conftest hands to the timing functions)
 by its nominal time times a seeded 1% jitter: verdicts do not depend on how loaded the test machine is,
 and two runs with the same knobs measure the same samples. Knobs are environment variables read at call
-time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_UNAVAILABLE, FAKE_NO_GPU,
-FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. FAKE_CUDNN_MS may be a comma
+time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE,
+FAKE_TF_UNAVAILABLE, FAKE_NO_GPU, FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. FAKE_CUDNN_MS may be a comma
 list: the n-th build of a case gets the n-th value (the last one repeats), to script a re-measurement.
 """
 
@@ -72,6 +72,8 @@ class FakeImpl:
         output = fwd.output
         if self.name == "cudnn" and knob("PARITY_ERROR"):
             output = output + float(knob("PARITY_ERROR"))
+        if self.case.framework == "tf" and knob("TF_ERROR"):  # a converter bug: only the TF side is off
+            output = output + float(knob("TF_ERROR"))
         train = self.case.mode == "train"
         return ImplResult(output, fwd.h_n, fwd.c_n, grads.d_input if train else None,
                           grads.d_weights if train else None)
@@ -99,13 +101,14 @@ class FakePair:
 
 
 class FakeBackend:
-    """Poses as the torch backend."""
+    """Poses as the torch backend (or, named "tf", as the TF/Keras one)."""
 
-    name = "torch"
+    def __init__(self, name: str = "torch") -> None:
+        self.name = name
 
     def unavailable_reason(self) -> str | None:
-        """FAKE_UNAVAILABLE, if set."""
-        return knob("UNAVAILABLE") or None
+        """FAKE_UNAVAILABLE, or FAKE_<NAME>_UNAVAILABLE for this framework alone, if set."""
+        return knob("UNAVAILABLE") or knob(f"{self.name.upper()}_UNAVAILABLE") or None
 
     def gpu_unavailable_reason(self) -> str | None:
         """FAKE_NO_GPU, if set."""
@@ -128,5 +131,10 @@ class FakeBackend:
 
 
 def get_backend() -> FakeBackend:
-    """Entry point used by load_backend."""
+    """Entry point used by load_backend (the fake torch)."""
     return FakeBackend()
+
+
+def get_tf_backend() -> FakeBackend:
+    """The fake TF/Keras backend, for cross-framework checks."""
+    return FakeBackend("tf")

@@ -250,6 +250,22 @@ def test_same_canonical_weights_same_outputs_as_torch(
         torch_pair.close()
 
 
+@pytest.mark.parametrize("cell", ["gru", "rnn_tanh"])
+def test_run_cross_compares_every_quantity_across_frameworks(tf_backend: TFBackend, cell: str) -> None:
+    """run_cross on the CPU: torch and Keras generic sides agree on outputs, states and every gradient."""
+    pytest.importorskip("torch")
+    from pytest_rnnperf.backends.torch import TorchBackend
+    from pytest_rnnperf.runner import run_cross
+
+    case = dataclasses.replace(_case(cell, 2, True), framework="torch")
+    result = run_cross(case, (("torch", TorchBackend(), "generic"), ("tf", tf_backend, "generic")))
+    assert result.id == f"torch-vs-tf-{cell}-train-fp32-T5-B3-I4-H6-L2-bi"
+    assert result.sides == ("torch generic", "tf generic")
+    assert [p.impl for p in result.proofs] == ["generic", "generic"] and result.paths_ok
+    assert [r.quantity for r in result.parity.rows] == ["output", "h_n", "d_input", "d_weights"]
+    assert result.parity.ok, result.parity.as_dict()
+
+
 def test_cudnn_internal_error_with_logged_oom_becomes_a_skip(
     tf_backend: TFBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
