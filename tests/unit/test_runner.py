@@ -1,0 +1,78 @@
+"""The runner's energy window, on a fake clock and a fake telemetry window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_rnnperf.runner import RunConfig, energy_per_step
+
+
+@dataclass
+class Summary:
+    """What a telemetry window's stop() returns, with a known energy."""
+
+    energy_j: float | None
+    energy_note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields the runner stores."""
+        return {"energy_j": self.energy_j}
+
+
+@dataclass
+class Window:
+    """Records start/stop against the fake clock; 300 W over the window."""
+
+    clock: Any
+    spans: list[float] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Note the start time."""
+        self.spans.append(self.clock())
+
+    def stop(self) -> Summary:
+        """Energy of the window at 300 W."""
+        self.spans.append(self.clock())
+        return Summary(300.0 * (self.spans[1] - self.spans[0]))
+
+
+class Clock:
+    """Seconds that only steps advance."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        """The fake time."""
+        return self.now
+
+
+def test_window_lasts_past_energy_s_whatever_the_step_time() -> None:
+    """Host-bound steps that run faster back to back still fill a window >= energy_s; J/step follows."""
+    clock = Clock()
+    windows: list[Window] = []
+
+    def factory() -> Window:
+        windows.append(Window(clock))
+        return windows[-1]
+
+    def step() -> None:
+        clock.now += 0.003  # 3 ms per step in the window, whatever the timed median said
+
+    energy, note, telemetry = energy_per_step(step, lambda: None, RunConfig(energy_s=1.0, window_factory=factory),
+                                              clock=clock)
+    (window,) = windows
+    duration = window.spans[1] - window.spans[0]
+    assert 1.1 <= duration < 1.1 + 0.003 + 1e-9
+    steps = round(duration / 0.003)
+    assert energy is not None and abs(energy - 300.0 * 0.003) < 1e-9
+    assert telemetry == {"energy_j": 300.0 * duration} and note == ""
+    assert steps == 367
+
+
+def test_energy_off_runs_nothing() -> None:
+    """energy_s = 0 or no window: no step runs and the note says why."""
+    ran: list[int] = []
+    assert energy_per_step(lambda: ran.append(1), lambda: None, RunConfig(energy_s=0.0)) == (None, "energy off", None)
+    assert ran == []
