@@ -157,6 +157,18 @@ def test_host_bound_cases_get_the_wider_threshold() -> None:
     assert much_slower.regressed
 
 
+def test_host_bound_slowdown_that_keeps_the_speedup_is_the_hosts() -> None:
+    """Host-bound: cuDNN +60% with generic +60% is the host (reported, not failed); with generic flat it regresses."""
+    base = _busy(_record("a", 1.0, generic_ms=8.0, seed=1), 20)
+    host_slower = compare_records("a", base, _busy(_record("a", 1.6, generic_ms=12.8, seed=2), 20))
+    assert host_slower.verdict == "regressed" and not host_slower.regressed
+    assert host_slower.flagged == "the host slowed both sides alike: speedup +0%, unchanged"
+    cudnn_slower = compare_records("a", base, _busy(_record("a", 1.6, generic_ms=8.0, seed=2), 20))
+    assert cudnn_slower.regressed and cudnn_slower.speedup.verdict == "regressed" and not cudnn_slower.flagged
+    gpu_bound = compare_records("a", _busy(base, 90), _busy(_record("a", 1.6, generic_ms=12.8, seed=2), 90))
+    assert gpu_bound.regressed  # GPU-bound: the cuDNN time alone decides
+
+
 def test_busy_comes_from_the_paired_window_not_the_stored_field() -> None:
     """The paired window decides; the cuDNN-only window is the fallback; a stored device_busy is not trusted."""
     side = {"utilization": {"mean": 85.0}}
