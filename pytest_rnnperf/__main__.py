@@ -101,7 +101,8 @@ def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool
     verdicts = compare_runs(base, cur, min_effect, host_bound_effect)
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {min_effect:.0%}"]
     for v in verdicts:
-        lines.append(f"{v.verdict.upper():<10} {v.case_id}: {v.time.explain()}"
+        label = "FLAGGED" if v.outcome != v.verdict else v.verdict.upper()  # regressed in an untrusted window
+        lines.append(f"{label:<10} {v.case_id}: {v.time.explain()}"
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
@@ -113,7 +114,7 @@ def compare_files(old: Path, new: Path, min_effect: float, allow_other_gpu: bool
     regressed = [v for v in verdicts if v.regressed]
     counts: dict[str, int] = {}
     for v in verdicts:
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+        counts[v.outcome] = counts.get(v.outcome, 0) + 1
     lines.append(f"{len(verdicts)} case(s) compared: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
                                                          or "none in common"))
     return (1 if regressed else 0), lines

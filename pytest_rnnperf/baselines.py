@@ -178,6 +178,11 @@ class CaseVerdict:
         return str(self.time.verdict)
 
     @property
+    def outcome(self) -> str:
+        """The verdict as counted in summaries: a regression in an untrusted window reads "regressed (not failed)"."""
+        return "regressed (not failed)" if self.verdict == "regressed" and self.flagged else self.verdict
+
+    @property
     def regressed(self) -> bool:
         """Regressed in a clean window (a throttled or shared window is reported, not blamed on the code)."""
         from .stats import Verdict

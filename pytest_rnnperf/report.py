@@ -191,7 +191,7 @@ def verdict_lines(run: "RunSession") -> list[str]:
     lines += _table(header, rows, right={1, 2, 3})
     counts: dict[str, int] = {}
     for v in run.verdicts.values():
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+        counts[v.outcome] = counts.get(v.outcome, 0) + 1
     lines.append("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     moved = [v for v in run.verdicts.values() if v.verdict in ("regressed", "improved")]
     diff = env_diff_lines(run)

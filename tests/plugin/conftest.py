@@ -29,6 +29,18 @@ if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
     _read = device.read_device_info
     device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
     device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+    if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
+        import time
+        from types import SimpleNamespace
+
+        class BusySample:
+            sampleValue = SimpleNamespace(uiVal=int(os.environ["FAKE_BUSY"]))
+
+            @property
+            def timeStamp(self):
+                return time.monotonic_ns() // 1000
+
+        FAKE.samples[1] = [BusySample()]
 backends._BACKEND_MODULES["torch"] = "fake_backend"
 # load_backend imports a module and calls its get_backend(): a module object stands in for TF/Keras.
 import types
@@ -55,7 +67,7 @@ def test_pair(case, rnnperf):
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
     for name in ("CUDNN_MS", "GENERIC_MS", "WRONG_PATH", "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE",
-                 "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION", "GPU_NAME", "DRIVER"):
+                 "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION", "GPU_NAME", "DRIVER", "BUSY"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)

@@ -104,6 +104,23 @@ def test_slower_cudnn_fails_and_names_what_changed(project: pytest.Pytester, mon
         "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
 
 
+def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU 20% busy: both sides +60% (a slower host) passes as "regressed (not failed)"; cuDNN alone +60% fails."""
+    monkeypatch.setenv("FAKE_BUSY", "20")
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.6")
+    monkeypatch.setenv("FAKE_GENERIC_MS", "6.4")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*regressed [[]window: the host slowed both sides alike: speedup *, unchanged[]] "
+                                 "[[]host-bound: GPU busy 20%[]]*", "*verdicts: 2 regressed (not failed)*"])
+    monkeypatch.setenv("FAKE_GENERIC_MS", "4")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*cuDNN time regressed against the baseline of this GPU [[]host-bound: GPU busy 20%*"])
+
+
 def test_ambiguous_case_is_remeasured_once(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A shift straddling the 5% band is re-measured once; the second measurement decides."""
     _record(project)

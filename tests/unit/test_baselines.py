@@ -163,6 +163,7 @@ def test_host_bound_slowdown_that_keeps_the_speedup_is_the_hosts() -> None:
     host_slower = compare_records("a", base, _busy(_record("a", 1.6, generic_ms=12.8, seed=2), 20))
     assert host_slower.verdict == "regressed" and not host_slower.regressed
     assert host_slower.flagged == "the host slowed both sides alike: speedup +0%, unchanged"
+    assert host_slower.outcome == "regressed (not failed)"
     cudnn_slower = compare_records("a", base, _busy(_record("a", 1.6, generic_ms=8.0, seed=2), 20))
     assert cudnn_slower.regressed and cudnn_slower.speedup.verdict == "regressed" and not cudnn_slower.flagged
     gpu_bound = compare_records("a", _busy(base, 90), _busy(_record("a", 1.6, generic_ms=12.8, seed=2), 90))
