@@ -5,6 +5,10 @@
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
+# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (~9 MB with
+# baselines/), so split the staged build into 40 MiB parts, not 56 MiB:
+#   (cd .gpu/tf && rm -rf ./* && split -b 40m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
+# A whole nightly run (torch + TF + cross) took ~9.5 min on an H100: run the suites in separate calls.
 set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
