@@ -20,27 +20,30 @@ import pytest_rnnperf.device as device
 import pytest_rnnperf.backends as backends
 import pytest_rnnperf.runner as runner
 import fake_backend
-from fake_nvml import FakeNVML
+from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
 
-if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") != "none":
-    FAKE = FakeNVML()
+FAKE = FakeNVML()
+if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") == "none":
+    # No driver: NVML fails to load, as on a CPU runner (the real NVML of a GPU machine stays out of it).
+    FAKE.init_error = NVML_ERROR_LIBRARY_NOT_FOUND
+else:
     FAKE.name = os.environ.get("FAKE_GPU_NAME", "NVIDIA H200")
     FAKE.driver = os.environ.get("FAKE_DRIVER", FAKE.driver)
-    _read = device.read_device_info
-    device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
-    device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
-    if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
-        import time
-        from types import SimpleNamespace
+_read = device.read_device_info
+device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
+device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
+    import time
+    from types import SimpleNamespace
 
-        class BusySample:
-            sampleValue = SimpleNamespace(uiVal=int(os.environ["FAKE_BUSY"]))
+    class BusySample:
+        sampleValue = SimpleNamespace(uiVal=int(os.environ["FAKE_BUSY"]))
 
-            @property
-            def timeStamp(self):
-                return time.monotonic_ns() // 1000
+        @property
+        def timeStamp(self):
+            return time.monotonic_ns() // 1000
 
-        FAKE.samples[1] = [BusySample()]
+    FAKE.samples[1] = [BusySample()]
 backends._BACKEND_MODULES["torch"] = "fake_backend"
 # load_backend imports a module and calls its get_backend(): a module object stands in for TF/Keras.
 import types

@@ -143,9 +143,13 @@ def fake_tf(gpus: int = 1) -> SimpleNamespace:
     )
 
 
-def test_tf_runtime_info_formats_a_gpu_build(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tf_runtime_info_formats_a_gpu_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setitem(sys.modules, "tensorflow", fake_tf())
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    # This process's own maps would show the libcudnn torch loaded on a GPU machine: read an empty map instead.
+    (tmp_path / "maps").write_text("")
+    real = env._loaded_cudnn
+    monkeypatch.setattr(env, "_loaded_cudnn", lambda: real(str(tmp_path / "maps")))
     info = tf_runtime_info()
     assert tuple(info) == TF_KEYS
     assert info["tf.version"] == "2.21.0" and info["tf.keras_version"] == "3.15.1"
