@@ -245,9 +245,9 @@ def compare_records(case_id: str, baseline: dict[str, Any], current: dict[str, A
             and speed_cmp.verdict in (Verdict.UNCHANGED, Verdict.IMPROVED)):
         # A host-bound step measures the host as much as cuDNN. When the host is slower (another machine of
         # the same model, a busier neighbour), the generic side, timed interleaved in the same window and
-        # host-bound too, slows alike and the speedup holds; a slower cuDNN path moves the speedup. On the
-        # H100/H200 null runs every host-bound time regression (4 of 4) kept its speedup unchanged, and
-        # every induced one (6 of 6) did not.
+        # host-bound too, slows alike and the speedup holds; a slower cuDNN path moves the speedup. In the
+        # stored H100/H200 evidence runs all 6 host-bound time regressions of cases nobody slowed kept their
+        # speedup unchanged, and none of the 10 deliberately slowed host-bound cases did.
         host = f"the host slowed both sides alike: speedup {_signed(speed_cmp.ratio.estimate - 1)}, {speed_cmp.verdict}"
         flagged = "; ".join(filter(None, (flagged, host)))
     return CaseVerdict(case_id, time_cmp, speed_cmp, flagged=flagged, remeasured=remeasured, host_bound=note)
