@@ -233,7 +233,8 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     paired = [r for r in run.results if r.cudnn is not None]
     regressed = [v for v in run.verdicts.values() if v.regressed]
-    bad = [r for r in run.results if gate_failures(r)] + [c for c in run.cross if not (c.parity.ok and c.paths_ok)]
+    bad = [r for r in run.results if gate_failures(r)] + [c for c in run.cross
+                                                          if path_parity_failures(c.id, c.proofs, c.parity)]
     status = "regressions found" if regressed else ("gate failures" if bad else "all checks passed")
     out = [f"## pytest-rnnperf: {status}", ""]
     d = run.device
