@@ -1,21 +1,22 @@
-"""The case spec (one name per concept: a case id is the key everywhere) and the case matrices."""
+"""The case spec (one name per concept: a case id is the key everywhere) and the case matrices.
+
+A ``Case`` is one point of the ready suite's matrix (framework x cell x shape x mode x precision); a
+``ModelCase`` is a team's own model checked through ``rnnperf.model()``, keyed by its test's id. Frameworks
+are not listed here: the backend registry (``pytest_rnnperf.backends``) knows them.
+"""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, Union
 
 CELLS: tuple[str, ...] = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 MODES: tuple[str, ...] = ("train", "infer")
 # fp32: IEEE float32 everywhere (TF32 off). tf32: TF32 tensor-core math allowed in cuDNN and matmul.
 # fp16/bf16: half-precision weights and activations (cuDNN supports them on Ampere and later).
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
-FRAMEWORKS: tuple[str, ...] = ("torch", "tf")
 SCALES: tuple[str, ...] = ("smoke", "nightly", "full")
-
-# Cells with a cuDNN path per framework: Keras has no cuDNN SimpleRNN, so TF's plain RNNs are generic only.
-CUDNN_CELLS: dict[str, tuple[str, ...]] = {"torch": CELLS, "tf": ("lstm", "gru")}
 
 GATES: dict[str, int] = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
@@ -58,8 +59,9 @@ class Case:
 
     def __post_init__(self) -> None:
         """Reject unknown vocabulary early, with the allowed values in the message."""
+        if not self.framework or not isinstance(self.framework, str):
+            raise ValueError(f"framework must be a backend name such as 'torch', got {self.framework!r}")
         for name, value, allowed in (
-            ("framework", self.framework, FRAMEWORKS),
             ("cell", self.cell, CELLS),
             ("mode", self.mode, MODES),
             ("precision", self.precision, PRECISIONS),
@@ -72,14 +74,7 @@ class Case:
         """Stable case id used as test id, benchmark group and baseline key."""
         return f"{self.framework}-{self.cell}-{self.mode}-{self.precision}-{self.shape.id}"
 
-    def as_dict(self) -> dict[str, object]:
-        """Plain-JSON form of the case (stored with every result)."""
-        d = asdict(self)
-        d["id"] = self.id
-        d.pop("tags", None)
-        return d
-
-    def flops_per_step(self) -> float:
+    def flops_per_step(self) -> float | None:
         """GEMM FLOPs of one step (forward; x3 for forward+backward), the convention cuDNN papers use."""
         s = self.shape
         g = GATES[self.cell]
@@ -91,9 +86,36 @@ class Case:
         return total * (3.0 if self.mode == "train" else 1.0)
 
 
-def cross_id(case: Case) -> str:
-    """Id of the cross-framework check of ``case``: its id with the framework part read as torch-vs-tf."""
-    return "torch-vs-tf-" + case.id.split("-", 1)[1]
+@dataclass(frozen=True)
+class ModelCase:
+    """A team's own model, checked cuDNN against generic like a matrix case; its id is the test's id."""
+
+    id: str
+    framework: str
+    mode: str = "train"
+    precision: str = "fp32"
+    floor: float = 1.0
+    description: str = ""  # e.g. "Encoder: 1.2M parameters; LSTM(128, 256, num_layers=2)"
+
+    def __post_init__(self) -> None:
+        """Reject unknown vocabulary early, with the allowed values in the message."""
+        for name, value, allowed in (("mode", self.mode, MODES), ("precision", self.precision, PRECISIONS)):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(allowed)}")
+        if not self.floor > 0:
+            raise ValueError(f"floor must be a speedup > 0, got {self.floor!r}")
+
+    def flops_per_step(self) -> float | None:
+        """Unknown for an arbitrary model (the summary shows '-')."""
+        return None
+
+
+Subject = Union[Case, ModelCase]  # what a measured record is about
+
+
+def cross_id(case: Case, other: str) -> str:
+    """Id of the cross-framework check of ``case`` against framework ``other``, e.g. ``torch-vs-tf-lstm-...``."""
+    return f"{case.framework}-vs-{other}-" + case.id.split("-", 1)[1]
 
 
 def matrix(

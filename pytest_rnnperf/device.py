@@ -14,7 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from enum import Enum
+from typing import Any, Mapping, Sequence
 
 # NVML ABI constants (nvml.h). They are part of the C ABI and never change, so we keep them here rather
 # than read them from the binding: a fake needs only the functions, and an old binding cannot lack them.
@@ -335,6 +336,42 @@ def noise_warnings(info: DeviceInfo, own_pid: int | None = None) -> list[str]:
     return out
 
 
+class FlagKind(str, Enum):
+    """Why a timing window is not trusted to judge a regression."""
+
+    THROTTLED = "throttled"  # clocks held back by power, heat or the board during the window
+    THROTTLED_AT_END = "throttled_at_end"  # a throttle reason still active when the window closed
+    FOREIGN_PROCESS = "foreign_process"  # another process appeared on the GPU during the window
+    HOST_SLOWED = "host_slowed"  # set by the verdicts: a slower host slowed both sides alike
+
+
+@dataclass(frozen=True)
+class WindowFlag:
+    """One reason not to blame a timing window's result on the code, with the line that explains it."""
+
+    kind: FlagKind
+    message: str
+
+
+def window_flags(duration_s: float, throttle_s: Mapping[str, Any], throttle_reasons: Sequence[str],
+                 foreign_processes: Sequence[str]) -> tuple[WindowFlag, ...]:
+    """The flags of a window from its counters (values that could not be read are skipped)."""
+    out: list[WindowFlag] = []
+    throttled = {k: v for k, v in throttle_s.items()
+                 if isinstance(v, (int, float)) and v > 0 and k not in BENIGN_POLICIES}
+    if throttled:
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in throttled.items())
+        out.append(WindowFlag(FlagKind.THROTTLED, f"clocks throttled during the {duration_s:.2f} s window: {parts}"))
+    active = [r for r in throttle_reasons if r not in BENIGN_REASONS]
+    if active:
+        out.append(WindowFlag(FlagKind.THROTTLED_AT_END, f"clocks throttled at the end of the window: "
+                                                         f"{', '.join(active)}"))
+    if foreign_processes:
+        out.append(WindowFlag(FlagKind.FOREIGN_PROCESS, "process(es) appeared on the GPU during the window: "
+                              + ", ".join(foreign_processes)))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class TelemetrySummary:
     """NVML counters over one window; an unreadable field is None or absent, with its reason in ``unavailable``."""
@@ -354,19 +391,13 @@ class TelemetrySummary:
     # Keys are a field name ("energy_j") or a field and its sub-key ("throttle_s.thermal").
     unavailable: dict[str, str] = field(default_factory=dict)
 
+    def flags(self) -> tuple[WindowFlag, ...]:
+        """Why this window is not trusted: clocks throttled during it or at its end, processes that appeared."""
+        return window_flags(self.duration_s, self.throttle_s, self.throttle_reasons, self.foreign_processes)
+
     def warnings(self) -> list[str]:
-        """One-line warnings: clocks throttled during the window, foreign processes that appeared."""
-        out: list[str] = []
-        throttled = {k: v for k, v in self.throttle_s.items() if v > 0 and k not in BENIGN_POLICIES}
-        if throttled:
-            parts = ", ".join(f"{k} {v:.2f} s" for k, v in throttled.items())
-            out.append(f"clocks throttled during the {self.duration_s:.2f} s window: {parts}")
-        active = [r for r in self.throttle_reasons if r not in BENIGN_REASONS]
-        if active:
-            out.append(f"clocks throttled at the end of the window: {', '.join(active)}")
-        if self.foreign_processes:
-            out.append("process(es) appeared on the GPU during the window: " + ", ".join(self.foreign_processes))
-        return out
+        """The flags as one-line warnings."""
+        return [f.message for f in self.flags()]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe dict; an unreadable field (or sub-key) holds its ``unavailable: <reason>`` string."""

@@ -8,12 +8,18 @@ shapes where a plain absolute tolerance is not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Mapping, Union
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .backends import ImplResult
+
+# One compared quantity: its kind ("forward" or "gradient", which picks the tolerance) and its values.
+# Names with a bracket ("d_weights[w_hh_l0]", "d_params[lstm.bias_hh_l0]") form a group that reports fold
+# into one row naming the worst member.
+Quantity = tuple[str, Union[np.ndarray, None]]
+Quantities = Mapping[str, Quantity]
 
 
 @dataclass(frozen=True)
@@ -52,17 +58,6 @@ class ParityRow:
         """Within tolerance (and finite)."""
         return bool(np.isfinite(self.error)) and self.error <= self.tolerance
 
-    def as_dict(self) -> dict[str, object]:
-        """Plain-JSON form (inf is written as a string so the JSON stays valid)."""
-        return {
-            "comparison": self.comparison,
-            "quantity": self.quantity,
-            "error": self.error if np.isfinite(self.error) else "inf",
-            "tolerance": self.tolerance,
-            "ok": self.ok,
-            "note": self.note,
-        }
-
 
 @dataclass(frozen=True)
 class ParityReport:
@@ -87,10 +82,6 @@ class ParityReport:
         """Rows out of tolerance."""
         return [r for r in self.rows if not r.ok]
 
-    def as_dict(self) -> dict[str, object]:
-        """Plain-JSON form."""
-        return {"precision": self.precision, "ok": self.ok, "rows": [r.as_dict() for r in self.rows]}
-
 
 def normalized_error(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     """max|a-b| / max|b| and a note; inf with the reason when shapes differ or a value is NaN/Inf."""
@@ -99,10 +90,11 @@ def normalized_error(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     if a.shape != b.shape:
         return float("inf"), f"shape {a.shape} vs {b.shape}"
     for side, arr in (("first", a), ("second", b)):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            kind = "NaN" if np.isnan(arr).any() else "Inf"
-            return float("inf"), f"{kind} in {side} side ({int(bad.sum())} of {arr.size} values)"
+        nan, inf = int(np.isnan(arr).sum()), int(np.isinf(arr).sum())
+        if nan and inf:
+            return float("inf"), f"NaN and Inf in {side} side ({nan} NaN, {inf} Inf of {arr.size} values)"
+        if nan or inf:
+            return float("inf"), f"{'NaN' if nan else 'Inf'} in {side} side ({nan or inf} of {arr.size} values)"
     scale = float(np.max(np.abs(b))) if b.size else 0.0
     diff = float(np.max(np.abs(a - b))) if a.size else 0.0
     # An all-zero reference (e.g. relu units that never fire) falls back to the absolute error.
@@ -119,53 +111,67 @@ def weight_names(num_layers: int, directions: int) -> list[str]:
     ]
 
 
-def _pairs(a: "ImplResult", b: "ImplResult") -> Iterable[tuple[str, str, np.ndarray | None, np.ndarray | None]]:
-    """(kind, quantity, a, b) for every quantity both results carry; kind is forward or gradient."""
-    yield "forward", "output", a.output, b.output
-    yield "forward", "h_n", a.h_n, b.h_n
-    if a.c_n is not None or b.c_n is not None:
-        yield "forward", "c_n", a.c_n, b.c_n
-    if a.d_input is not None or b.d_input is not None:
-        yield "gradient", "d_input", a.d_input, b.d_input
-    if a.d_weights is not None and b.d_weights is not None:
-        names = weight_names(a.d_weights.num_layers, a.d_weights.directions)
-        for name, wa, wb in zip(names, a.d_weights.flat(), b.d_weights.flat(), strict=True):
-            yield "gradient", f"d_weights[{name}]", wa, wb
-    elif a.d_weights is not None or b.d_weights is not None:
-        # One side has no weight gradients: reported as missing; the other side goes as one flat array.
-        def flat(w: Any) -> np.ndarray | None:
-            return None if w is None else np.concatenate([np.ravel(x) for x in w.flat()])
-        yield "gradient", "d_weights", flat(a.d_weights), flat(b.d_weights)
+def quantities(result: "ImplResult | Quantities") -> dict[str, Quantity]:
+    """Every compared quantity of a result, by name: an RNN case's outputs, states and gradients, or a model's."""
+    if isinstance(result, Mapping):
+        return dict(result)
+    q: dict[str, Quantity] = {"output": ("forward", result.output), "h_n": ("forward", result.h_n)}
+    if result.c_n is not None:
+        q["c_n"] = ("forward", result.c_n)
+    if result.d_input is not None:
+        q["d_input"] = ("gradient", result.d_input)
+    if result.d_weights is not None:
+        names = weight_names(result.d_weights.num_layers, result.d_weights.directions)
+        for name, w in zip(names, result.d_weights.flat(), strict=True):
+            q[f"d_weights[{name}]"] = ("gradient", w)
+    return q
+
+
+def _group(quantity: str) -> str:
+    """The group of a bracketed quantity ("d_weights[w_hh_l0]" -> "d_weights"); others are their own."""
+    return quantity.split("[", 1)[0]
 
 
 def compare_results(
-    comparison: str, a: "ImplResult", b: "ImplResult", precision: str, collapse_weights: bool = True
+    comparison: str, a: "ImplResult | Quantities", b: "ImplResult | Quantities", precision: str,
+    collapse_weights: bool = True,
 ) -> list[ParityRow]:
     """Rows for every quantity of ``a`` against ``b`` (``b`` is the reference side of the comparison).
 
-    With ``collapse_weights`` the per-array weight-gradient rows fold into one ``d_weights`` row that
-    names the worst array, which keeps reports readable for deep stacks.
+    A quantity one side has and the other lacks is a failing "missing on one side" row, never skipped.
+    With ``collapse_weights`` each bracketed group (weight gradients per array) folds into one row that
+    names its worst member, which keeps reports readable for deep stacks.
     """
     tol = TOLERANCES[precision]
+    qa, qb = quantities(a), quantities(b)
     rows: list[ParityRow] = []
-    weight_rows: list[ParityRow] = []
-    for kind, quantity, qa, qb in _pairs(a, b):
+    for name in list(qa) + [n for n in qb if n not in qa]:
+        kind = (qa.get(name) or qb[name])[0]
+        va, vb = qa.get(name, (kind, None))[1], qb.get(name, (kind, None))[1]
         limit = tol.forward if kind == "forward" else tol.gradient
-        if qa is None or qb is None:
-            rows.append(ParityRow(comparison, quantity, float("inf"), limit, "missing on one side"))
+        if va is None or vb is None:
+            rows.append(ParityRow(comparison, name, float("inf"), limit, "missing on one side"))
             continue
-        err, note = normalized_error(qa, qb)
-        row = ParityRow(comparison, quantity, err, limit, note)
-        (weight_rows if quantity.startswith("d_weights[") else rows).append(row)
-    if weight_rows:
-        if collapse_weights:
-            worst = max(weight_rows, key=lambda r: r.error if np.isfinite(r.error) else np.inf)
-            name = worst.quantity[len("d_weights["):-1]
-            note = f"worst {name}" + (f"; {worst.note}" if worst.note else "")
-            rows.append(ParityRow(comparison, "d_weights", worst.error, worst.tolerance, note))
+        err, note = normalized_error(va, vb)
+        rows.append(ParityRow(comparison, name, err, limit, note))
+    if not collapse_weights:
+        return rows
+    groups: dict[str, list[ParityRow]] = {}
+    for row in rows:
+        groups.setdefault(_group(row.quantity), []).append(row)
+    out: list[ParityRow] = []
+    for group, members in groups.items():
+        if len(members) == 1 and members[0].quantity == group:
+            out.append(members[0])
+            continue
+        worst = max(members, key=lambda r: r.error if np.isfinite(r.error) else np.inf)
+        if all(r.note == "missing on one side" for r in members):
+            note = "missing on one side"
         else:
-            rows.extend(weight_rows)
-    return rows
+            member = worst.quantity[len(group) + 1:-1]
+            note = f"worst {member}" + (f"; {worst.note}" if worst.note else "")
+        out.append(ParityRow(comparison, group, worst.error, worst.tolerance, note))
+    return out
 
 
 def format_failures(report: ParityReport) -> str:

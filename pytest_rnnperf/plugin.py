@@ -1,95 +1,26 @@
-"""pytest side of pytest-rnnperf: options, markers, fixtures, header, benchmark hooks and summary.
+"""pytest side of pytest-rnnperf: options, markers, fixtures and hooks that delegate to the run's session.
 
-Thin by design: everything that measures, compares or formats lives in the core modules, which know
-nothing of pytest; this module translates settings in and outcomes (skip, fail, report) out.
+No decisions here: the ``RnnperfSession`` (``session.py``) owns the run, ``fixture.py`` is what a test
+uses, ``bench.py`` talks to pytest-benchmark. This module translates: settings in (command line, ini,
+markers, each checked before anything runs), outcomes out (usage errors, skips, failures, the summary).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from dataclasses import dataclass
+import shlex
+from pathlib import Path
 from typing import Any, Callable, Generator
 
 import pytest
 
-from .cases import CUDNN_CELLS, SCALES, Case, cross_id
+from .fixture import RnnperfFixture
+from .session import RnnperfSession, UsageProblem
+from .settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
-SESSION_KEY = pytest.StashKey["Any"]()
-FAILED_KEY = pytest.StashKey[int]()
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One option: ``--rnnperf-<name>`` on the command line, ``rnnperf_<name>`` in the ini file."""
-
-    name: str
-    default: Any
-    convert: Callable[[str], Any]
-    help: str
-    marker: bool = False  # may also be set per test with @pytest.mark.rnnperf(<name>=...)
-    choices: tuple[str, ...] | None = None
-    switch: bool = False  # a flag without a value on the command line; true/false in the ini file
-    check: Callable[[Any], str | None] | None = None  # what is wrong with a converted value, or None
-
-    @property
-    def flag(self) -> str:
-        """The command-line flag."""
-        return "--rnnperf-" + self.name.replace("_", "-")
-
-    @property
-    def ini(self) -> str:
-        """The ini key (also the argparse dest)."""
-        return "rnnperf_" + self.name
-
-
-def _bool(value: str) -> bool:
-    """Parse an ini boolean the way pytest users write them."""
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def _at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
-    """A check that a number is >= low (> low when strict)."""
-    def check(value: Any) -> str | None:
-        ok = value > low if strict else value >= low
-        return None if ok else f"{value!r} must be {'>' if strict else '>='} {low:g}"
-    return check
-
-
-def _tag_problem(tag: Any) -> str | None:
-    """Why ``tag`` cannot name a baseline file, or None."""
-    from .baselines import tag_problem
-
-    return tag_problem(str(tag))
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting("scale", "auto", str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
-            "GPU, smoke without", choices=("auto",) + SCALES),
-    Setting("rounds", 20, int, "timed interleaved rounds per case and side", marker=True, check=_at_least(1)),
-    Setting("min_block_ms", 10.0, float, "minimum length of one timed block of steps, in ms (amortizes "
-            "the device sync)", marker=True, check=_at_least(0)),
-    Setting("energy_s", 1.0, float, "seconds of steps per side in a dedicated NVML energy window (0: off)",
-            marker=True, check=_at_least(0)),
-    Setting("max_case_s", 60.0, float, "time budget per case for the timed rounds, in s", marker=True,
-            check=_at_least(0, strict=True)),
-    Setting("baselines", "baselines", str, "folder of stored baselines, one subfolder per GPU model (relative "
-            "to the rootdir)"),
-    Setting("update_baseline", False, _bool, "record this run as the newest baseline of this GPU model (adds "
-            "a file; never overwrites one)", switch=True),
-    Setting("baseline_tag", "baseline", str, "name part of a recorded baseline file (NNNN_<tag>.json)",
-            check=_tag_problem),
-    Setting("min_effect", 0.05, float, "smallest change that counts as a regression or improvement "
-            "(0.05 = 5%), on top of the statistical test", check=_at_least(0, strict=True)),
-    Setting("host_bound_effect", 0.35, float, "threshold for cases that kept the GPU busy less than half the "
-            "time (their time is mostly host time, which drifts between runs)", check=_at_least(0, strict=True)),
-    Setting("no_fail_regression", False, _bool, "report regressions against the baseline without failing "
-            "the tests", switch=True),
-    Setting("report_dir", "rnnperf-report", str, "folder for rnnperf.json, summary.md and speedups.png "
-            "('none' to write nothing)"),
-    Setting("markdown", "", str, "also write the Markdown summary to this path ($GITHUB_STEP_SUMMARY is "
-            "used when set)"),
-)
-_BY_NAME = {s.name: s for s in SETTINGS}
+SESSION_KEY = pytest.StashKey[RnnperfSession]()
+WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,95 +40,196 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(s.ini, s.help, default=str(s.default))
 
 
-def setting(config: pytest.Config, name: str, item: pytest.Item | None = None) -> Any:
-    """Resolve a setting: marker > command line > ini > default, converted to its type."""
-    s = _BY_NAME[name]
-    if item is not None and s.marker:
-        marker = item.get_closest_marker("rnnperf")
-        if marker is not None and name in marker.kwargs:
-            return s.convert(marker.kwargs[name])
+def _option(config: pytest.Config, s: Setting) -> Any:
+    """One setting from the command line, else the ini file, else its default; UsageError naming it if bad."""
     raw = config.getoption(s.ini)
     if raw is None:
         raw = config.getini(s.ini)
     try:
-        value = s.convert(raw)
-    except (TypeError, ValueError):
-        raise pytest.UsageError(f"{s.flag} / {s.ini}: cannot read {raw!r} as {s.convert.__name__}") from None
-    if s.choices and value not in s.choices:
-        raise pytest.UsageError(f"{s.flag} / {s.ini}: {value!r} is not one of {', '.join(s.choices)}")
-    problem = s.check(value) if s.check else None
-    if problem:
-        raise pytest.UsageError(f"{s.flag} / {s.ini}: {problem}")
-    return value
+        return s.parse(raw)
+    except SettingError as exc:
+        raise pytest.UsageError(f"{s.flag} / {s.ini}: {exc}") from None
+
+
+def resolve(config: pytest.Config, item: pytest.Item | None = None) -> Settings:
+    """Every setting for ``item`` (or the session): marker > command line > ini > default."""
+    values = {s.name: _option(config, s) for s in SETTINGS}
+    marker = item.get_closest_marker("rnnperf") if item is not None else None
+    if marker is not None:
+        # Checked at collection (_marker_problem), so a bad marker never gets this far.
+        values.update({k: BY_NAME[k].parse(v) for k, v in marker.kwargs.items()})
+    return Settings(**values)
+
+
+def _marker_problem(item: pytest.Item) -> str | None:
+    """What is wrong with the test's rnnperf markers, or None."""
+    for marker in item.iter_markers("rnnperf"):
+        if marker.args:
+            return f"@pytest.mark.rnnperf takes keywords only ({', '.join(MARKER_SETTINGS)}), got {marker.args!r}"
+        for key, value in marker.kwargs.items():
+            if key not in MARKER_SETTINGS:
+                return f"@pytest.mark.rnnperf({key}=...): unknown setting; per-test settings: {', '.join(MARKER_SETTINGS)}"
+            try:
+                BY_NAME[key].parse(value)
+            except SettingError as exc:
+                return f"@pytest.mark.rnnperf({key}={value!r}): {exc}"
+    return None
+
+
+def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
+    """A path given as ``--flag PATH`` that pytest may have taken for a test path while choosing its rootdir.
+
+    pytest picks rootdir and ini file before plugins add their options, so the separate PATH counts as a
+    test path there (pytest issue #8846); with ``--flag=PATH`` it does not. Harmless when PATH lies inside
+    the folder of the ini file pytest found; anything else is refused before collection.
+    """
+    args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + [str(a) for a in config.invocation_params.args]
+    for opt, value in zip(args, args[1:]):
+        if opt == "--":
+            break
+        path = config.invocation_params.dir / value
+        if opt == s.flag and not value.startswith("-") and path.exists():
+            ini = config.inipath
+            if ini is None or not path.resolve().is_relative_to(ini.parent.resolve()):
+                return value
+    return None
+
+
+def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
+    """What is wrong with the paths the run will write to, found before anything runs."""
+    from .baselines import writable_problem
+
+    problems = []
+    for s in SETTINGS:
+        if s.path and (value := _space_form_path(config, s)) is not None:
+            problems.append(f"{s.flag} {value}: write {s.flag}={value} (pytest reads a separate path as a test path "
+                            f"while it picks its rootdir, now {config.rootpath})")
+    if settings.report_dir and settings.report_dir.lower() != "none":
+        folder = Path(settings.report_dir)
+        if (why := writable_problem(folder)) is not None:
+            problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
+    if settings.markdown:
+        target = Path(settings.markdown)
+        if target.is_dir():
+            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is a folder, not a file")
+        elif not target.parent.is_dir():
+            problems.append(f"--rnnperf-markdown / rnnperf_markdown: folder {target.parent} does not exist")
+        elif not os.access(target if target.exists() else target.parent, os.W_OK):
+            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is not writable")
+    root = baseline_root(config, settings)
+    if root.exists() and not root.is_dir():
+        problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
+    elif settings.update_baseline and (why := writable_problem(root)) is not None:
+        problems.append(f"--rnnperf-update-baseline: cannot record into {why}")
+    elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
+        problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
+                        f"compare with nothing; --rnnperf-update-baseline creates it)")
+    if config.getoption("benchmark_histogram", None):
+        missing = [m for m in ("pygal", "pygaljs") if importlib.util.find_spec(m) is None]
+        if missing:
+            problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
+                            f"pip install 'pytest-benchmark[histogram]'")
+    from .backends import INJECT_ENV, parse_injection
+
+    try:
+        parse_injection(os.environ.get(INJECT_ENV, ""))
+    except ValueError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def baseline_root(config: pytest.Config, settings: Settings) -> Path:
+    """The baselines folder, relative to the rootdir unless absolute."""
+    return config.rootpath / settings.baselines
+
+
+def _workers(config: pytest.Config) -> str | None:
+    """How many pytest-xdist workers run (None without any)."""
+    if hasattr(config, "workerinput"):
+        return str(config.workerinput.get("workercount", "several"))
+    if config.pluginmanager.hasplugin("xdist"):
+        n = config.getoption("numprocesses", None)
+        return str(n) if n else None  # -n 0 means no workers
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register markers and read the device and software fingerprint once for the session."""
-    config.addinivalue_line("markers", "rnnperf(rounds, min_block_ms, energy_s, max_case_s): per-test rnnperf "
-                            "settings (override command line and ini)")
+    """Check every setting and output path, read the device and software fingerprint, load the baseline."""
+    config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
+                            "(override command line and ini)")
     config.addinivalue_line("markers", "gpu: the test needs a CUDA GPU; skipped with the reason otherwise")
-    for s in SETTINGS:
-        setting(config, s.name)  # fail fast on a malformed option, before collection, not after the suite ran
-    root = baseline_root(config)
-    if root.exists() and not root.is_dir():
-        raise pytest.UsageError(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
-    from .device import nvml_index, read_device_info
-    from .environment import software_info
-    from .session import RunSession
-
-    run = RunSession(device=read_device_info(nvml_index()), software=software_info())
-    config.stash[SESSION_KEY] = run
-    _configure_baselines(config, run)
-
-
-def baseline_root(config: pytest.Config) -> Any:
-    """The baselines folder, relative to the rootdir unless absolute."""
-    return config.rootpath / setting(config, "baselines")
-
-
-def _configure_baselines(config: pytest.Config, run: Any) -> None:
-    """Point pytest-benchmark's storage at this GPU model's folder and load the newest baseline.
-
-    pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share
-    one; storing under baselines/<gpu model>/ keeps every model apart. An explicit --benchmark-storage
-    is left alone. A stored file that cannot be read stops the run with one line naming it.
-    """
+    settings = resolve(config)
+    problems = _output_problems(config, settings)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
     from pytest_benchmark.utils import get_machine_id
 
-    from .baselines import BaselineError, find_latest, load_run
+    from .device import nvml_index, read_device_info
+    from .environment import software_info
 
+    run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info(), settings=settings,
+                         root=baseline_root(config, settings), machine_id=get_machine_id(), workers=_workers(config))
+    config.stash[SESSION_KEY] = run
+    try:
+        latest = run.load_baseline()
+    except UsageProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
+    _configure_benchmark(config, run, latest)
+
+
+def _configure_benchmark(config: pytest.Config, run: RnnperfSession, latest: Path | None) -> None:
+    """Point pytest-benchmark's storage and compare at this GPU model's baselines (before it loads them).
+
+    pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share one;
+    storing under baselines/<gpu model>/ keeps every model apart. Its bare --benchmark-compare looks only in
+    this Python's machine-id folder; it is given the exact file our verdicts use, so both compare with the
+    same run. Without a GPU there is nothing to compare, and it is told so instead of searching .benchmarks.
+    """
+    compare = config.getoption("benchmark_compare", None)
     if not run.device.available:
-        return  # no GPU: no cuDNN timings to compare or record
-    folder = baseline_root(config) / run.device.gpu_slug
+        if compare:
+            config.option.benchmark_compare = []
+            config.option.benchmark_compare_fail = None
+            run.notes.append("--benchmark-compare: nothing to compare without a GPU (baselines are per GPU model)")
+        return
     if config.getoption("benchmark_storage", None) == "file://./.benchmarks":
-        config.option.benchmark_storage = "file://" + str(folder)
-    latest = find_latest(baseline_root(config), run.device.gpu_slug, get_machine_id())
-    if latest is not None:
-        try:
-            run.baseline = load_run(latest)
-        except BaselineError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        config.option.benchmark_storage = "file://" + str(run.root / run.device.gpu_slug)
+    if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
+        config.option.benchmark_compare = str(latest.resolve())
+
+
+def _session(config: pytest.Config) -> RnnperfSession:
+    """The RnnperfSession of this pytest run."""
+    return config.stash[SESSION_KEY]
+
+
+def _bench(config: pytest.Config) -> Any:
+    """pytest-benchmark's BenchmarkSession (None if that plugin is disabled)."""
+    return getattr(config, "_benchmarksession", None)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a malformed rnnperf marker before any test runs, naming the test."""
+    for item in items:
+        problem = _marker_problem(item)
+        if problem:
+            raise pytest.UsageError(f"{item.nodeid}: {problem}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Keep --benchmark-compare-fail from crashing a first run that has no baseline yet."""
-    bs = getattr(session.config, "_benchmarksession", None)
+    bs = _bench(session.config)
     if bs is not None and bs.compare_fail and not bs.compared_mapping:
         # pytest-benchmark raises a usage error at the end in this case; with no stored run there is
-        # nothing to fail against, so the option has nothing to do (the summary says how to record one).
+        # nothing to fail against (the summary says how to record one).
         bs.compare_fail = []
         _session(session.config).notes.append(
             "--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
 
 
-def _session(config: pytest.Config) -> Any:
-    """The RunSession of this pytest run."""
-    return config.stash[SESSION_KEY]
-
-
 def resolved_scale(config: pytest.Config) -> str:
     """The case-matrix scale: the option, or nightly with a GPU and smoke without one."""
-    scale = setting(config, "scale")
+    scale = _session(config).settings.scale
     if scale == "auto":
         return "nightly" if _session(config).device.available else "smoke"
     return scale
@@ -205,13 +237,16 @@ def resolved_scale(config: pytest.Config) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Device and software fingerprint, and warnings about a noisy machine (never failures)."""
-    from .device import noise_warnings
     from .report import header_lines
 
-    run = _session(config)
-    lines = header_lines(run, scale=resolved_scale(config))
-    lines += [f"rnnperf: warning: {w}" for w in noise_warnings(run.device, own_pid=os.getpid())]
-    return lines
+    return header_lines(_session(config), scale=resolved_scale(config))
+
+
+@pytest.fixture
+def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
+    """Measure and check rnnperf cases or your own model; results reach pytest-benchmark and the rnnperf reports."""
+    return RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
+                          _bench(request.config))
 
 
 @pytest.fixture(scope="session")
@@ -230,195 +265,9 @@ def telemetry_window() -> Callable[[], Any]:
     return lambda: TelemetryWindow(index=nvml_index())
 
 
-class RnnperfFixture:
-    """What a suite test uses: measure a case (cuDNN vs generic or generic vs reference) and check it."""
-
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        """Bind to the requesting test (its markers and node id name the stored results)."""
-        self._item = request.node
-        self._config = request.config
-
-    def _run_config(self) -> Any:
-        """Timing and telemetry settings for this test (marker > CLI > ini)."""
-        from .device import TelemetryWindow, nvml_index
-        from .runner import RunConfig
-        from .timing import TimingConfig
-
-        bs = getattr(self._config, "_benchmarksession", None)
-        disabled = bool(bs is not None and bs.disabled)
-        get = lambda name: setting(self._config, name, self._item)  # noqa: E731
-        # --benchmark-disable: one round, no energy window; the checks still run.
-        timing = TimingConfig(rounds=1 if disabled else get("rounds"), min_rounds=1 if disabled else 5,
-                              warmup_s=0.0 if disabled else TimingConfig.warmup_s,
-                              min_block_s=get("min_block_ms") / 1e3, max_time_s=get("max_case_s"))
-        device = _session(self._config).device
-        index = nvml_index()
-        return RunConfig(timing=timing, energy_s=0.0 if disabled else get("energy_s"),
-                         gpu_name=device.name if device.available else "",
-                         window_factory=(lambda: TelemetryWindow(index=index)) if device.available else None)
-
-    def _run(self, case: Case, impls: tuple[str, ...]) -> Any:
-        """Run the case or skip with the backend's one-line reason."""
-        from .backends import BackendUnavailable, OutOfDeviceMemory
-        from .runner import run_case
-
-        bs = getattr(self._config, "_benchmarksession", None)
-        if bs is not None and bs.skip:
-            pytest.skip("benchmarks are skipped (--benchmark-skip)")
-        run = _session(self._config)
-        backend = run.backend(case.framework)
-        reason = backend.unavailable_reason()
-        if reason is None and "cudnn" in impls:
-            reason = backend.gpu_unavailable_reason()
-            if reason is not None:
-                reason = f"cuDNN case needs a GPU: {reason}"
-            else:
-                reason = parallel_reason(self._config)
-        if reason is None:
-            try:
-                result = run_case(case, backend, self._run_config(), impls=impls)
-            except (BackendUnavailable, OutOfDeviceMemory) as exc:
-                reason = str(exc)
-        if reason is not None:
-            run.skipped.append((case.id, reason))
-            pytest.skip(reason)
-        if "cudnn" in impls and run.baseline is not None and not (bs is not None and bs.disabled):
-            result = self._judge(case, backend, result, impls)
-        run.results.append(result)
-        if bs is not None and not bs.disabled:
-            record_benchmarks(bs, self._item, result)
-        return result
-
-    def _judge(self, case: Case, backend: Any, result: Any, impls: tuple[str, ...]) -> Any:
-        """Compare with the baseline; an ambiguous verdict is re-measured once before it stands."""
-        from .baselines import compare_records
-        from .runner import run_case
-
-        run = _session(self._config)
-        stored = run.baseline.records.get(case.id)
-        if stored is None:
-            return result
-        effects = {"min_effect": setting(self._config, "min_effect"),
-                   "host_bound_effect": setting(self._config, "host_bound_effect")}
-        verdict = compare_records(case.id, stored, result.as_record(), **effects)
-        if verdict is not None and verdict.verdict == "ambiguous":
-            result = run_case(case, backend, self._run_config(), impls=impls)
-            verdict = compare_records(case.id, stored, result.as_record(), remeasured=True, **effects)
-        if verdict is not None:
-            run.verdicts[case.id] = verdict
-        return result
-
-    def measure(self, case: Case) -> Any:
-        """cuDNN vs generic on the GPU: path proofs, parity, interleaved timing. Skips without a GPU."""
-        return self._run(case, ("cudnn", "generic"))
-
-    def reference(self, case: Case) -> Any:
-        """Generic side alone vs the float64 reference, on the GPU if there is one, else on the CPU."""
-        return self._run(case, ("generic",))
-
-    def cross(self, case: Case) -> Any:
-        """The case's canonical weights in torch and in TF/Keras, compared: cuDNN sides where a GPU is seen."""
-        from .backends import BackendUnavailable, OutOfDeviceMemory
-        from .runner import RunConfig, run_cross
-
-        run = _session(self._config)
-        sides = []
-        reason = None
-        for framework in ("torch", "tf"):
-            backend = run.backend(framework)
-            reason = backend.unavailable_reason()
-            if reason is not None:
-                break
-            on_gpu = backend.gpu_unavailable_reason() is None and case.cell in CUDNN_CELLS[framework]
-            sides.append((framework, backend, "cudnn" if on_gpu else "generic"))
-        if reason is None:
-            try:
-                result = run_cross(case, (sides[0], sides[1]), RunConfig())
-            except (BackendUnavailable, OutOfDeviceMemory) as exc:
-                reason = str(exc)
-        if reason is not None:
-            run.skipped.append((cross_id(case), reason))
-            pytest.skip(reason)
-        run.cross.append(result)
-        return result
-
-    def check(self, result: Any) -> None:
-        """Fail with a table when a path proof, the parity or the speedup floor does not hold."""
-        from .report import gate_failures, path_parity_failures, regression_failure
-        from .runner import CrossResult
-
-        if isinstance(result, CrossResult):
-            problems = path_parity_failures(result.id, result.proofs, result.parity)
-            if problems:
-                pytest.fail("\n".join(problems), pytrace=False)
-            return
-        problems = gate_failures(result)
-        run = _session(self._config)
-        verdict = run.verdicts.get(result.case.id)
-        if verdict is not None and verdict.regressed and not setting(self._config, "no_fail_regression"):
-            problems.append(regression_failure(verdict, run))
-        if problems:
-            pytest.fail("\n".join(problems), pytrace=False)
-
-
-@pytest.fixture
-def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
-    """Measure and check rnnperf cases; results reach pytest-benchmark and the rnnperf reports."""
-    return RnnperfFixture(request)
-
-
-class _BenchEntry:
-    """The attributes pytest-benchmark's ``Metadata`` reads off a fixture, for one side of a case."""
-
-    def __init__(self, item: pytest.Item, side: str, group: str, extra_info: dict[str, Any]) -> None:
-        """Name the entry after the test with the side inserted first in the parameter id."""
-        callspec = getattr(item, "callspec", None)
-        param = callspec.id if callspec is not None else None
-        self.param = f"{side}-{param}" if param else side
-        # JSON-plain parameters (a Case becomes its id), so every stored file parses with plain json.
-        params = {k: getattr(v, "id", v) if not isinstance(v, (str, int, float, bool, type(None))) else v
-                  for k, v in (callspec.params.items() if callspec is not None else ())}
-        self.params = dict(params, side=side)
-        base = item.name.split("[")[0]
-        self.name = f"{base}[{self.param}]"
-        self.fullname = item.nodeid.split("[")[0] + f"[{self.param}]"
-        self.group = group
-        self.extra_info = extra_info
-        self.cprofile_stats = None
-        self.has_error = False
-
-
-def record_benchmarks(bs: Any, item: pytest.Item, result: Any) -> None:
-    """Append the case's cuDNN and generic samples to pytest-benchmark's session.
-
-    pytest-benchmark's fixture can be used once per test and times on the host; our samples are already
-    device-synchronized per step, so they go straight into its session, where --benchmark-json, -save,
-    -compare and -histogram pick them up like any other benchmark.
-    """
-    from pytest_benchmark.stats import Metadata
-
-    record = result.as_record()
-    for side in ("cudnn", "generic"):
-        m = getattr(result, side)
-        if m is None:
-            continue
-        extra = {"rnnperf": record if side == "cudnn" or result.cudnn is None else
-                 {"case": record["case"], "side": side, "see": "the cudnn entry of this case for the full record"}}
-        entry = _BenchEntry(item, side, result.case.id, extra)
-        options = {"rounds": len(m.samples), "steps_per_block": m.steps_per_block,
-                   "timer": "perf_counter with device sync per block", "interleaved": result.cudnn is not None}
-        md = Metadata(entry, iterations=m.steps_per_block, options=options)
-        for sample in m.samples:
-            md.stats.update(sample)  # already seconds per step
-        bs.benchmarks.append(md)
-
-
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Add the GPU model and the full environment to every JSON pytest-benchmark writes."""
-    from .baselines import run_meta
-
-    run = _session(config)
-    machine_info["rnnperf"] = run_meta(run.device.gpu_slug, run.environment(), run.fingerprint())
+    machine_info["rnnperf"] = _session(config).meta()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -426,8 +275,8 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
                                           compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
     """Let pytest-benchmark judge machine_info without our section, and not crash on storage outside the cwd."""
     # pytest-benchmark compares at configure time, before any framework has loaded, so our section (which
-    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one and every
-    # compare warned "machine_info is different". The end-of-run summary diffs that section field by field.
+    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one. The
+    # end-of-run summary diffs that section field by field instead.
     stored = (compared_benchmark.get("machine_info") or {}).get("rnnperf")
     ours = machine_info.get("rnnperf")
     if stored is not None:
@@ -446,70 +295,39 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
             machine_info["rnnperf"] = ours
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write the report files and, when asked, record this run as the newest baseline of this GPU."""
-    config = session.config
-    run = _session(config)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # workers hold part of the results; only the controller writes files
-    if setting(config, "update_baseline"):
-        run.notes.append(_record_baseline(config, run))
-    from .report import write_reports
-
-    if run.results or run.cross or run.skipped:
-        run.notes += write_reports(run, setting(config, "report_dir"), setting(config, "markdown"),
-                                   os.environ.get("GITHUB_STEP_SUMMARY", ""), baseline_status(config, run))
-
-
-def parallel_reason(config: pytest.Config) -> str | None:
-    """Why cuDNN cases cannot be timed in this session when pytest-xdist runs workers, else None."""
-    workers: Any = None
-    if hasattr(config, "workerinput"):
-        workers = config.workerinput.get("workercount", "several")
-    elif config.pluginmanager.hasplugin("xdist"):
-        workers = config.getoption("numprocesses", None) or None  # -n 0 means no workers
-    if workers is None:
-        return None
-    # Workers share the GPU: each one's timings include the others' kernels, so speedups and baselines
-    # from such a run would be wrong (pytest-benchmark disables itself under xdist for the same reason).
-    return f"cuDNN timing needs the GPU to itself and pytest-xdist runs {workers} workers; run without -n"
-
-
-def _record_baseline(config: pytest.Config, run: Any) -> str:
-    """Write this run as the next baseline file of this GPU model; returns the line the summary prints."""
-    from pytest_benchmark.utils import get_machine_id
-
-    from .baselines import write_new
-
-    bs = getattr(config, "_benchmarksession", None)
-    if not run.device.available:
-        return f"baseline not recorded: no GPU ({run.device.reason})"
-    parallel = parallel_reason(config)
-    if parallel is not None:
-        return f"baseline not recorded: {parallel}"
-    if bs is None or bs.disabled or not any(r.cudnn is not None for r in run.results):
-        return "baseline not recorded: no cuDNN case was timed in this run"
-    failed = config.stash.get(FAILED_KEY, 0)
-    if failed:
-        return f"baseline not recorded: {failed} test(s) failed; a baseline must come from a clean run"
-    machine_info = bs.get_machine_info()
-    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    data = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=bs.benchmarks, include_data=True,
-                                                      machine_info=machine_info, commit_info=commit_info)
-    folder = baseline_root(config) / run.device.gpu_slug / get_machine_id()
-    path = write_new(folder, setting(config, "baseline_tag"), data)
-    return f"baseline recorded: {path}"
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Count failures per session (a baseline is only recorded from a run where nothing failed)."""
+    """Count failures (a baseline is only recorded from a run where nothing failed)."""
     report = yield
     if report.failed:
-        item.config.stash[FAILED_KEY] = item.config.stash.get(FAILED_KEY, 0) + 1
+        _session(item.config).failed += 1
     return report
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist controller: take a finished worker's results into this session."""
+    text = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+    if text:
+        _session(node.config).merge_worker(text)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Hand a worker's results to the controller; on the controller, record the baseline and write the reports."""
+    config = session.config
+    run = _session(config)
+    if hasattr(config, "workerinput"):
+        config.workeroutput[WORKER_KEY] = run.worker_output()  # type: ignore[attr-defined]
+        return
+    if run.settings.update_baseline:
+        from .bench import benchmark_json
+
+        bs = _bench(config)
+        run.notes.append(run.record_baseline(lambda: benchmark_json(config, bs),
+                                             benchmarks_on=bs is not None and not bs.disabled))
+    run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -520,19 +338,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not run.results and not run.cross and not run.skipped and not run.notes:
         return
     terminalreporter.section("rnnperf summary")
-    for line in summary_lines(run, baseline_status(config, run)):
+    for line in summary_lines(run):
         terminalreporter.write_line(line)
-
-
-def baseline_status(config: pytest.Config, run: Any) -> str:
-    """One line: which baseline this run was compared with, or why none, and how to record one."""
-    from .baselines import gpus_with_baselines
-
-    record = "record one with: pytest suites/ --rnnperf-update-baseline"
-    if not run.device.available:
-        return "baselines: none compared (no GPU)"
-    if run.baseline is not None:
-        return f"baseline: {run.baseline.path} ({run.baseline.datetime or 'undated'})"
-    others = [g for g in gpus_with_baselines(baseline_root(config)) if g != run.device.gpu_slug]
-    where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
-    return f"baseline: none for {run.device.gpu_slug} yet{where}; {record}"

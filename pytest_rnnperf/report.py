@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .runner import CaseResult, CrossResult
-    from .session import RunSession
+    from .records import CaseRecord, CrossRecord
+    from .session import RnnperfSession
+    from .verdicts import CaseVerdict, Comparison
 
 UNAVAILABLE = "unavailable"
 
@@ -16,7 +18,7 @@ def _v(value: str) -> str:
     return f"({value})" if value.startswith(UNAVAILABLE) else value
 
 
-def header_lines(run: "RunSession", scale: str) -> list[str]:
+def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
     """The pytest header: GPU fingerprint, software versions, scale (cheap: no framework is imported)."""
     d = run.device
     if d.available:
@@ -31,15 +33,20 @@ def header_lines(run: "RunSession", scale: str) -> list[str]:
         ]
     else:
         lines = [f"rnnperf: no GPU fingerprint: {d.reason} (cuDNN cases will be skipped)"]
+    from .backends import problems, specs
+    from .device import noise_warnings
+
     sw = run.software
-    names = ("python", "pytest", "pytest-benchmark", "numpy", "torch", "tensorflow", "keras", "nvidia-ml-py")
+    names = ["python", "pytest", "pytest-benchmark", "numpy"]
+    names += [k for spec in specs() for k in spec.distributions] + ["nvidia-ml-py"]
     lines.append("rnnperf: " + ", ".join(f"{n} {_v(sw.get(n, 'unavailable: not read'))}" for n in names))
     extra = {k: v for k, v in sw.items() if k not in names and k != "python_minor"}
     if extra:
         lines.append("rnnperf: " + ", ".join(f"{k} {_v(v)}" for k, v in sorted(extra.items())))
     lines.append(f"rnnperf: scale {scale}; framework CUDA/cuDNN builds and precision flags are read when a "
                  f"framework's first case runs (see the rnnperf summary)")
-    return lines
+    warnings = noise_warnings(d, own_pid=os.getpid()) + problems()
+    return lines + [f"rnnperf: warning: {w}" for w in warnings]
 
 
 def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list[str]:
@@ -58,17 +65,18 @@ def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list
     return problems
 
 
-def gate_failures(result: "CaseResult") -> list[str]:
+def gate_failures(result: "CaseRecord") -> list[str]:
     """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
-    problems = path_parity_failures(result.case.id, result.proofs, result.parity)
+    problems = path_parity_failures(result.id, result.proofs, result.parity)
     if result.speedup is not None and result.cudnn is not None and result.speedup.estimate < result.case.floor:
         s = result.speedup
         problems.append(
-            f"{result.case.id}: cuDNN speedup below its floor:\n"
+            f"{result.id}: cuDNN speedup below its floor:\n"
             f"  {'obtained':>10} {'95% CI':>16} {'floor':>7}  cuDNN ms   generic ms\n"
             f"  {s.estimate:>9.2f}x [{s.low:>5.2f}, {s.high:>5.2f}] {result.case.floor:>6.2f}x  "
             f"{result.cudnn.median * 1e3:>8.3f}   {result.generic.median * 1e3:>10.3f}\n"
-            f"  floors and where they come from: suites/floors.py"
+            + ("  floors and where they come from: suites/floors.py" if hasattr(result.case, "shape")
+               else "  the floor is the one the test passed to rnnperf.model(..., floor=)")
         )
     return problems
 
@@ -86,19 +94,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
 
 
-def result_row(r: "CaseResult") -> dict[str, str]:
+def result_row(r: "CaseRecord") -> dict[str, str]:
     """Display cells of one result (shared by the terminal table and Markdown)."""
     worst = r.parity.worst()
     parity = "ok" if r.parity.ok else "FAIL"
     if worst is not None:
         parity += f" {worst.error:.1e}/{worst.tolerance:.0e}"
-    tf = r.tflops("cudnn" if r.cudnn is not None else "generic")
+    # TFLOP/s of the cuDNN side only: a generic-only row is a correctness check at a tiny size.
+    tf = r.tflops("cudnn") if r.cudnn is not None else None
     peak = r.peak_tflops
     tflops = "-" if tf is None else (f"{tf:.2f}" + (f" ({tf / peak:.1%})" if peak else ""))
     energy = r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")
     s = r.speedup
     return {
-        "case": r.case.id,
+        "case": r.id,
         "cudnn ms": _ms(None if r.cudnn is None else r.cudnn.median),
         "generic ms": _ms(r.generic.median),
         "speedup [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
@@ -110,7 +119,7 @@ def result_row(r: "CaseResult") -> dict[str, str]:
     }
 
 
-def results_table(results: Sequence["CaseResult"]) -> list[str]:
+def results_table(results: Sequence["CaseRecord"]) -> list[str]:
     """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path."""
     if not results:
         return []
@@ -122,7 +131,7 @@ def results_table(results: Sequence["CaseResult"]) -> list[str]:
 CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
 
 
-def cross_rows(cross: Sequence["CrossResult"]) -> list[list[str]]:
+def cross_rows(cross: Sequence["CrossRecord"]) -> list[list[str]]:
     """Display cells per cross-framework check (shared by the terminal table and Markdown)."""
     rows = []
     for c in cross:
@@ -133,7 +142,7 @@ def cross_rows(cross: Sequence["CrossResult"]) -> list[list[str]]:
     return rows
 
 
-def env_diff_lines(run: "RunSession") -> list[str]:
+def env_diff_lines(run: "RnnperfSession") -> list[str]:
     """What changed between the baseline's environment and now (empty without a baseline)."""
     from .environment import diff_environments, format_diff
 
@@ -143,7 +152,7 @@ def env_diff_lines(run: "RunSession") -> list[str]:
     return format_diff(diff_environments(dict(run.baseline.environment), run.environment()))
 
 
-def regression_failure(verdict: Any, run: "RunSession") -> str:
+def regression_failure(verdict: "CaseVerdict", run: "RnnperfSession") -> str:
     """Failure text for a case whose cuDNN time regressed: the comparison table and what changed."""
     t = verdict.time
     lines = [
@@ -162,7 +171,7 @@ def regression_failure(verdict: Any, run: "RunSession") -> str:
     return "\n".join(lines)
 
 
-def _comparison_row(c: Any) -> str:
+def _comparison_row(c: "Comparison") -> str:
     """One row of a comparison table (times in ms, speedups as x)."""
     speed = c.metric == "speedup"
     fmt = (lambda v: f"{v:.2f}x") if speed else (lambda v: f"{v * 1e3:.4f} ms")
@@ -171,7 +180,7 @@ def _comparison_row(c: Any) -> str:
     return f"  {c.metric:<11} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
 
 
-def verdict_lines(run: "RunSession") -> list[str]:
+def verdict_lines(run: "RnnperfSession") -> list[str]:
     """The verdict table against the baseline, and the environment diff when anything moved."""
     if not run.verdicts:
         return []
@@ -183,24 +192,29 @@ def verdict_lines(run: "RunSession") -> list[str]:
             f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}",
             f"{v.time.ratio.estimate - 1:+.1%} [{v.time.ratio.low - 1:+.1%}, {v.time.ratio.high - 1:+.1%}]",
             "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
-            v.verdict + (" (re-measured)" if v.remeasured else "") + (f" [window: {v.flagged}]" if v.flagged else "")
-            + (f" [{v.host_bound}]" if v.host_bound else ""),
+            str(v.verdict) + (" (re-measured)" if v.remeasured else "")
+            + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
         ])
     header = ["case", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "speedup", "verdict"]
     lines = ["", "against the baseline (cuDNN time decides; min effect and a Mann-Whitney test, see README):"]
     lines += _table(header, rows, right={1, 2, 3})
-    counts: dict[str, int] = {}
-    for v in run.verdicts.values():
-        counts[v.outcome] = counts.get(v.outcome, 0) + 1
-    lines.append("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    moved = [v for v in run.verdicts.values() if v.verdict in ("regressed", "improved")]
+    lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
+    moved = [v for v in run.verdicts.values() if v.moved]
     diff = env_diff_lines(run)
     if moved or diff:
         lines.append("environment changes since the baseline: " + ("; ".join(diff) if diff else "none"))
     return lines
 
 
-def summary_lines(run: "RunSession", baseline_status: str = "") -> list[str]:
+def verdict_counts(verdicts: Any) -> str:
+    """e.g. "1 ambiguous, 27 unchanged": outcomes counted, in alphabetical order."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[str(v.outcome)] = counts.get(str(v.outcome), 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def summary_lines(run: "RnnperfSession") -> list[str]:
     """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
     lines: list[str] = []
     for name, fields in sorted(run.runtime.items()):
@@ -220,19 +234,19 @@ def summary_lines(run: "RunSession", baseline_status: str = "") -> list[str]:
             reasons[reason] = reasons.get(reason, 0) + 1
         lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in reasons.items()]
     lines += verdict_lines(run)
-    warned = [(r.case.id, w) for r in run.results for w in r.warnings]
+    warned = [(r.id, w) for r in run.results for w in r.warnings]
     if warned:
         lines += [""] + [f"warning: {case}: {w}" for case, w in warned]
-    lines += [""] + ([baseline_status] if baseline_status else []) + list(run.notes)
+    lines += ["", run.baseline_status()] + list(run.notes)
     while lines and not lines[0]:
         lines.pop(0)  # sections open with a blank line; the first needs none
     return lines
 
 
-def markdown(run: "RunSession", baseline_status: str = "") -> str:
+def markdown(run: "RnnperfSession") -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     paired = [r for r in run.results if r.cudnn is not None]
-    regressed = [v for v in run.verdicts.values() if v.regressed]
+    regressed = [v for v in run.verdicts.values() if v.fails]
     bad = [r for r in run.results if gate_failures(r)] + [c for c in run.cross
                                                           if path_parity_failures(c.id, c.proofs, c.parity)]
     status = "regressions found" if regressed else ("gate failures" if bad else "all checks passed")
@@ -240,9 +254,7 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
     d = run.device
     out.append(f"GPU: {d.name if d.available else 'none (' + d.reason + ')'}; driver {_v(d.driver_version)}; "
                f"fingerprint `{run.fingerprint()}`")
-    if baseline_status:
-        out.append(f"{baseline_status}")
-    out.append("")
+    out += [run.baseline_status(), ""]
     for title, results in (("cuDNN vs generic", paired), ("generic vs float64 reference",
                                                           [r for r in run.results if r.cudnn is None])):
         if not results:
@@ -252,8 +264,8 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
         if run.verdicts:
             header.append("verdict")
             for r, row in zip(results, rows):
-                v = run.verdicts.get(r.case.id)
-                row["verdict"] = "-" if v is None else (f"**{v.verdict}**" if v.verdict == "regressed" else v.verdict)
+                v = run.verdicts.get(r.id)
+                row["verdict"] = "-" if v is None else (f"**{v.outcome}**" if v.fails else str(v.outcome))
         out += [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(str(row.get(h, "")) for h in header) + " |" for row in rows]
         out.append("")
@@ -272,7 +284,7 @@ def markdown(run: "RunSession", baseline_status: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_speedups(run: "RunSession", path: Any) -> bool:
+def plot_speedups(run: "RnnperfSession", path: Any) -> bool:
     """Speedup per case with its 95% interval, next to the baseline's where one exists (PNG)."""
     import numpy as np
 
@@ -297,9 +309,9 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
         bx: list[float] = []
         berr: list[list[float]] = [[], []]
         for i, r in enumerate(paired):
-            rec = run.baseline.records.get(r.case.id)
-            if rec and rec.get("cudnn"):
-                iv = speedup_interval(rec["cudnn"]["samples_s"], rec["generic"]["samples_s"])
+            rec = run.baseline.records.get(r.id)
+            if rec is not None and rec.cudnn is not None:
+                iv = speedup_interval(rec.cudnn.samples, rec.generic.samples)
                 by.append(i + 0.25)
                 bx.append(iv.estimate)
                 berr[0].append(iv.estimate - iv.low)
@@ -308,11 +320,11 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
             ax.errorbar(bx, by, xerr=berr, fmt="s", color="tab:gray", label="baseline (95% CI)", capsize=3)
     ax.scatter([r.case.floor for r in paired], y, marker="|", s=200, color="tab:red", label="floor")
     for i, r in enumerate(paired):
-        v = run.verdicts.get(r.case.id)
-        if v is not None and v.verdict in ("regressed", "improved"):
-            ax.annotate(v.verdict, (speedups[i].high, i), xytext=(6, -3), textcoords="offset points",
-                        color="tab:red" if v.verdict == "regressed" else "tab:green", fontsize=8)
-    ax.set_yticks(y, [r.case.id for r in paired], fontsize=7)
+        v = run.verdicts.get(r.id)
+        if v is not None and v.moved:
+            ax.annotate(str(v.verdict), (speedups[i].high, i), xytext=(6, -3), textcoords="offset points",
+                        color="tab:red" if v.fails else "tab:green", fontsize=8)
+    ax.set_yticks(y, [r.id for r in paired], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("cuDNN speedup over generic (x)")
     ax.set_title(f"pytest-rnnperf on {run.device.name if run.device.available else 'no GPU'}")
@@ -325,31 +337,42 @@ def plot_speedups(run: "RunSession", path: Any) -> bool:
     return True
 
 
-def write_reports(run: "RunSession", report_dir: str, markdown_path: str = "", step_summary: str = "",
-                  baseline_status: str = "") -> list[str]:
-    """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes."""
+def write_reports(run: "RnnperfSession", report_dir: str, markdown_path: str = "", step_summary: str = "") -> list[str]:
+    """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes.
+
+    Output paths are checked before the run; a write that still fails (a full disk, say) becomes a note,
+    so the summary and the other files are not lost with it.
+    """
     import json
     from pathlib import Path
 
     notes: list[str] = []
-    md = markdown(run, baseline_status)
+    md = markdown(run)
     if report_dir and report_dir.lower() != "none":
         folder = Path(report_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "rnnperf.json").write_text(json.dumps(as_json_safe(run.as_dict()), indent=2), encoding="utf-8")
-        (folder / "summary.md").write_text(md, encoding="utf-8")
-        written = ["rnnperf.json", "summary.md"]
+        written = []
         try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "rnnperf.json").write_text(json.dumps(as_json_safe(run.as_dict()), indent=2), encoding="utf-8")
+            written.append("rnnperf.json")
+            (folder / "summary.md").write_text(md, encoding="utf-8")
+            written.append("summary.md")
             if plot_speedups(run, folder / "speedups.png"):
                 written.append("speedups.png")
         except ImportError:
             notes.append("plot skipped: matplotlib is not installed")
-        notes.append(f"reports written to {folder}/: {', '.join(written)}")
+        except OSError as exc:
+            notes.append(f"report not written to {folder}: {exc.strerror or exc}")
+        if written:
+            notes.append(f"reports written to {folder}/: {', '.join(written)}")
     for target in (markdown_path, step_summary):
         if target:
-            with open(target, "a", encoding="utf-8") as fh:  # GitHub appends step summaries; so do we
-                fh.write(md)
-            notes.append(f"Markdown summary appended to {target}")
+            try:
+                with open(target, "a", encoding="utf-8") as fh:  # GitHub appends step summaries; so do we
+                    fh.write(md)
+                notes.append(f"Markdown summary appended to {target}")
+            except OSError as exc:
+                notes.append(f"Markdown summary not written to {target}: {exc.strerror or exc}")
     return notes
 
 

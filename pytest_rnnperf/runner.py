@@ -1,7 +1,7 @@
 """Run one case end to end: build the pair, prove the paths, check parity, time, read telemetry.
 
 This is the core the pytest plugin drives; it knows nothing of pytest, so it can also be used from a
-script or a notebook.
+script or a notebook. Every run returns a ``records.CaseRecord`` (or ``CrossRecord``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from . import reference
-from .backends import IMPLS, Backend, CaseInputs, PathProof
-from .cases import Case, cross_id
+from .backends import IMPLS, Backend, CaseInputs, ModelBackend, Pair
+from .cases import Case, ModelCase, Subject
+from .device import WindowFlag
 from .parity import ParityReport, ParityRow, compare_results
-from .peaks import peak_tflops
+from .records import CaseRecord, CrossRecord
 from .stats import Interval, speedup_interval
-from .timing import Measurement, PairedMeasurement, TimingConfig, time_pair, time_single
+from .timing import Measurement, Timer, TimingConfig
+from .timing.wall import WallTimer
 
 
 class Window(Protocol):
@@ -26,7 +28,7 @@ class Window(Protocol):
         """Read the counters at the window's start (the return value is ignored)."""
 
     def stop(self) -> Any:
-        """Read them at the end and return a summary with ``as_dict()``, ``warnings()``, ``energy_j``."""
+        """Read them at the end; a summary with ``as_dict()``, ``flags()``, ``energy_j`` and ``energy_note``."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class RunConfig:
     """Everything a case run needs besides the case and the backend."""
 
     timing: TimingConfig = TimingConfig()
+    timer: Timer = field(default_factory=WallTimer)
     seed: int = 0
     # The float64 reference runs on this many sequences of the batch: sequences are independent, so a
     # slice is an exact check of the implementation at a cost that does not grow with the batch.
@@ -43,84 +46,6 @@ class RunConfig:
     energy_s: float = 1.0
     gpu_name: str = ""
     window_factory: Callable[[], Window] | None = None
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    """Everything measured for one case; ``as_record()`` is what reports and baselines store."""
-
-    case: Case
-    device: str
-    proofs: tuple[PathProof, ...]
-    parity: ParityReport
-    generic: Measurement
-    cudnn: Measurement | None = None
-    speedup: Interval | None = None
-    round_speedups: tuple[float, ...] = ()
-    telemetry: dict[str, Any] | None = None
-    # Telemetry of the window where the case's own side (cuDNN when both ran) ran alone, for >= energy_s.
-    side_telemetry: dict[str, Any] | None = None
-    energy_per_step_j: dict[str, float | None] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    gpu_name: str = ""
-
-    @property
-    def paths_ok(self) -> bool:
-        """Every side ran the implementation it claims."""
-        return all(p.ok for p in self.proofs)
-
-    def tflops(self, impl: str) -> float | None:
-        """Achieved GEMM TFLOP/s of one side."""
-        m = self.cudnn if impl == "cudnn" else self.generic
-        if m is None or m.median <= 0:
-            return None
-        return self.case.flops_per_step() / m.median / 1e12
-
-    @property
-    def peak_tflops(self) -> float | None:
-        """Datasheet peak of this GPU for the case's precision (None off-GPU or unknown)."""
-        return peak_tflops(self.gpu_name, self.case.precision) if self.gpu_name else None
-
-    def as_record(self) -> dict[str, Any]:
-        """JSON-safe record: case, medians, samples, speedup interval, parity, paths, telemetry."""
-        return {
-            "case": self.case.as_dict(),
-            "device": self.device,
-            "gpu_name": self.gpu_name,
-            "paths": [p.as_dict() for p in self.proofs],
-            "parity": self.parity.as_dict(),
-            "cudnn": None if self.cudnn is None else self.cudnn.as_dict(),
-            "generic": self.generic.as_dict(),
-            "speedup": None if self.speedup is None else {
-                "estimate": self.speedup.estimate, "low": self.speedup.low, "high": self.speedup.high,
-                "confidence": self.speedup.confidence, "floor": self.case.floor,
-            },
-            "round_speedups": list(self.round_speedups),
-            "tflops": {"cudnn": self.tflops("cudnn"), "generic": self.tflops("generic"),
-                       "peak": self.peak_tflops},
-            "flops_per_step": self.case.flops_per_step(),
-            "energy_per_step_j": self.energy_per_step_j,
-            "telemetry": self.telemetry,
-            "side_telemetry": self.side_telemetry,
-            "device_busy": device_busy({"telemetry": self.telemetry, "side_telemetry": self.side_telemetry}),
-            "warnings": list(self.warnings),
-        }
-
-
-def device_busy(record: dict[str, Any]) -> float | None:
-    """Fraction of time the GPU was running a kernel over the case's timed rounds (NVML utilization).
-
-    The paired window (cuDNN and generic rounds interleaved) decides, not the cuDNN-only energy window:
-    on the H200 null runs, cases below 50% busy over the paired window were the ones whose cuDNN time
-    drifted between runs (median 14%), those above stayed within 0.9% (median); the cuDNN-only reading
-    was no guide (18 of 37 cases above 50% on it moved more than 5%). The cuDNN-only window is the
-    fallback for a record without the paired one. None when NVML gave no samples.
-    """
-    for key in ("telemetry", "side_telemetry"):
-        util = ((record.get(key) or {}).get("utilization") or {}).get("mean")
-        if isinstance(util, (int, float)):
-            return float(util) / 100.0
-    return None
 
 
 def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
@@ -150,7 +75,7 @@ def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: 
 
     The window runs steps until the host clock has passed 10% over ``energy_s``, then drains the device:
     a step count taken from the timed median falls short for host-bound steps, which run faster back to
-    back than between syncs, and left windows of 0.95 s flagged as rough.
+    back than between syncs.
     """
     if config.window_factory is None or config.energy_s <= 0:
         return None, "energy off", None
@@ -168,8 +93,47 @@ def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: 
     return (None if energy is None else energy / steps), getattr(summary, "energy_note", ""), summary.as_dict()
 
 
+def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
+           config: RunConfig, notes: tuple[str, ...] = ()) -> CaseRecord:
+    """Time the pair (interleaved when both sides run) inside a telemetry window, then the energy window."""
+    sides = {name: getattr(pair, name) for name in impls}
+    window = config.window_factory() if config.window_factory else None
+    if window is not None:
+        window.start()
+    cudnn_m: Measurement | None = None
+    speedup: Interval | None = None
+    if "cudnn" in sides:
+        paired = config.timer.pair(sides["cudnn"].step, sides["generic"].step, pair.sync, config.timing)
+        cudnn_m, generic_m = paired.a, paired.b
+        speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
+    else:
+        generic_m = config.timer.single(sides["generic"].step, pair.sync, config.timing)
+    telemetry = None
+    flags: tuple[WindowFlag, ...] = ()
+    if window is not None:
+        summary = window.stop()
+        telemetry = summary.as_dict()
+        flags = tuple(summary.flags())
+
+    # Energy of the side the case is about: cuDNN when both ran (a second window for the generic side
+    # would cost another second per case), the generic side when it ran alone.
+    energy_side = "cudnn" if cudnn_m is not None else "generic"
+    energy: dict[str, float | None] = {}
+    side_telemetry: dict[str, Any] | None = None
+    extra: list[str] = list(notes)
+    if config.window_factory is not None and config.energy_s > 0:
+        value, note, side_telemetry = energy_per_step(sides[energy_side].step, pair.sync, config)
+        energy[energy_side] = value
+        if note:
+            extra.append(f"{energy_side} energy: {note}")
+    return CaseRecord(case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m,
+                      cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
+                      energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
+                      gpu_name=config.gpu_name)
+
+
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
-             impls: tuple[str, ...] = IMPLS) -> CaseResult:
+             impls: tuple[str, ...] = IMPLS) -> CaseRecord:
     """Run ``case``: both sides on a GPU (``impls`` = IMPLS), or the generic side alone anywhere.
 
     Raises BackendUnavailable / OutOfDeviceMemory with one-line reasons the caller turns into skips.
@@ -182,7 +146,6 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
     try:
         sides = {name: getattr(pair, name) for name in impls}
         proofs = tuple(side.prove_path() for side in sides.values())
-
         # Parity: the sides against each other on the full batch (both on the device, cheap), and each
         # side against float64 on a batch slice.
         rows: list[ParityRow] = []
@@ -193,78 +156,38 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         ref = reference_result(case, weights, small)
         for name, side in sides.items():
             rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
-        parity = ParityReport(case.precision, tuple(rows))
-
-        window = config.window_factory() if config.window_factory else None
-        if window is not None:
-            window.start()
-        cudnn_m: Measurement | None = None
-        speedup: Interval | None = None
-        round_speedups: tuple[float, ...] = ()
-        if "cudnn" in sides:
-            paired: PairedMeasurement = time_pair(sides["cudnn"].step, sides["generic"].step, pair.sync,
-                                                  config.timing)
-            cudnn_m, generic_m = paired.a, paired.b
-            speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
-            round_speedups = tuple(float(r) for r in paired.round_ratios())
-        else:
-            generic_m = time_single(sides["generic"].step, pair.sync, config.timing)
-        telemetry = None
-        warnings: list[str] = []
-        if window is not None:
-            summary = window.stop()
-            telemetry = summary.as_dict()
-            warnings += list(summary.warnings())
-
-        energy: dict[str, float | None] = {}
-        # Energy of the side the case is about: cuDNN when both ran (a second window for the generic
-        # side would cost another second per case), the generic side when it ran alone.
-        energy_side = ("cudnn", cudnn_m) if cudnn_m is not None else ("generic", generic_m)
-        side_telemetry: dict[str, Any] | None = None
-        for name, m in (energy_side,):
-            if m is not None and config.window_factory is not None and config.energy_s > 0:
-                value, note, side_window = energy_per_step(sides[name].step, pair.sync, config)
-                energy[name] = value
-                side_telemetry = side_window
-                if note:
-                    warnings.append(f"{name} energy: {note}")
-        return CaseResult(
-            case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m, cudnn=cudnn_m,
-            speedup=speedup, round_speedups=round_speedups, telemetry=telemetry, energy_per_step_j=energy,
-            side_telemetry=side_telemetry,
-            warnings=tuple(dict.fromkeys(warnings)), gpu_name=config.gpu_name,
-        )
+        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config)
     finally:
         pair.close()
 
 
-@dataclass(frozen=True)
-class CrossResult:
-    """The same canonical weights and inputs run in two frameworks: which path each ran and how close they came."""
+def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, config: RunConfig = RunConfig(),
+              impls: tuple[str, ...] = IMPLS) -> CaseRecord:
+    """Run a team's model like a case: copies with identical weights, path proofs, parity, timing.
 
-    case: Case
-    sides: tuple[str, str]  # e.g. ("torch cudnn", "tf cudnn"); the second is the comparison's reference
-    proofs: tuple[PathProof, ...]
-    parity: ParityReport
-
-    @property
-    def id(self) -> str:
-        """Stable id, e.g. ``torch-vs-tf-lstm-train-fp32-T28-B128-I28-H128-L1``."""
-        return cross_id(self.case)
-
-    @property
-    def paths_ok(self) -> bool:
-        """Every side ran the implementation it claims."""
-        return all(p.ok for p in self.proofs)
-
-    def as_record(self) -> dict[str, Any]:
-        """JSON-safe record: case, the two sides, path proofs and parity rows."""
-        return {"id": self.id, "case": self.case.as_dict(), "sides": list(self.sides),
-                "paths": [p.as_dict() for p in self.proofs], "parity": self.parity.as_dict()}
+    Parity is cuDNN against generic, and each against a float64 copy of the model on the generic path.
+    Raises BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the model or inputs are unusable).
+    """
+    pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed)
+    try:
+        case = replace(case, description=getattr(pair, "description", "") or case.description)
+        sides = {name: getattr(pair, name) for name in impls}
+        proofs = tuple(side.prove_path() for side in sides.values())
+        results = {name: side.result() for name, side in sides.items()}
+        rows: list[ParityRow] = []
+        if "cudnn" in results and "generic" in results:
+            rows += compare_results("cudnn vs generic", results["cudnn"], results["generic"], case.precision)
+        ref = pair.reference()
+        for name, result in results.items():
+            rows += compare_results(f"{name} vs reference", result, ref, case.precision)
+        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
+                      notes=tuple(getattr(pair, "notes", ())))
+    finally:
+        pair.close()
 
 
 def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Backend, str]],
-              config: RunConfig = RunConfig()) -> CrossResult:
+              config: RunConfig = RunConfig()) -> CrossRecord:
     """Run ``case``'s canonical weights in two (framework, backend, impl) sides and compare them.
 
     This is the claim that a checkpoint moves between frameworks and between cuDNN and generic paths: the
@@ -288,7 +211,7 @@ def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Back
             results.append(side.result())
         labels = (f"{sides[0][0]} {sides[0][2]}", f"{sides[1][0]} {sides[1][2]}")
         rows = compare_results(f"{labels[0]} vs {labels[1]}", results[0], results[1], case.precision)
-        return CrossResult(case=case, sides=labels, proofs=tuple(proofs),
+        return CrossRecord(case=case, frameworks=(sides[0][0], sides[1][0]), sides=labels, proofs=tuple(proofs),
                            parity=ParityReport(case.precision, tuple(rows)))
     finally:
         for pair in pairs:

@@ -1,37 +1,62 @@
-"""One run's state outside pytest: the device, the software, loaded backends, results and skips."""
+"""The run's owner: loads the baseline, measures and judges cases, records a baseline, finishes the reports.
+
+It knows nothing of pytest: the plugin creates one ``RnnperfSession`` per pytest run and its hooks and
+fixture delegate here. What pytest must hear comes back as exceptions (``Skipped``, ``UsageProblem``) or
+as plain lists of failure texts, which the plugin turns into skips, usage errors and failures.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
 
-from .backends import Backend, load_backend
+from .backends import INJECT_ENV, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
+from .backends import model_backend_for, spec
+from .baselines import find_latest, gpus_with_baselines, write_new
+from .cases import Case, ModelCase
+from .device import DeviceInfo, TelemetryWindow, nvml_index
+from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
+from .settings import Settings
+from .timing import Timer, TimingConfig
+from .timing.wall import WallTimer
+from .verdicts import CaseVerdict, judge_remeasuring
 
-# Fault injection for testing the regression detector: "<case-id glob>=<microseconds>" adds that much
-# device time to every cuDNN step of the matching cases (torch backend).
-INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
+RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .baselines import CaseVerdict, StoredRun
-    from .device import DeviceInfo
-    from .runner import CaseResult, CrossResult
+
+class Skipped(Exception):
+    """The case cannot run here; the message is the one-line skip reason."""
+
+
+class UsageProblem(Exception):
+    """Something the user gave cannot be used; the message is one line naming it (a usage error)."""
 
 
 @dataclass
-class RunSession:
+class RnnperfSession:
     """Device and software fingerprint plus every result of one run, in the order they came."""
 
-    device: "DeviceInfo"
+    device: DeviceInfo
     software: dict[str, str]
+    settings: Settings = field(default_factory=Settings.defaults)
+    root: Path = Path("baselines")  # the baselines folder
+    machine_id: str = ""  # pytest-benchmark's machine id, the subfolder a recorded baseline goes to
+    workers: str | None = None  # pytest-xdist workers sharing this GPU, when there are any
+    timer: Timer = field(default_factory=WallTimer)
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
-    results: list["CaseResult"] = field(default_factory=list)
-    cross: list["CrossResult"] = field(default_factory=list)  # cross-framework checks of the same weights
+    results: list[CaseRecord] = field(default_factory=list)
+    cross: list[CrossRecord] = field(default_factory=list)  # cross-framework checks of the same weights
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    baseline: "StoredRun | None" = None
-    verdicts: dict[str, "CaseVerdict"] = field(default_factory=dict)
+    baseline: StoredRun | None = None
+    verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
+    failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     _backends: dict[str, Backend] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------ the fingerprint
 
     def backend(self, name: str) -> Backend:
         """The backend for ``name``, loaded once; its runtime info is recorded on first use."""
@@ -55,21 +80,235 @@ class RunSession:
         return env
 
     def fingerprint(self) -> str:
-        """Stable key of the fields that make timings comparable (see ``environment.KEY_FIELDS``)."""
+        """Stable key of the fields that make timings comparable (see ``environment.key_field_map``)."""
         from .environment import fingerprint_key, key_fields
 
         return fingerprint_key(key_fields(self.device.static_dict(), self.environment()))
 
+    # ----------------------------------------------------------------------------------------- the baseline
+
+    def load_baseline(self) -> Path | None:
+        """Load this GPU model's newest baseline (None without a GPU or a baseline); UsageProblem if unusable."""
+        if not self.device.available:
+            return None
+        latest = find_latest(self.root, self.device.gpu_slug, self.machine_id)
+        if latest is None:
+            return None
+        try:
+            run = load_run(latest)
+        except BaselineError as exc:
+            raise UsageProblem(str(exc)) from None
+        if run.gpu_slug != self.device.gpu_slug:
+            raise UsageProblem(f"{latest}: recorded on {run.gpu_slug or 'an unknown GPU'} but stored in the folder of "
+                               f"{self.device.gpu_slug}; move it under {self.root / (run.gpu_slug or 'its GPU')}/")
+        self.baseline = run
+        return latest
+
+    def baseline_status(self) -> str:
+        """One line: which baseline this run was compared with, or why none, and how to record one."""
+        if not self.device.available:
+            return "baselines: none compared (no GPU)"
+        if self.baseline is not None:
+            return f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+        others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug]
+        where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
+        return f"baseline: none for {self.device.gpu_slug} yet{where}; {RECORD_HINT}"
+
+    def parallel_reason(self) -> str | None:
+        """Why cuDNN cases cannot be timed in this session (pytest-xdist workers share the GPU), else None."""
+        if self.workers is None:
+            return None
+        # Each worker's timings would include the others' kernels, so speedups and baselines from such a run
+        # would be wrong (pytest-benchmark disables itself under xdist for the same reason).
+        return f"cuDNN timing needs the GPU to itself and pytest-xdist runs {self.workers} workers; run without -n"
+
+    # ------------------------------------------------------------------------------------------- measuring
+
+    def run_config(self, settings: Settings, disabled: bool = False) -> Any:
+        """Timing and telemetry settings for one test; --benchmark-disable: one round, no energy window."""
+        from .runner import RunConfig
+
+        timing = TimingConfig(rounds=1 if disabled else settings.rounds, min_rounds=1 if disabled else 5,
+                              warmup_s=0.0 if disabled else TimingConfig.warmup_s,
+                              min_block_s=settings.min_block_ms / 1e3, max_time_s=settings.max_case_s)
+        index = nvml_index()
+        on_gpu = self.device.available
+        return RunConfig(timing=timing, timer=self.timer, energy_s=0.0 if disabled else settings.energy_s,
+                         gpu_name=self.device.name if on_gpu else "",
+                         window_factory=(lambda: TelemetryWindow(index=index)) if on_gpu else None)
+
+    def _skip(self, case_id: str, reason: str) -> Skipped:
+        """Note a skipped case and return the exception that says so."""
+        self.skipped.append((case_id, reason))
+        return Skipped(reason)
+
+    def _reason(self, framework: str, cudnn: bool) -> str | None:
+        """Why a case of ``framework`` cannot run here (cuDNN side included when ``cudnn``), else None."""
+        try:
+            backend = self.backend(framework)
+        except BackendUnavailable as exc:
+            return str(exc)
+        reason = backend.unavailable_reason()
+        if reason is None and cudnn:
+            gpu = backend.gpu_unavailable_reason()
+            reason = f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+        return reason
+
+    def _judged(self, case_id: str, record: CaseRecord, remeasure: Callable[[], CaseRecord]) -> CaseRecord:
+        """Judge a record against the baseline (re-measuring an ambiguous case once); keep the verdict."""
+        stored = None if self.baseline is None else self.baseline.records.get(case_id)
+        if stored is None:
+            return record
+        record, verdict = judge_remeasuring(stored, record, remeasure, self.settings.policy())
+        if verdict is not None:
+            self.verdicts[case_id] = verdict
+        return record
+
+    def measure(self, case: Case, impls: tuple[str, ...], settings: Settings, disabled: bool = False) -> CaseRecord:
+        """Run a matrix case (both sides, or generic alone) and judge it; Skipped with the reason if it cannot run."""
+        from .runner import run_case
+
+        reason = self._reason(case.framework, "cudnn" in impls)
+        if reason is not None:
+            raise self._skip(case.id, reason)
+        config = self.run_config(settings, disabled)
+        backend = self.backend(case.framework)
+        try:
+            record = run_case(case, backend, config, impls=impls)
+            if "cudnn" in impls and not disabled:
+                record = self._judged(case.id, record, lambda: run_case(case, backend, config, impls=impls))
+        except (BackendUnavailable, OutOfDeviceMemory) as exc:
+            raise self._skip(case.id, str(exc)) from None
+        self.results.append(record)
+        return record
+
+    def measure_model(self, case: ModelCase, model: Any, inputs: Any, settings: Settings,
+                      disabled: bool = False) -> CaseRecord:
+        """Run a team's model: both sides on a GPU, the generic side against float64 without one.
+
+        ModelError (the model or its inputs cannot be checked) goes to the caller, which fails the test.
+        """
+        from .runner import run_model
+
+        backend_spec = model_backend_for(model)
+        case = replace(case, framework=backend_spec.name)
+        base = self._reason(case.framework, cudnn=False)
+        if base is not None:
+            raise self._skip(case.id, base)
+        cudnn_reason = self._reason(case.framework, cudnn=True)
+        impls: tuple[str, ...] = ("generic",) if cudnn_reason else ("cudnn", "generic")
+        config = self.run_config(settings, disabled)
+        backend: Any = self.backend(case.framework)
+        try:
+            record = run_model(case, backend, model, inputs, config, impls=impls)
+            if "cudnn" in impls and not disabled:
+                record = self._judged(case.id, record, lambda: run_model(case, backend, model, inputs, config, impls))
+        except (BackendUnavailable, OutOfDeviceMemory) as exc:
+            raise self._skip(case.id, str(exc)) from None
+        if cudnn_reason:
+            record = replace(record, notes=record.notes + (f"cuDNN side not run: {cudnn_reason}",))
+        self.results.append(record)
+        return record
+
+    def measure_cross(self, case: Case, other: str) -> CrossRecord:
+        """The case's canonical weights in ``case.framework`` and ``other``: cuDNN sides where a GPU is seen."""
+        from .cases import cross_id
+        from .runner import RunConfig, run_cross
+
+        sides: list[tuple[str, Backend, str]] = []
+        for framework in (case.framework, other):
+            reason = self._reason(framework, cudnn=False)
+            if reason is not None:
+                raise self._skip(cross_id(case, other), reason)
+            backend = self.backend(framework)
+            on_gpu = backend.gpu_unavailable_reason() is None and case.cell in spec(framework).cudnn_cells
+            sides.append((framework, backend, "cudnn" if on_gpu else "generic"))
+        try:
+            record = run_cross(case, (sides[0], sides[1]), RunConfig())
+        except (BackendUnavailable, OutOfDeviceMemory) as exc:
+            raise self._skip(cross_id(case, other), str(exc)) from None
+        self.cross.append(record)
+        return record
+
+    def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
+        """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""
+        from .report import gate_failures, path_parity_failures, regression_failure
+
+        if isinstance(record, CrossRecord):
+            return path_parity_failures(record.id, record.proofs, record.parity)
+        problems = gate_failures(record)
+        verdict = self.verdicts.get(record.id)
+        if verdict is not None and verdict.fails and not self.settings.no_fail_regression:
+            problems.append(regression_failure(verdict, self))
+        return problems
+
+    # ------------------------------------------------------------------------------------------- finishing
+
+    def record_baseline(self, benchmark_json: Callable[[], dict[str, Any]], benchmarks_on: bool) -> str:
+        """Write this run as the next baseline file of this GPU model; returns the line the summary prints."""
+        if not self.device.available:
+            return f"baseline not recorded: no GPU ({self.device.reason})"
+        parallel = self.parallel_reason()
+        if parallel is not None:
+            return f"baseline not recorded: {parallel}"
+        if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
+            return "baseline not recorded: no cuDNN case was timed in this run"
+        if self.failed:
+            return f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"
+        folder = self.root / self.device.gpu_slug / self.machine_id
+        try:
+            path = write_new(folder, self.settings.baseline_tag, benchmark_json())
+        except OSError as exc:
+            return f"baseline not recorded: cannot write to {folder}: {exc.strerror or exc}"
+        return f"baseline recorded: {path}"
+
+    def meta(self) -> dict[str, Any]:
+        """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
+        return run_meta(self.device.gpu_slug, self.environment(), self.fingerprint())
+
+    def finish(self, step_summary: str = "") -> None:
+        """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
+        from .report import write_reports
+
+        if self.results or self.cross or self.skipped:
+            self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary)
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-safe form of the run: environment, fingerprint, results and skips."""
+        """JSON-safe form of the run: environment, fingerprint, results, skips, verdicts and notes."""
+        from .records import FORMAT_VERSION
+
         return {
+            "format": FORMAT_VERSION,
             "fingerprint": self.fingerprint(),
             "gpu_slug": self.device.gpu_slug,
             "environment": self.environment(),
-            "results": [r.as_record() for r in self.results],
-            "cross": [c.as_record() for c in self.cross],
+            "results": [r.to_dict() for r in self.results],
+            "cross": [c.to_dict() for c in self.cross],
             "skipped": [{"case": c, "reason": r} for c, r in self.skipped],
             "baseline": None if self.baseline is None else str(self.baseline.path),
             "verdicts": [v.as_dict() for v in self.verdicts.values()],
             "notes": list(self.notes),
         }
+
+    # ------------------------------------------------------------------------------------ pytest-xdist
+
+    def worker_output(self) -> str:
+        """What a pytest-xdist worker hands the controller: its results as JSON text (execnet-safe)."""
+        from .report import as_json_safe
+
+        return json.dumps(as_json_safe({"results": [r.to_dict() for r in self.results],
+                                        "cross": [c.to_dict() for c in self.cross],
+                                        "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes}))
+
+    def merge_worker(self, text: str) -> None:
+        """Add a worker's results to this (controller's) session."""
+        data = json.loads(text)
+        self.results += [CaseRecord.from_dict(r) for r in data.get("results", [])]
+        self.cross += [CrossRecord.from_dict(c) for c in data.get("cross", [])]
+        self.skipped += [(str(c), str(r)) for c, r in data.get("skipped", [])]
+        for name, fields in data.get("runtime", {}).items():
+            self.runtime.setdefault(name, {str(k): str(v) for k, v in fields.items()})
+        self.notes += [n for n in data.get("notes", []) if n not in self.notes]
+
+
+__all__ = ["ModelError", "RnnperfSession", "Skipped", "UsageProblem"]

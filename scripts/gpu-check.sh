@@ -22,9 +22,9 @@ import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
 from pytest_rnnperf.device import read_device_info, nvml_index
 from pytest_rnnperf.environment import software_info
 from pytest_rnnperf.report import header_lines
-from pytest_rnnperf.session import RunSession
+from pytest_rnnperf.session import RnnperfSession
 t1 = time.perf_counter()
-run = RunSession(device=read_device_info(nvml_index()), software=software_info())
+run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info())
 lines = header_lines(run, "nightly")
 t2 = time.perf_counter()
 print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")

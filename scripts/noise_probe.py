@@ -39,16 +39,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_rnnperf import reference  # noqa: E402
-from pytest_rnnperf.backends import load_backend  # noqa: E402
+from pytest_rnnperf.backends import load_backend, specs  # noqa: E402
 from pytest_rnnperf.cases import Case  # noqa: E402
 from pytest_rnnperf import stats  # noqa: E402
-from pytest_rnnperf.timing import TimingConfig, time_single  # noqa: E402
+from pytest_rnnperf.timing import TimingConfig  # noqa: E402
+from pytest_rnnperf.timing.wall import time_single  # noqa: E402
 from suites.matrix import paired_cases, reference_cases  # noqa: E402
 
 
 def select(patterns: list[str]) -> list[Case]:
     """Nightly and reference cases whose id matches any of the globs, in matrix order."""
-    pool = [c for fw in ("torch", "tf") for c in paired_cases(fw, "nightly") + reference_cases(fw, "nightly")]
+    pool = [c for fw in (s.name for s in specs()) for c in paired_cases(fw, "nightly") + reference_cases(fw, "nightly")]
     chosen = [c for c in dict.fromkeys(pool) if any(fnmatch.fnmatch(c.id, p) for p in patterns)]
     if not chosen:
         raise SystemExit(f"noise_probe: no case matches {' '.join(patterns)}")

@@ -1,27 +1,34 @@
-"""Parametrize the suite's cases from the matrices at the scale chosen by --rnnperf-scale."""
+"""Parametrize the suite's cases from the matrices at the scale chosen by --rnnperf-scale, for every backend."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_rnnperf.plugin import resolved_scale
+from pytest_rnnperf.backends import cross_pairs, specs
 from pytest_rnnperf.cases import cross_id
+from pytest_rnnperf.plugin import resolved_scale
 from suites.matrix import cross_cases, known_issue, paired_cases, reference_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Give ``cudnn_case``/``reference_case`` the matrices of the module's framework, ``cross_case`` the cross checks."""
+    """``cudnn_case``/``reference_case``: every registered backend's matrix; ``cross_case``: the cross checks."""
     scale = resolved_scale(metafunc.config)
     if "cross_case" in metafunc.fixturenames:
-        metafunc.parametrize("cross_case", cross_cases(scale), ids=cross_id)
-    framework = getattr(metafunc.module, "FRAMEWORK", None)
-    if framework is None:
-        return
+        params = [pytest.param(case, other, id=cross_id(case, other))
+                  for first, other in cross_pairs() for case in cross_cases(first, scale)]
+        metafunc.parametrize(("cross_case", "cross_other"), params)
     for argname, build in (("cudnn_case", paired_cases), ("reference_case", reference_cases)):
         if argname in metafunc.fixturenames:
             params = []
-            for case in build(framework, scale):
-                reason = known_issue(case) if argname == "cudnn_case" else None
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-                params.append(pytest.param(case, id=case.id, marks=marks))
+            for backend in specs():
+                for case in build(backend.name, scale):
+                    reason = known_issue(case) if argname == "cudnn_case" else None
+                    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                    params.append(pytest.param(case, id=case.id, marks=marks))
             metafunc.parametrize(argname, params)
+
+
+@pytest.fixture(scope="session")
+def scale(request: pytest.FixtureRequest) -> str:
+    """The case-matrix scale of this run (smoke without a GPU unless --rnnperf-scale says otherwise)."""
+    return resolved_scale(request.config)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pytest_rnnperf.cases import CELLS, CUDNN_CELLS, Case, Shape
+from pytest_rnnperf.backends import spec
+from pytest_rnnperf.cases import CELLS, Case, Shape
 from suites.floors import floor_for
 
 # (T, B, I, H, layers): the five shapes measured on an H200 in DESIGN.md.
@@ -50,7 +51,7 @@ def _with_floor(cases: list[Case]) -> list[Case]:
 
 def _cells(framework: str, cells: tuple[str, ...]) -> tuple[str, ...]:
     """The cells that have a cuDNN path in this framework (Keras: LSTM and GRU only)."""
-    return tuple(c for c in cells if c in CUDNN_CELLS[framework])
+    return tuple(c for c in cells if c in spec(framework).cudnn_cells)
 
 
 def paired_cases(framework: str, scale: str) -> list[Case]:
@@ -88,11 +89,11 @@ def reference_cases(framework: str, scale: str) -> list[Case]:
     return cases
 
 
-def cross_cases(scale: str) -> list[Case]:
-    """Cross-framework checks: one checkpoint in torch and in TF/Keras, every cell, training (gradients too).
+def cross_cases(framework: str, scale: str) -> list[Case]:
+    """Cross-framework checks from ``framework``'s side: one checkpoint, every cell, training (gradients too).
 
     On a GPU each side runs cuDNN where its framework has it (Keras SimpleRNN stays generic and is held
     against torch's cuDNN RNN); without one both run generic on the CPU.
     """
     shapes = SMOKE_SHAPES if scale == "smoke" else (DESIGN_SHAPES[0], BIDIRECTIONAL)
-    return [Case("torch", cell, shape, "train", "fp32") for cell in CELLS for shape in shapes]
+    return [Case(framework, cell, shape, "train", "fp32") for cell in CELLS for shape in shapes]

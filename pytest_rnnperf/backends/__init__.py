@@ -1,22 +1,53 @@
-"""Framework backends: build matched cuDNN/generic pairs with identical weights, prove the path, sync.
+"""Framework backends and their registry.
 
-Frameworks are imported only inside the backend modules, and only when a backend is loaded, so that
-``import pytest_rnnperf`` works with neither torch nor TensorFlow installed.
+A backend builds matched cuDNN/generic pairs with identical weights, proves which path each ran and
+syncs the device. Each declares itself with a ``BackendSpec``: its name (the first part of case ids), the
+cells it has a cuDNN path for, the distributions and runtime fields of its fingerprint, and whether it
+can inject a slowdown. Specs are found through the ``pytest_rnnperf.backends`` entry-point group, so
+another package adds a backend with one module and one line in its ``pyproject.toml``:
+
+    [project.entry-points."pytest_rnnperf.backends"]
+    mxnet = "my_package.rnnperf_backend:SPEC"
+
+Frameworks are imported only inside the backend modules, and only when a pair is built or runtime info
+is read, so ``import pytest_rnnperf`` works with no framework installed.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
 
-    from ..cases import Case
+    from ..cases import Case, ModelCase
     from ..reference import RNNWeights
 
 IMPLS: tuple[str, ...] = ("cudnn", "generic")
+ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
+# Fault injection for proving the regression detector on real hardware: "<case-id glob>=<microseconds>"
+# (comma-separated for several) adds that much device time to every cuDNN step of the matching cases, in
+# backends whose spec says can_inject. It is part of the environment, so a report names it as a cause.
+INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
+
+
+def parse_injection(spec: str) -> list[tuple[str, float]]:
+    """``INJECT_ENV``'s value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        pattern, _, micros = part.rpartition("=")
+        try:
+            us = float(micros)
+        except ValueError:
+            us = -1.0
+        if not pattern or not (us >= 0 and us < float("inf")):
+            raise ValueError(f"{INJECT_ENV}: {part!r} is not <case-id glob>=<microseconds>")
+        out.append((pattern, us))
+    return out
 
 
 class BackendUnavailable(Exception):
@@ -27,17 +58,17 @@ class OutOfDeviceMemory(Exception):
     """The case does not fit in device memory; the message is a one-line skip reason."""
 
 
+class ModelError(ValueError):
+    """A team's model or inputs cannot be checked as given; the message says why in one line (a failure)."""
+
+
 @dataclass(frozen=True)
 class PathProof:
     """Evidence of which implementation one side really ran (kernels, autograd nodes or graph ops)."""
 
     impl: str  # "cudnn" or "generic": what this side is supposed to run
     ok: bool  # True when the evidence matches ``impl``
-    evidence: str  # what was seen, e.g. "autograd CudnnRnnBackward0; kernels: RNN_blockPersist_fp..."
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain-JSON form."""
-        return {"impl": self.impl, "ok": self.ok, "evidence": self.evidence}
+    evidence: str  # what was seen, e.g. "ops aten::_cudnn_rnn; 2 RNN kernel name(s) ..."
 
 
 @dataclass(frozen=True)
@@ -59,8 +90,8 @@ class Impl(Protocol):
     def step(self) -> None:
         """Run one timed step (forward, plus backward in train mode) without copying anything to the host."""
 
-    def result(self) -> ImplResult:
-        """Run once with the parity inputs and return outputs and gradients in canonical float64 layout."""
+    def result(self) -> Any:
+        """Run once and return outputs and gradients: an ImplResult, or named arrays for a model."""
 
     def prove_path(self) -> PathProof:
         """Run once under a profiler or graph trace and report which implementation actually ran."""
@@ -69,8 +100,8 @@ class Impl(Protocol):
 class Pair(Protocol):
     """Matched cuDNN and generic implementations of one case with identical weights and inputs."""
 
-    cudnn: Impl
-    generic: Impl
+    cudnn: Impl | None
+    generic: Impl | None
     device: str  # e.g. "cuda:0" or "cpu"
 
     def sync(self) -> None:
@@ -80,10 +111,17 @@ class Pair(Protocol):
         """Free device memory held by the pair."""
 
 
+class ModelPair(Pair, Protocol):
+    """A team's model as a cuDNN and a generic copy, plus a float64 copy whose results are the reference."""
+
+    def reference(self) -> Any:
+        """Named float64 arrays of the reference copy (same inputs and upstream gradients)."""
+
+
 class Backend(Protocol):
     """A framework: builds pairs and says why it cannot when it cannot."""
 
-    name: str  # "torch" or "tf"
+    name: str
 
     def unavailable_reason(self) -> str | None:
         """None when the framework can build pairs here; else a one-line reason (not installed, ...)."""
@@ -100,6 +138,14 @@ class Backend(Protocol):
         """Build the pair (only the listed impls; the rest are None) on the GPU, or the CPU when impls=("generic",)."""
 
 
+class ModelBackend(Backend, Protocol):
+    """A backend that can also check a team's own model (``BackendSpec.models``)."""
+
+    def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
+                    seed: int = 0) -> ModelPair:
+        """Copies of ``model`` for each side (cuDNN, generic, float64 reference) with identical weights."""
+
+
 @dataclass(frozen=True)
 class CaseInputs:
     """Host-side inputs every backend receives: input sequence and upstream gradients (float64)."""
@@ -110,15 +156,128 @@ class CaseInputs:
     d_c_n: "np.ndarray | None"  # (L*D, B, H) for LSTM
 
 
-_BACKEND_MODULES: dict[str, str] = {"torch": "pytest_rnnperf.backends.torch", "tf": "pytest_rnnperf.backends.tensorflow"}
+@dataclass(frozen=True)
+class BackendSpec:
+    """What the rest of the package knows of a backend without importing its framework."""
+
+    name: str  # first part of case ids, e.g. "torch"
+    title: str  # for people, e.g. "PyTorch"
+    module: str  # module with get_backend(); imported on first use
+    cudnn_cells: tuple[str, ...]  # cells with a cuDNN path (Keras: lstm, gru)
+    # Fingerprint: software_info key -> distribution names (the first installed one wins).
+    distributions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    runtime_prefix: str = ""  # runtime fields of this backend start with it, e.g. "torch."
+    key_fields: tuple[str, ...] = ()  # runtime fields that make timings comparable (part of the fingerprint key)
+    can_inject: bool = False  # honours RNNPERF_INJECT_CUDNN_DELAY_US (device spin in each cuDNN step)
+    cross: bool = True  # takes part in the cross-framework checks
+    # Top-level modules whose objects this backend checks with rnnperf.model() (empty: it checks none).
+    model_modules: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Names become parts of case ids and baseline keys: keep them plain."""
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"backend name {self.name!r}: use lowercase letters, digits and '_'")
+        if self.runtime_prefix and not self.runtime_prefix.endswith("."):
+            raise ValueError(f"backend {self.name}: runtime_prefix must end with '.', got {self.runtime_prefix!r}")
+
+    def load(self) -> Backend:
+        """Import the backend module and return its backend (the framework itself still loads lazily)."""
+        factory: Callable[[], Backend] = importlib.import_module(self.module).get_backend
+        return factory()
+
+
+# Built into this package; the entry-point group adds (or replaces) more.
+_BUILTIN: tuple[str, ...] = ("pytest_rnnperf.backends.torch:SPEC", "pytest_rnnperf.backends.tensorflow:SPEC")
+_registry: dict[str, BackendSpec] | None = None
+_broken: dict[str, str] = {}  # entry-point name -> why it did not load
+
+
+def _load_ref(ref: str) -> BackendSpec:
+    """The object an entry-point style reference ``module:attribute`` names."""
+    module, _, attr = ref.partition(":")
+    spec = getattr(importlib.import_module(module), attr)
+    if not isinstance(spec, BackendSpec):
+        raise TypeError(f"{ref} is not a BackendSpec")
+    return spec
+
+
+def _discover() -> dict[str, BackendSpec]:
+    """Built-in specs, then every spec of the entry-point group, in that order (a later name replaces)."""
+    found: dict[str, BackendSpec] = {}
+    for ref in _BUILTIN:
+        spec = _load_ref(ref)
+        found[spec.name] = spec
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value in _BUILTIN:
+            continue  # this package's own registration of a built-in
+        try:
+            spec = ep.load()
+        except Exception as exc:  # a broken third-party backend must not break the others
+            _broken[ep.name] = f"{ep.value} does not load ({type(exc).__name__}: {str(exc)[:120]})"
+            continue
+        if not isinstance(spec, BackendSpec):
+            _broken[ep.name] = f"{ep.value} is not a BackendSpec"
+            continue
+        found[spec.name] = spec
+    return found
+
+
+def specs() -> tuple[BackendSpec, ...]:
+    """Every registered backend, built-ins first."""
+    global _registry
+    if _registry is None:
+        _registry = _discover()
+    return tuple(_registry.values())
+
+
+def problems() -> list[str]:
+    """One line per backend entry point that could not be used (shown in the header)."""
+    specs()
+    return [f"backend entry point {name}: {why}" for name, why in _broken.items()]
+
+
+def spec(name: str) -> BackendSpec:
+    """The spec of backend ``name``; ValueError naming the registered ones otherwise."""
+    for s in specs():
+        if s.name == name:
+            return s
+    if name in _broken:
+        raise BackendUnavailable(f"backend entry point {name}: {_broken[name]}")
+    raise ValueError(f"unknown framework {name!r}; registered backends: {', '.join(s.name for s in specs())} "
+                     f"(add one through the {ENTRY_POINT_GROUP!r} entry-point group)")
+
+
+def register(new: BackendSpec) -> None:
+    """Add or replace a backend for this process (entry points are the way for installed packages)."""
+    specs()
+    assert _registry is not None
+    _registry[new.name] = new
 
 
 def load_backend(name: str) -> Backend:
-    """Import and return the backend for ``name`` ("torch" or "tf"); the framework itself loads lazily."""
-    try:
-        module_name = _BACKEND_MODULES[name]
-    except KeyError:
-        raise ValueError(f"unknown framework {name!r}; expected one of {', '.join(_BACKEND_MODULES)}") from None
-    module = importlib.import_module(module_name)
-    factory: Callable[[], Backend] = module.get_backend
-    return factory()
+    """Import and return the backend for ``name``; the framework itself loads lazily."""
+    return spec(name).load()
+
+
+def model_backend_for(model: Any) -> BackendSpec:
+    """The backend whose framework ``model`` belongs to (by the modules of its class and its bases)."""
+    modules = {c.__module__.split(".")[0] for c in type(model).__mro__}
+    for s in specs():
+        if modules & set(s.model_modules):
+            return s
+    takes = ", ".join(f"{s.name} ({'/'.join(s.model_modules)})" for s in specs() if s.model_modules)
+    raise ModelError(f"{type(model).__module__}.{type(model).__qualname__} is no model a backend can check; "
+                     f"backends that check models: {takes or 'none'}")
+
+
+def cross_pairs() -> list[tuple[str, str]]:
+    """Framework pairs of the cross checks: the first cross backend against each of the others."""
+    names = [s.name for s in specs() if s.cross]
+    return [(names[0], other) for other in names[1:]]
+
+
+__all__ = [
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "Impl",
+    "ImplResult", "ModelBackend", "ModelError", "ModelPair", "OutOfDeviceMemory", "model_backend_for", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "parse_injection", "problems", "register", "spec", "specs",
+]

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from . import IMPLS, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from ..environment import get_value, loaded_cudnn, runtime_info
+from ..device import unavailable
+from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..cases import Case
@@ -44,6 +46,20 @@ _WHILE_OPS = ("While", "StatelessWhile")
 
 _SIMPLE_RNN_NO_CUDNN = (
     "Keras SimpleRNN has no cuDNN path; compare it with torch's cuDNN RNN through the shared canonical weights"
+)
+
+TF_KEYS: tuple[str, ...] = (
+    "tf.version", "tf.keras_version", "tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.gpus",
+    "tf.tensor_float_32", "tf.op_determinism", "tf.memory_growth",
+)
+
+# Keras has no cuDNN SimpleRNN, so the plain RNN cells run on the generic side only.
+SPEC = BackendSpec(
+    name="tf", title="TensorFlow/Keras 3", module=__name__, cudnn_cells=("lstm", "gru"),
+    distributions={"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"),
+                   "keras": ("keras",)},
+    runtime_prefix="tf.",
+    key_fields=("tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.tensor_float_32", "tf.op_determinism"),
 )
 
 # Result of the one-time memory-growth setup, shown by runtime_info (None until TF was first used here).
@@ -448,6 +464,64 @@ class TFPair:
         gc.collect()
 
 
+def _tf_gpus(tf: Any) -> str:
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return "none"
+
+    def describe(gpu: Any) -> str:
+        try:
+            details = tf.config.experimental.get_device_details(gpu)
+            cc = details.get("compute_capability")
+            return f"{details['device_name']}" + (f" (cc {cc[0]}.{cc[1]})" if cc else "")
+        except Exception:
+            return str(gpu.name)
+    return f"{len(gpus)}: " + ", ".join(map(describe, gpus))
+
+
+def _tf_op_determinism(tf: Any) -> bool:
+    fn = getattr(tf.config.experimental, "is_op_determinism_enabled", None)
+    if fn is None:  # not public in TF 2.21; the framework module has it since 2.8
+        from tensorflow.python.framework import config as tf_config
+        fn = tf_config.is_op_determinism_enabled
+    return bool(fn())
+
+
+def _tf_memory_growth(tf: Any) -> str:
+    gpus = tf.config.list_physical_devices("GPU")
+    env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    suffix = f"; TF_FORCE_GPU_ALLOW_GROWTH={env}" if env is not None else ""
+    if not gpus:
+        return unavailable("no GPU visible to TF") if not suffix else suffix[2:]
+    get = tf.config.experimental.get_memory_growth
+    growth = [f"{g.name.split('physical_device:')[-1]} {'on' if get(g) else 'off'}" for g in gpus]
+    return ", ".join(growth) + suffix
+
+
+def tf_runtime_info() -> dict[str, str]:
+    """TensorFlow's version, build CUDA/cuDNN, GPUs and precision/determinism/memory flags; imports TF."""
+    return runtime_info("tensorflow", TF_KEYS, _tf_info)
+
+
+def _tf_info(tf: Any) -> dict[str, str]:
+    build: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a CPU build or an old TF: the two fields say so below
+        build = dict(tf.sysconfig.get_build_info())
+    cpu_build = "unavailable: not a CUDA build of TF"
+    return {
+        "tf.version": get_value(lambda: tf.__version__),
+        "tf.keras_version": get_value(lambda: tf.keras.__version__),
+        "tf.cuda_build": str(build["cuda_version"]) if "cuda_version" in build else cpu_build,
+        "tf.cudnn_build": str(build["cudnn_version"]) if "cudnn_version" in build else cpu_build,
+        "tf.cudnn_runtime": loaded_cudnn(),
+        "tf.gpus": get_value(lambda: _tf_gpus(tf)),
+        "tf.tensor_float_32": get_value(tf.config.experimental.tensor_float_32_execution_enabled),
+        "tf.op_determinism": get_value(lambda: _tf_op_determinism(tf)),
+        "tf.memory_growth": get_value(lambda: _tf_memory_growth(tf)),
+    }
+
+
+
 def _keras_backend_setting() -> str | None:
     """The Keras backend this process will use: KERAS_BACKEND, else keras.json, else None (= tensorflow)."""
     env = os.environ.get("KERAS_BACKEND")
@@ -503,8 +577,6 @@ class TFBackend:
 
     def runtime_info(self) -> dict[str, str]:
         """TF/Keras versions, CUDA/cuDNN, TF32 and memory-growth state (imports TensorFlow)."""
-        from ..environment import tf_runtime_info
-
         _tf()  # memory growth first, before tf_runtime_info may touch the GPU
         info = dict(tf_runtime_info())
         info["tf.memory_growth_setup"] = _MEMORY_GROWTH or "unknown"
@@ -601,6 +673,7 @@ def get_backend() -> TFBackend:
 
 
 __all__ = [
+    "SPEC",
     "TFBackend",
     "TFImpl",
     "TFPair",

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from . import IMPLS, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from ..cases import CELLS
+from ..environment import format_cudnn_version, get_value, runtime_info
+from ..device import unavailable
+from . import (
+    IMPLS, INJECT_ENV, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, ModelError, OutOfDeviceMemory, PathProof,
+    parse_injection,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
+    from ..cases import Case, ModelCase
     from ..reference import RNNWeights
 
 # Op names the profiler shows for each path. cuDNN: aten::_cudnn_rnn (+ its backward). The generic
@@ -25,6 +31,22 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # generic side also disables mkldnn to stay on the plain ATen loop.
 _CUDNN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
 _MKLDNN_OPS = ("aten::mkldnn_rnn_layer",)
+
+TORCH_KEYS: tuple[str, ...] = (
+    "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.cudnn_available", "torch.cudnn_enabled",
+    "torch.cuda_available", "torch.device_name", "torch.cudnn_allow_tf32", "torch.matmul_allow_tf32",
+    "torch.float32_matmul_precision", "torch.cudnn_rnn_fp32_precision", "torch.matmul_fp32_precision",
+    "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
+)
+
+SPEC = BackendSpec(
+    name="torch", title="PyTorch", module=__name__, cudnn_cells=CELLS,
+    distributions={"torch": ("torch",)}, runtime_prefix="torch.",
+    key_fields=("torch.cuda_build", "torch.cudnn_version", "torch.cudnn_allow_tf32", "torch.matmul_allow_tf32",
+                "torch.float32_matmul_precision", "torch.cudnn_rnn_fp32_precision", "torch.cudnn_benchmark",
+                "torch.cudnn_deterministic", "torch.deterministic_algorithms"),
+    can_inject=True, model_modules=("torch",),
+)
 
 
 def _torch() -> Any:
@@ -64,22 +86,17 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
 def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
     """GPU spin cycles to add to each cuDNN step of ``case_id`` per RNNPERF_INJECT_CUDNN_DELAY_US.
 
-    The value is ``<case-id glob>=<microseconds>`` (comma-separated for several). It exists to prove the
-    regression detector on real hardware: the delay is device time (a spin kernel), and the variable
-    shows up in the environment fingerprint, so the report names it as the cause.
+    The delay is device time (a spin kernel): it proves the regression detector on real hardware. The
+    plugin checks the variable's form before the run, so a malformed value never gets this far.
     """
     import fnmatch
 
-    from ..session import INJECT_ENV
-
-    spec = (os.environ if environ is None else environ).get(INJECT_ENV, "")
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        pattern, _, micros = part.rpartition("=")
-        if pattern and fnmatch.fnmatch(case_id, pattern):
-            try:
-                us = float(micros)
-            except ValueError:
-                raise BackendUnavailable(f"{INJECT_ENV}: {part!r} is not <glob>=<microseconds>") from None
+    try:
+        parts = parse_injection((os.environ if environ is None else environ).get(INJECT_ENV, ""))
+    except ValueError as exc:
+        raise BackendUnavailable(str(exc)) from None
+    for pattern, us in parts:
+        if fnmatch.fnmatch(case_id, pattern):
             clock_mhz = 1500.0
             try:  # cycles per microsecond = SM clock in MHz; fall back to a typical datacenter clock
                 clock_mhz = _torch().cuda.get_device_properties(0).clock_rate / 1e3
@@ -148,6 +165,69 @@ def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
 def _to_numpy(t: Any) -> np.ndarray:
     """Detach, move to host and widen to float64."""
     return t.detach().to("cpu", dtype=_torch().float64).numpy()
+
+
+def torch_runtime_info() -> dict[str, str]:
+    """torch's build and loaded CUDA/cuDNN, device and precision/determinism flags; imports torch."""
+    return runtime_info("torch", TORCH_KEYS, _torch_info)
+
+
+def _torch_info(torch: Any) -> dict[str, str]:
+    cudnn, cuda = torch.backends.cudnn, torch.backends.cuda
+    cuda_ok = get_value(torch.cuda.is_available)
+    return {
+        "torch.version": get_value(lambda: torch.__version__),
+        "torch.cuda_build": get_value(lambda: torch.version.cuda or "none (CPU build)"),
+        # The cuDNN loaded at run time, which can differ from the one torch was built with.
+        "torch.cudnn_version": get_value(cudnn.version, format_cudnn_version),
+        "torch.cudnn_available": get_value(cudnn.is_available),
+        "torch.cudnn_enabled": get_value(lambda: cudnn.enabled),
+        "torch.cuda_available": cuda_ok,
+        "torch.device_name": (get_value(lambda: torch.cuda.get_device_name(0)) if cuda_ok == "True"
+                              else unavailable("no CUDA device")),
+        "torch.cudnn_allow_tf32": get_value(lambda: cudnn.allow_tf32),
+        "torch.matmul_allow_tf32": get_value(lambda: cuda.matmul.allow_tf32),
+        "torch.float32_matmul_precision": get_value(torch.get_float32_matmul_precision),
+        # torch >= 2.9 spells precision per backend and operator; older torch lacks these (unavailable).
+        "torch.cudnn_rnn_fp32_precision": get_value(lambda: cudnn.rnn.fp32_precision),
+        "torch.matmul_fp32_precision": get_value(lambda: cuda.matmul.fp32_precision),
+        "torch.cudnn_benchmark": get_value(lambda: cudnn.benchmark),
+        "torch.cudnn_deterministic": get_value(lambda: cudnn.deterministic),
+        "torch.deterministic_algorithms": get_value(torch.are_deterministic_algorithms_enabled),
+    }
+
+
+
+def prove_path(impl: str, step: Any, device: str) -> PathProof:
+    """Profile one ``step`` and name the ops that ran; cuDNN must show aten::_cudnn_rnn, generic must not."""
+    torch = _torch()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "profiler clears events at the end of each cycle"
+        with torch.profiler.profile(activities=activities) as prof:
+            step()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+    names = {e.name for e in prof.events()}
+    cudnn_ops = sorted(n for n in names if n in _CUDNN_OPS)
+    # cuDNN's RNN kernels are named RNN_* / *rnn* / cudnn*; count them as supporting evidence only.
+    kernels = sorted(n for n in names if not n.startswith(("aten::", "autograd::", "cuda", "Activity"))
+                     and ("rnn" in n.lower() or "cudnn" in n.lower()))
+    onednn = sorted(n for n in names if n in _MKLDNN_OPS)
+    if impl == "cudnn":
+        ok = bool(cudnn_ops)
+        evidence = (f"ops {', '.join(cudnn_ops)}" if cudnn_ops else "no aten::_cudnn_rnn op ran")
+    else:
+        ok = not cudnn_ops and not onednn
+        generic = sorted(n for n in names if n.startswith("aten::_thnn_fused") or n in (
+            "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell", "aten::addmm"))
+        evidence = ("cuDNN ops ran: " + ", ".join(cudnn_ops + onednn)) if not ok else (
+            "no cuDNN op; generic ops " + (", ".join(generic[:4]) or "(matmul loop)"))
+    if kernels:
+        evidence += f"; {len(kernels)} RNN kernel name(s), e.g. {kernels[0][:60]}"
+    return PathProof(impl=impl, ok=ok, evidence=evidence)
 
 
 @dataclass
@@ -230,34 +310,7 @@ class TorchImpl:
 
     def prove_path(self) -> PathProof:
         """Profile one step and name the ops that ran; cuDNN must show aten::_cudnn_rnn, generic must not."""
-        torch = _torch()
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.device.startswith("cuda"):
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "profiler clears events at the end of each cycle"
-            with torch.profiler.profile(activities=activities) as prof:
-                self.step()
-                if self.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-        names = {e.name for e in prof.events()}
-        cudnn_ops = sorted(n for n in names if n in _CUDNN_OPS)
-        # cuDNN's RNN kernels are named RNN_* / *rnn* / cudnn*; count them as supporting evidence only.
-        kernels = sorted(n for n in names if not n.startswith(("aten::", "autograd::", "cuda", "Activity"))
-                         and ("rnn" in n.lower() or "cudnn" in n.lower()))
-        onednn = sorted(n for n in names if n in _MKLDNN_OPS)
-        if self.name == "cudnn":
-            ok = bool(cudnn_ops)
-            evidence = (f"ops {', '.join(cudnn_ops)}" if cudnn_ops else "no aten::_cudnn_rnn op ran")
-        else:
-            ok = not cudnn_ops and not onednn
-            generic = sorted(n for n in names if n.startswith("aten::_thnn_fused") or n in (
-                "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell", "aten::addmm"))
-            evidence = ("cuDNN ops ran: " + ", ".join(cudnn_ops + onednn)) if not ok else (
-                "no cuDNN op; generic ops " + (", ".join(generic[:4]) or "(matmul loop)"))
-        if kernels:
-            evidence += f"; {len(kernels)} RNN kernel name(s), e.g. {kernels[0][:60]}"
-        return PathProof(impl=self.name, ok=ok, evidence=evidence)
+        return prove_path(self.name, self.step, self.device)
 
 
 @dataclass
@@ -278,6 +331,127 @@ class TorchPair:
         self.cudnn = self.generic = None
         if self.device.startswith("cuda"):
             _torch().cuda.empty_cache()
+
+
+def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
+    """The tensors of a nested tuple/list/dict output, named by their path, e.g. ``output[1][0]``."""
+    torch = _torch()
+    if isinstance(obj, torch.Tensor):
+        return [(name, obj)]
+    if isinstance(obj, (tuple, list)):
+        return [leaf for i, item in enumerate(obj) for leaf in _leaves(item, f"{name}[{i}]")]
+    if isinstance(obj, dict):
+        return [leaf for key, item in obj.items() for leaf in _leaves(item, f"{name}[{key}]")]
+    return []
+
+
+@dataclass
+class TorchModelImpl:
+    """One copy of a team's model on the device: the cuDNN side, the generic side or the float64 reference."""
+
+    name: str  # "cudnn", "generic" or "reference"
+    module: Any
+    device: str
+    precision: str
+    train: bool
+    inputs: tuple[Any, ...]
+    d_outputs: list[Any] = field(default_factory=list)  # upstream gradient per float output, in leaf order
+
+    @property
+    def _impl(self) -> str:
+        """The path this copy must take: the reference runs the generic path in float64."""
+        return "cudnn" if self.name == "cudnn" else "generic"
+
+    def _run(self, want_grads: bool) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+        """Forward (+ gradients of <outputs, d_outputs> w.r.t. float inputs and parameters)."""
+        torch = _torch()
+        with precision_flags(self._impl, self.precision, self.device):
+            if not want_grads:
+                with torch.no_grad():
+                    return _leaves(self.module(*self.inputs), "output"), []
+            outputs = [(n, t) for n, t in _leaves(self.module(*self.inputs), "output") if t.is_floating_point()]
+            wrt = [(f"d_input[{i}]", x) for i, x in enumerate(self.inputs) if x.requires_grad]
+            wrt += [(f"d_params[{n}]", p) for n, p in self.module.named_parameters() if p.requires_grad]
+            grads = torch.autograd.grad([t for _, t in outputs], [t for _, t in wrt],
+                                        self.d_outputs[: len(outputs)], allow_unused=True)
+            # A parameter the outputs do not depend on has gradient zero (autograd says None).
+            return outputs, [(n, torch.zeros_like(t) if g is None else g) for (n, t), g in zip(wrt, grads)]
+
+    def step(self) -> None:
+        """One timed step; nothing is copied to the host and the device is not synchronized here."""
+        self._run(want_grads=self.train)
+
+    def result(self) -> dict[str, tuple[str, np.ndarray | None]]:
+        """Every output and gradient as float64 host arrays, by name (an unused parameter's gradient is 0)."""
+        outputs, grads = self._run(want_grads=self.train)
+        named: dict[str, tuple[str, np.ndarray | None]] = {n: ("forward", _to_numpy(t)) for n, t in outputs}
+        named.update({n: ("gradient", _to_numpy(g)) for n, g in grads})
+        return named
+
+    def prove_path(self) -> PathProof:
+        """Profile one step: the cuDNN copy must run aten::_cudnn_rnn, the others must not."""
+        return prove_path(self._impl, self.step, self.device)
+
+
+@dataclass
+class TorchModelPair:
+    """cuDNN, generic and float64 copies of one model with identical weights, on one device."""
+
+    cudnn: TorchModelImpl | None
+    generic: TorchModelImpl | None
+    reference_copy: TorchModelImpl
+    device: str
+    description: str = ""
+    notes: tuple[str, ...] = ()
+
+    def reference(self) -> dict[str, tuple[str, np.ndarray | None]]:
+        """Outputs and gradients of the float64 copy on the generic path."""
+        return self.reference_copy.result()
+
+    def sync(self) -> None:
+        """Wait for queued CUDA work; a no-op on the CPU."""
+        if self.device.startswith("cuda"):
+            _torch().cuda.synchronize()
+
+    def close(self) -> None:
+        """Drop the copies and return cached blocks to the driver."""
+        self.cudnn = self.generic = None
+        if self.device.startswith("cuda"):
+            _torch().cuda.empty_cache()
+
+
+def _describe(model: Any) -> tuple[str, list[Any]]:
+    """"Encoder: 1.20M parameters; lstm=LSTM(128, 256, num_layers=2)" and the model's RNN modules."""
+    nn = _torch().nn
+    rnns = [(name or type(model).__name__, m) for name, m in model.named_modules() if isinstance(m, nn.RNNBase)]
+    params = sum(p.numel() for p in model.parameters())
+    text = f"{type(model).__name__}: {params / 1e6:.2f}M parameters; " + ", ".join(f"{n}={m!r}" for n, m in rnns)
+    return text, [m for _, m in rnns]
+
+
+def _without_dropout(model: Any) -> list[str]:
+    """Set every dropout of ``model`` (a copy) to 0, so the sides compute the same function; what was changed."""
+    nn = _torch().nn
+    changed = []
+    for name, m in model.named_modules():
+        if isinstance(m, nn.RNNBase) and m.dropout:
+            changed.append(f"{name or 'model'} ({m.dropout:g})")
+            m.dropout = 0.0
+        elif isinstance(m, nn.modules.dropout._DropoutNd) and m.p:
+            changed.append(f"{name or 'model'} ({m.p:g})")
+            m.p = 0.0
+    return changed
+
+
+def _model_inputs(inputs: Any) -> tuple[Any, ...]:
+    """The model's positional inputs: a tensor, a tuple/list of tensors, or a callable returning either."""
+    torch = _torch()
+    value = inputs() if callable(inputs) else inputs
+    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    bad = [type(v).__name__ for v in value if not isinstance(v, torch.Tensor)]
+    if bad or not value:
+        raise ModelError(f"inputs must be torch tensors (or a callable returning them), got {bad or 'nothing'}")
+    return value
 
 
 class TorchBackend:
@@ -306,8 +480,6 @@ class TorchBackend:
 
     def runtime_info(self) -> dict[str, str]:
         """torch version, CUDA/cuDNN and precision flags (imports torch)."""
-        from ..environment import torch_runtime_info
-
         return torch_runtime_info()
 
     def build(
@@ -344,9 +516,72 @@ class TorchBackend:
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {first}") from None
 
 
+    def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
+                    seed: int = 0) -> TorchModelPair:
+        """Copies of ``model`` for each side and a float64 reference copy, with the same inputs and upstream grads."""
+        import copy
+
+        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
+        if reason:
+            raise BackendUnavailable(reason)
+        torch = _torch()
+        if not isinstance(model, torch.nn.Module):
+            raise ModelError(f"the model must be a torch.nn.Module, got {type(model).__name__}")
+        description, rnns = _describe(model)
+        if not rnns:
+            raise ModelError(f"{type(model).__name__} has no nn.LSTM, nn.GRU or nn.RNN: nothing in it runs on cuDNN")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if case.precision in ("fp16", "bf16") and device == "cpu":
+            raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
+        torch.manual_seed(seed)
+        host_inputs = _model_inputs(inputs)
+        train = case.mode == "train"
+        template = copy.deepcopy(model)
+        dropped = _without_dropout(template)
+
+        def copy_for(name: str, dtype: Any) -> TorchModelImpl:
+            module = copy.deepcopy(template).to(device=device, dtype=dtype)
+            module.train(train)
+            if device == "cuda":
+                for m in module.modules():
+                    if isinstance(m, torch.nn.RNNBase):
+                        m.flatten_parameters()
+            xs = tuple(x.to(device=device, dtype=dtype if x.is_floating_point() else x.dtype)
+                       .requires_grad_(train and x.is_floating_point()) for x in host_inputs)
+            return TorchModelImpl(name, module, device, case.precision, train, xs)
+
+        try:
+            reference = copy_for("reference", torch.float64)
+            outputs, _ = reference._run(want_grads=False)
+            rng = np.random.default_rng(seed)
+            d_host = [rng.standard_normal(tuple(t.shape)) / np.sqrt(max(t.numel(), 1))
+                      for _, t in outputs if t.is_floating_point()]
+            sides: dict[str, TorchModelImpl] = {}
+            for impl in impls:
+                sides[impl] = copy_for(impl, _dtype(case.precision))
+            for side in [reference, *sides.values()]:
+                dtype = torch.float64 if side is reference else _dtype(case.precision)
+                side.d_outputs = [torch.from_numpy(d).to(device=device, dtype=dtype) for d in d_host]
+            for side in sides.values():  # surfaces out-of-memory and shape errors here, before timing
+                side.step()
+            pair = TorchModelPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), reference_copy=reference,
+                                  device=device, description=description,
+                                  notes=(f"dropout set to 0 in the compared copies: {', '.join(dropped)}",)
+                                  if dropped else ())
+            pair.sync()
+            return pair
+        except torch.cuda.OutOfMemoryError as exc:
+            torch.cuda.empty_cache()
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+        except (RuntimeError, TypeError, ValueError) as exc:  # the model rejected its inputs, say
+            raise ModelError(f"{type(model).__name__} failed on its inputs: {type(exc).__name__}: "
+                             f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}") from None
+
+
 def get_backend() -> TorchBackend:
     """The torch backend (entry point used by ``load_backend``)."""
     return TorchBackend()
 
 
-__all__ = ["TorchBackend", "TorchImpl", "TorchPair", "build_module", "get_backend", "precision_flags"]
+__all__ = ["SPEC", "TorchBackend", "TorchImpl", "TorchModelPair", "TorchPair", "build_module", "get_backend",
+           "precision_flags"]

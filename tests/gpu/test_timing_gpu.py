@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_rnnperf.timing import TimingConfig, time_pair
+from pytest_rnnperf.timing import TimingConfig
+from pytest_rnnperf.timing.wall import time_pair
 
 
 def _chain(torch: Any, n: int, size: int = 2048) -> Callable[[], None]:

@@ -14,11 +14,14 @@ REPO = HERE.parent.parent
 # conftest.py of the project under test: it runs before the plugin's pytest_configure, so it can swap
 # the NVML binding for the fake one (a pretend H200) and the torch backend for the fake backend.
 FAKE_GPU_CONFTEST = f"""
-import functools, os, sys
+import dataclasses, functools, os, sys, types
 sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
+import pytest
 import pytest_rnnperf.device as device
 import pytest_rnnperf.backends as backends
-import pytest_rnnperf.runner as runner
+import pytest_rnnperf.session as session
+from pytest_rnnperf.plugin import SESSION_KEY
+from pytest_rnnperf.timing.wall import WallTimer
 import fake_backend
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
 
@@ -31,7 +34,7 @@ else:
     FAKE.driver = os.environ.get("FAKE_DRIVER", FAKE.driver)
 _read = device.read_device_info
 device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
-device.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
     import time
     from types import SimpleNamespace
@@ -44,14 +47,16 @@ if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample
             return time.monotonic_ns() // 1000
 
     FAKE.samples[1] = [BusySample()]
-backends._BACKEND_MODULES["torch"] = "fake_backend"
-# load_backend imports a module and calls its get_backend(): a module object stands in for TF/Keras.
-import types
+# The fake backends take the registered names, as another package's entry point would.
 sys.modules["fake_tf_backend"] = types.SimpleNamespace(get_backend=fake_backend.get_tf_backend)
-backends._BACKEND_MODULES["tf"] = "fake_tf_backend"
-# Fake steps advance a fake clock: timings are known in advance, whatever the load on the machine.
-runner.time_pair = functools.partial(runner.time_pair, clock=fake_backend.CLOCK)
-runner.time_single = functools.partial(runner.time_single, clock=fake_backend.CLOCK)
+backends.register(dataclasses.replace(backends.spec("torch"), module="fake_backend"))
+backends.register(dataclasses.replace(backends.spec("tf"), module="fake_tf_backend"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    # Fake steps advance a fake clock: timings are known in advance, whatever the load on the machine.
+    config.stash[SESSION_KEY].timer = WallTimer(clock=fake_backend.CLOCK)
 """
 
 TEST_FILE = """

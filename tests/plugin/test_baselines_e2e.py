@@ -11,6 +11,8 @@ import pytest
 
 from conftest import load_json, run
 
+from pytest_rnnperf.records import FORMAT_VERSION
+
 GPU_DIR = "baselines/NVIDIA_H200"
 
 
@@ -49,7 +51,7 @@ def test_update_adds_files_and_never_overwrites(project: pytest.Pytester) -> Non
     assert second.name == "0002_baseline.json"
     assert first.read_bytes() == content
     data = load_json(second)
-    assert data["machine_info"]["rnnperf"]["format"] == 1
+    assert data["machine_info"]["rnnperf"]["format"] == FORMAT_VERSION
     assert {b["params"]["side"] for b in data["benchmarks"]} == {"cudnn", "generic"}
 
 
@@ -159,7 +161,7 @@ def test_failing_run_is_not_recorded(project: pytest.Pytester, monkeypatch: pyte
 
 @pytest.mark.parametrize("damage, message", [
     (lambda text: text[: len(text) // 2], "not valid JSON (truncated or hand-edited?)"),
-    (lambda text: text.replace('"format": 1', '"format": 99'), "unknown baseline format 99"),
+    (lambda text: text.replace(f'"format": {FORMAT_VERSION}', '"format": 99'), "unknown baseline format 99"),
 ])
 def test_unusable_baseline_is_a_one_line_error_and_left_alone(project: pytest.Pytester, damage, message) -> None:
     """Truncated or unknown-version file: usage error naming the file; the file is not touched."""

@@ -12,9 +12,9 @@ from pytest_rnnperf.cases import Case, Shape, cross_id
 
 CASES = [Case("torch", "lstm", Shape(4, 2, 3, 5)), Case("torch", "rnn_tanh", Shape(4, 2, 3, 5))]
 
-@pytest.mark.parametrize("case", CASES, ids=cross_id)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: cross_id(case, "tf"))
 def test_cross(case, rnnperf):
-    rnnperf.check(rnnperf.cross(case))
+    rnnperf.check(rnnperf.cross(case, "tf"))
 """
 
 

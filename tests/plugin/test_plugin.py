@@ -12,7 +12,7 @@ def test_help_lists_the_rnnperf_group_with_ini_twins(pytester: pytest.Pytester) 
     result = pytester.runpytest("--help")
     out = result.stdout.str()
     assert "pytest-rnnperf: cuDNN vs generic RNN benchmarks" in out
-    from pytest_rnnperf.plugin import SETTINGS
+    from pytest_rnnperf.settings import SETTINGS
 
     for s in SETTINGS:
         assert s.flag in out, s.flag
@@ -37,7 +37,12 @@ def test_header_shows_the_fake_gpu(project: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--rnnperf-rounds=many"], "--rnnperf-rounds / rnnperf_rounds: cannot read 'many' as int"),
+    (["--rnnperf-rounds=many"], "--rnnperf-rounds / rnnperf_rounds: 'many' is not a whole number"),
+    (["--rnnperf-rounds=2.5"], "--rnnperf-rounds / rnnperf_rounds: '2.5' is not a whole number"),
+    (["--rnnperf-min-effect=inf"], "--rnnperf-min-effect / rnnperf_min_effect: 'inf' is not a finite number"),
+    (["--rnnperf-host-bound-effect=nan"], "--rnnperf-host-bound-effect / rnnperf_host_bound_effect: 'nan' is not a "
+                                          "finite number"),
+    (["--rnnperf-energy-s=-1"], "--rnnperf-energy-s / rnnperf_energy_s: -1.0 must be >= 0"),
     (["--rnnperf-rounds=0"], "--rnnperf-rounds / rnnperf_rounds: 0 must be >= 1"),
     (["--rnnperf-min-effect=0"], "--rnnperf-min-effect / rnnperf_min_effect: 0.0 must be > 0"),
     (["--rnnperf-max-case-s=-1"], "--rnnperf-max-case-s / rnnperf_max_case_s: -1.0 must be > 0"),
@@ -186,8 +191,8 @@ def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester)
 
     if torch.cuda.is_available():
         pytest.skip("this test is about a machine without a GPU")
-    result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_torch.py"), "--rootdir", str(REPO),
-                                           "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+    result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_cudnn.py"), "-k", "torch", "--rootdir",
+                                           str(REPO), "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
                                            "--rnnperf-rounds=3", "--benchmark-disable")
     result.assert_outcomes(passed=10, skipped=2)
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to torch*"])

@@ -11,18 +11,16 @@ from typing import Any
 import pytest
 
 from pytest_rnnperf import environment as env
+from pytest_rnnperf.backends.tensorflow import TF_KEYS, tf_runtime_info
+from pytest_rnnperf.backends.torch import TORCH_KEYS, torch_runtime_info
 from pytest_rnnperf.environment import (
-    KEY_FIELDS,
-    TF_KEYS,
-    TORCH_KEYS,
     diff_environments,
     fingerprint_key,
     format_cudnn_version,
     format_diff,
+    key_field_map,
     key_fields,
     software_info,
-    tf_runtime_info,
-    torch_runtime_info,
 )
 
 DEVICE = {"name": "NVIDIA H200", "compute_capability": "9.0", "driver_version": "580.95.05",
@@ -148,8 +146,10 @@ def test_tf_runtime_info_formats_a_gpu_build(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
     # This process's own maps would show the libcudnn torch loaded on a GPU machine: read an empty map instead.
     (tmp_path / "maps").write_text("")
-    real = env._loaded_cudnn
-    monkeypatch.setattr(env, "_loaded_cudnn", lambda: real(str(tmp_path / "maps")))
+    import pytest_rnnperf.backends.tensorflow as tf_backend
+
+    real = env.loaded_cudnn
+    monkeypatch.setattr(tf_backend, "loaded_cudnn", lambda: real(str(tmp_path / "maps")))
     info = tf_runtime_info()
     assert tuple(info) == TF_KEYS
     assert info["tf.version"] == "2.21.0" and info["tf.keras_version"] == "3.15.1"
@@ -179,10 +179,10 @@ def test_loaded_cudnn_is_asked_of_the_mapped_library(tmp_path: Any) -> None:
         opened.append(path)
         return SimpleNamespace(cudnnGetVersion=lambda: 91900)
 
-    assert env._loaded_cudnn(str(maps), loader) == "9.19.0 (libcudnn.so.9)"
+    assert env.loaded_cudnn(str(maps), loader) == "9.19.0 (libcudnn.so.9)"
     assert opened == [lib]
     maps.write_text("7f20-7f30 rw-p 00000000 00:00 0\n")
-    assert env._loaded_cudnn(str(maps), loader).startswith("unavailable: TF does not expose")
+    assert env.loaded_cudnn(str(maps), loader).startswith("unavailable: TF does not expose")
 
 
 def test_fingerprint_key_is_stable_and_sensitive() -> None:
@@ -201,7 +201,7 @@ def test_key_fields_selects_and_renames() -> None:
     assert fields["gpu"] == "NVIDIA H200" and fields["driver"] == "580.95.05" and fields["cuda_driver"] == "13.0"
     assert fields["python"] == "3.11" and fields["torch.cudnn_version"] == "9.19.0"
     assert not {"temperature_c", "sm_clock_mhz", "uuid", "tf.cudnn_build"} & set(fields)
-    assert set(fields) <= set(KEY_FIELDS)
+    assert set(fields) <= set(key_field_map())
     old_style = {k: v for k, v in SOFTWARE.items() if k != "python_minor"}
     assert key_fields(DEVICE, old_style)["python"] == "3.11"
 

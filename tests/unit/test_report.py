@@ -9,15 +9,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_nvml import FakeNVML  # noqa: E402
 
-from pytest_rnnperf.baselines import StoredRun  # noqa: E402
 from pytest_rnnperf.device import read_device_info  # noqa: E402
+from pytest_rnnperf.records import StoredRun  # noqa: E402
 from pytest_rnnperf.report import env_diff_lines  # noqa: E402
-from pytest_rnnperf.session import RunSession  # noqa: E402
+from pytest_rnnperf.session import RnnperfSession  # noqa: E402
 
 
 def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> None:
     """Before torch's first case the torch.* fields are not 'absent'; a cuDNN change of TF is named."""
-    run = RunSession(device=read_device_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
+    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
     run.runtime["tf"] = {"tf.cudnn_runtime": "9.20.0"}
     env = run.environment()
     old = dict(env, **{"tf.cudnn_runtime": "9.19.0", "torch.cudnn_version": "9.19.0"})

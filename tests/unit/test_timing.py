@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from fake_nvml import FakeClock
 
-from pytest_rnnperf.timing import TimingConfig, calibrate, gc_paused, time_block, time_pair, time_single, warm_up
+from pytest_rnnperf.timing import TimingConfig
+from pytest_rnnperf.timing.wall import WallTimer, calibrate, gc_paused, time_block, time_pair, time_single, warm_up
 
 
 def stepper(clock: FakeClock, seconds: float, log: list[str] | None = None, name: str = "") -> Callable[[], None]:
@@ -179,3 +180,14 @@ def test_config_rejects_settings_that_cannot_measure(kwargs: dict[str, float]) -
     """Each impossible setting raises ValueError naming the constraint."""
     with pytest.raises(ValueError, match="must be"):
         TimingConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_wall_timer_labels_its_measurements_and_uses_the_clock_it_is_given(clock: FakeClock) -> None:
+    """The timer seam: a WallTimer on a fake clock measures the fake steps, and says it was the wall timer."""
+    timer = WallTimer(clock=clock)
+    config = TimingConfig(rounds=3, min_rounds=1, warmup_steps=0, warmup_s=0.0, min_block_s=0.0)
+    paired = timer.pair(stepper(clock, 0.002), stepper(clock, 0.006), lambda: None, config)
+    single = timer.single(stepper(clock, 0.004), lambda: None, config)
+    assert (paired.a.timer, paired.b.timer, single.timer) == ("wall", "wall", "wall") == (timer.name,) * 3
+    assert paired.a.median == pytest.approx(0.002) and single.median == pytest.approx(0.004)
+    assert (paired.a.name, paired.b.name, single.name) == ("cudnn", "generic", "generic")

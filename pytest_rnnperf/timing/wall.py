@@ -1,4 +1,4 @@
-"""Device-synchronized, interleaved paired timing of two steps (cuDNN and generic) with raw samples kept.
+"""The wall timer: device-synchronized host-clock blocks, interleaved ABBA, raw samples kept.
 
 Why this shape:
 - GPU work is asynchronous, so a host clock only measures the work if the device is drained before the
@@ -20,97 +20,14 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
-Clock = Callable[[], float]
-Step = Callable[[], None]
+from . import Clock, Measurement, PairedMeasurement, Step, Sync, TimingConfig
 
-
-@dataclass(frozen=True)
-class TimingConfig:
-    """How long to warm up and how many interleaved rounds to time."""
-
-    rounds: int = 20
-    warmup_steps: int = 3
-    # Warm-up goes on until both this many seconds and ``warmup_steps`` steps have passed.
-    warmup_s: float = 0.2
-    # Pause the garbage collector during the timed rounds (collected once just before them).
-    pause_gc: bool = True
-    # A block shorter than this would be dominated by sync and clock-read costs (tens of microseconds).
-    min_block_s: float = 0.010
-    # Upper bound on steps per block, so a tiny step on a fast clock does not run forever.
-    max_steps_per_block: int = 1000
-    # Total budget per pair; rounds are cut (never below min_rounds) once it is spent.
-    max_time_s: float = 60.0
-    min_rounds: int = 5
-
-    def __post_init__(self) -> None:
-        """Reject settings that cannot produce a measurement."""
-        if self.rounds < 1 or self.min_rounds < 1:
-            raise ValueError(f"rounds and min_rounds must be >= 1 (got {self.rounds}, {self.min_rounds})")
-        if self.min_block_s < 0 or self.max_time_s <= 0 or self.warmup_s < 0 or self.warmup_steps < 0:
-            raise ValueError("min_block_s, warmup_s and warmup_steps must be >= 0 and max_time_s > 0")
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Per-step times of one side in seconds, one sample per timed block (round)."""
-
-    name: str
-    samples: tuple[float, ...]
-    steps_per_block: int
-
-    @property
-    def median(self) -> float:
-        """Median seconds per step."""
-        return float(np.median(self.samples))
-
-    @property
-    def q1(self) -> float:
-        """First quartile of seconds per step."""
-        return float(np.percentile(self.samples, 25))
-
-    @property
-    def q3(self) -> float:
-        """Third quartile of seconds per step."""
-        return float(np.percentile(self.samples, 75))
-
-    @property
-    def iqr(self) -> float:
-        """Interquartile range of seconds per step."""
-        return self.q3 - self.q1
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain-JSON form, raw samples included."""
-        return {
-            "name": self.name,
-            "median_s": self.median,
-            "iqr_s": self.iqr,
-            "steps_per_block": self.steps_per_block,
-            "samples_s": list(self.samples),
-        }
-
-
-@dataclass(frozen=True)
-class PairedMeasurement:
-    """Two interleaved measurements; ``a`` is the cuDNN side and ``b`` the generic side by convention."""
-
-    a: Measurement
-    b: Measurement
-    order: tuple[str, ...] = field(default=())  # "ab" or "ba" per round, for the record
-
-    @property
-    def speedup(self) -> float:
-        """median(b) / median(a): how many times faster ``a`` is."""
-        return self.b.median / self.a.median
-
-    def round_ratios(self) -> np.ndarray:
-        """Per-round b/a ratios; rounds are adjacent in time, so drift largely cancels within each."""
-        return np.asarray(self.b.samples) / np.asarray(self.a.samples)
-
+NAME = "wall"
 
 @contextmanager
 def gc_paused(pause: bool = True) -> Iterator[None]:
@@ -126,7 +43,7 @@ def gc_paused(pause: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def warm_up(steps: tuple[Step, ...], sync: Callable[[], None], clock: Clock, config: TimingConfig) -> int:
+def warm_up(steps: tuple[Step, ...], sync: Sync, clock: Clock, config: TimingConfig) -> int:
     """Run the steps in turn until ``warmup_steps`` rounds and ``warmup_s`` seconds have passed; returns rounds."""
     started = clock()
     done = 0
@@ -140,7 +57,7 @@ def warm_up(steps: tuple[Step, ...], sync: Callable[[], None], clock: Clock, con
     return done
 
 
-def time_block(step: Step, steps: int, sync: Callable[[], None], clock: Clock) -> float:
+def time_block(step: Step, steps: int, sync: Sync, clock: Clock) -> float:
     """Seconds per step over one block of ``steps`` steps, with the device drained at both ends."""
     sync()  # drain earlier work so it is not billed to this block
     start = clock()
@@ -150,7 +67,7 @@ def time_block(step: Step, steps: int, sync: Callable[[], None], clock: Clock) -
     return (clock() - start) / steps
 
 
-def calibrate(step: Step, sync: Callable[[], None], clock: Clock, config: TimingConfig) -> int:
+def calibrate(step: Step, sync: Sync, clock: Clock, config: TimingConfig) -> int:
     """Steps per block so that one block lasts at least ``config.min_block_s`` (doubling search)."""
     steps = 1
     while True:
@@ -168,7 +85,7 @@ def calibrate(step: Step, sync: Callable[[], None], clock: Clock, config: Timing
 def time_pair(
     a: Step,
     b: Step,
-    sync: Callable[[], None],
+    sync: Sync,
     config: TimingConfig = TimingConfig(),
     clock: Clock = time.perf_counter,
     names: tuple[str, str] = ("cudnn", "generic"),
@@ -194,15 +111,15 @@ def time_pair(
             if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
                 break
     return PairedMeasurement(
-        a=Measurement(names[0], tuple(samples_a), steps_a),
-        b=Measurement(names[1], tuple(samples_b), steps_b),
+        a=Measurement(names[0], tuple(samples_a), steps_a, timer=NAME),
+        b=Measurement(names[1], tuple(samples_b), steps_b, timer=NAME),
         order=tuple(order),
     )
 
 
 def time_single(
     step: Step,
-    sync: Callable[[], None],
+    sync: Sync,
     config: TimingConfig = TimingConfig(),
     clock: Clock = time.perf_counter,
     name: str = "generic",
@@ -217,4 +134,21 @@ def time_single(
             samples.append(time_block(step, steps, sync, clock))
             if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
                 break
-    return Measurement(name, tuple(samples), steps)
+    return Measurement(name, tuple(samples), steps, timer=NAME)
+
+
+@dataclass(frozen=True)
+class WallTimer:
+    """The default timer; ``clock`` is the seam for a fake clock in tests."""
+
+    clock: Clock = time.perf_counter
+    name: str = NAME
+
+    def pair(self, a: Step, b: Step, sync: Sync, config: TimingConfig,
+             names: tuple[str, str] = ("cudnn", "generic")) -> PairedMeasurement:
+        """Time two steps in interleaved ABBA rounds of device-synchronized blocks."""
+        return time_pair(a, b, sync, config, self.clock, names)
+
+    def single(self, step: Step, sync: Sync, config: TimingConfig, name: str = "generic") -> Measurement:
+        """Time one step in device-synchronized blocks."""
+        return time_single(step, sync, config, self.clock, name)

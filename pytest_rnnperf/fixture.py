@@ -1,0 +1,103 @@
+"""What a test uses: the ``rnnperf`` fixture, for the ready suite's cases and for a team's own model.
+
+    def test_my_encoder(rnnperf):
+        rnnperf.check(rnnperf.model(Encoder, inputs=lambda: torch.randn(64, 100, 32), floor=2.0))
+
+Every call measures through the run's session and returns the record; ``check`` fails the test with a
+table when a path proof, the parity, the floor or the baseline comparison does not hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+from .backends import ModelError
+from .cases import Case, ModelCase
+from .records import CaseRecord, CrossRecord
+from .session import RnnperfSession, Skipped
+from .settings import Settings
+
+
+class RnnperfFixture:
+    """Measure and check cases of the ready suite or a team's own model, bound to one test."""
+
+    def __init__(self, session: RnnperfSession, item: pytest.Item, settings: Settings, bench: Any) -> None:
+        """Bind to the requesting test: its settings (marker > command line > ini) and its id."""
+        self._session = session
+        self._item = item
+        self._settings = settings
+        self._bench = bench  # pytest-benchmark's BenchmarkSession, or None without it
+
+    @property
+    def _disabled(self) -> bool:
+        """--benchmark-disable: one round, nothing recorded; the checks still run."""
+        return bool(self._bench is not None and self._bench.disabled)
+
+    def _skipped_by_benchmark(self) -> None:
+        """--benchmark-skip skips every measured test."""
+        if self._bench is not None and self._bench.skip:
+            pytest.skip("benchmarks are skipped (--benchmark-skip)")
+
+    def _recorded(self, record: CaseRecord) -> CaseRecord:
+        """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare)."""
+        if self._bench is not None and not self._disabled:
+            from .bench import add_entries
+
+            add_entries(self._bench, self._item, record)
+        return record
+
+    def measure(self, case: Case) -> CaseRecord:
+        """cuDNN against generic on the GPU: path proofs, parity, interleaved timing. Skips without a GPU."""
+        return self._run(case, ("cudnn", "generic"))
+
+    def reference(self, case: Case) -> CaseRecord:
+        """Generic side alone against the float64 reference, on the GPU if there is one, else on the CPU."""
+        return self._run(case, ("generic",))
+
+    def _run(self, case: Case, impls: tuple[str, ...]) -> CaseRecord:
+        """Measure a matrix case or skip with the one-line reason."""
+        self._skipped_by_benchmark()
+        try:
+            record = self._session.measure(case, impls, self._settings, self._disabled)
+        except Skipped as exc:
+            pytest.skip(str(exc))
+        return self._recorded(record)
+
+    def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
+              floor: float = 1.0, name: str = "") -> CaseRecord:
+        """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` holding LSTM/GRU/RNN layers).
+
+        ``inputs`` is a tensor, a tuple of tensors, or a callable returning either. The plugin copies the
+        model for each side with identical weights, proves the path of each copy, checks outputs and gradients
+        against each other and against a float64 copy, times both sides, and stores and compares a baseline
+        under this test's id (plus ``name`` when one test checks several models). Without a GPU it checks the
+        generic path against float64 and says the cuDNN side was not run. ``mode`` is "train" (forward +
+        backward) or "infer"; ``precision`` defaults to the rnnperf(precision=...) marker / option (fp32).
+        """
+        self._skipped_by_benchmark()
+        case_id = self._item.nodeid + (f"::{name}" if name else "")
+        try:
+            case = ModelCase(id=case_id, framework="unknown", mode=mode, precision=precision or self._settings.precision,
+                             floor=floor)
+            built = build()
+            record = self._session.measure_model(case, built, inputs, self._settings, self._disabled)
+        except Skipped as exc:
+            pytest.skip(str(exc))
+        except (ModelError, ValueError) as exc:
+            pytest.fail(f"{case_id}: {exc}", pytrace=False)
+        return self._recorded(record)
+
+    def cross(self, case: Case, other: str = "tf") -> CrossRecord:
+        """The case's canonical weights in its framework and in ``other``: cuDNN sides where a GPU is seen."""
+        try:
+            return self._session.measure_cross(case, other)
+        except Skipped as exc:
+            pytest.skip(str(exc))
+
+    def check(self, record: CaseRecord | CrossRecord) -> None:
+        """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""
+        problems = self._session.problems(record)
+        if problems:
+            pytest.fail("\n".join(problems), pytrace=False)

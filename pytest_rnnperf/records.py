@@ -1,0 +1,519 @@
+"""Typed results of a run and their stored layout: the only module that knows how a record is written.
+
+A ``CaseRecord`` is everything measured for one case (cuDNN against generic, or generic against float64);
+a ``CrossRecord`` is one checkpoint run in two frameworks. Both turn into plain JSON with ``to_dict`` and
+back with ``from_dict``, which validates every field it reads and says in one line what is wrong.
+
+Stored runs are pytest-benchmark JSON files. ``machine_info["rnnperf"]`` holds the format version, the GPU
+slug and the environment; the cuDNN entry of every case (the generic one where it ran alone) carries the
+case's record in ``extra_info["rnnperf"]``. Records of an older format are migrated when read, so every
+baseline ever written stays readable; the file itself is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .backends import PathProof
+from .cases import Case, ModelCase, Shape, Subject, cross_id
+from .device import FlagKind, WindowFlag, is_unavailable, window_flags
+from .parity import ParityReport, ParityRow
+from .peaks import peak_tflops
+from .stats import Interval
+from .timing import Measurement
+
+# 1: the first layout. 2: each measurement names its timer; window flags are data ("flags"), other
+# warnings are "notes"; the GPU-busy reading is derived from the telemetry, never read from a stored field.
+FORMAT_VERSION = 2
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be used; the message says which field and why, in one line."""
+
+
+class BaselineError(Exception):
+    """A stored file that cannot be used; the message is one line naming the file and the problem."""
+
+
+# ------------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """Everything measured for one case: path proofs, parity, timings, telemetry, energy, window flags."""
+
+    case: Subject
+    device: str
+    proofs: tuple[PathProof, ...]
+    parity: ParityReport
+    generic: Measurement
+    cudnn: Measurement | None = None
+    speedup: Interval | None = None  # median(generic) / median(cudnn) with its bootstrap interval
+    telemetry: Mapping[str, Any] | None = None  # NVML over the timed rounds (both sides interleaved)
+    side_telemetry: Mapping[str, Any] | None = None  # NVML over the energy window (the case's own side alone)
+    energy_per_step_j: Mapping[str, float | None] = field(default_factory=dict)
+    flags: tuple[WindowFlag, ...] = ()  # why the timed window is not trusted, as data
+    notes: tuple[str, ...] = ()  # other one-line remarks (a rough energy figure, ...)
+    gpu_name: str = ""
+
+    @property
+    def id(self) -> str:
+        """The case id: the key of this record in baselines and reports."""
+        return self.case.id
+
+    @property
+    def paths_ok(self) -> bool:
+        """Every side ran the implementation it claims."""
+        return all(p.ok for p in self.proofs)
+
+    @property
+    def round_speedups(self) -> tuple[float, ...]:
+        """Per-round generic/cuDNN ratios of the interleaved rounds (empty without a cuDNN side)."""
+        if self.cudnn is None or len(self.cudnn.samples) != len(self.generic.samples):
+            return ()
+        return tuple(g / c for c, g in zip(self.cudnn.samples, self.generic.samples))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every one-line warning of the case: the window flags, then the notes."""
+        return tuple(f.message for f in self.flags) + self.notes
+
+    def tflops(self, impl: str) -> float | None:
+        """Achieved GEMM TFLOP/s of one side (None where the FLOPs or the side are unknown)."""
+        m = self.cudnn if impl == "cudnn" else self.generic
+        flops = self.case.flops_per_step()
+        if m is None or m.median <= 0 or flops is None:
+            return None
+        return flops / m.median / 1e12
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """Datasheet peak of this GPU for the case's precision (None off-GPU or unknown)."""
+        return peak_tflops(self.gpu_name, self.case.precision) if self.gpu_name else None
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """Fraction of time the GPU ran a kernel over the timed rounds (NVML utilization), None if unread.
+
+        The paired window (both sides interleaved) is the reading the host-bound rule was calibrated on;
+        the energy window of the case's own side is the fallback for a record without it.
+        """
+        for window in (self.telemetry, self.side_telemetry):
+            util = (window or {}).get("utilization")
+            mean = util.get("mean") if isinstance(util, Mapping) else None
+            if isinstance(mean, (int, float)) and not isinstance(mean, bool):
+                return float(mean) / 100.0
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: the stored fields plus derived ones (medians, TFLOP/s, GPU busy) for readers of the file."""
+        flops = self.case.flops_per_step()
+        return {
+            "case": _case_to_dict(self.case),
+            "device": self.device,
+            "gpu_name": self.gpu_name,
+            "paths": [_proof_to_dict(p) for p in self.proofs],
+            "parity": _parity_to_dict(self.parity),
+            "cudnn": None if self.cudnn is None else _measurement_to_dict(self.cudnn),
+            "generic": _measurement_to_dict(self.generic),
+            "speedup": None if self.speedup is None else {
+                "estimate": self.speedup.estimate, "low": self.speedup.low, "high": self.speedup.high,
+                "confidence": self.speedup.confidence, "floor": self.case.floor,
+            },
+            "round_speedups": list(self.round_speedups),
+            "tflops": {"cudnn": self.tflops("cudnn"), "generic": self.tflops("generic"), "peak": self.peak_tflops},
+            "flops_per_step": flops,
+            "energy_per_step_j": dict(self.energy_per_step_j),
+            "telemetry": None if self.telemetry is None else dict(self.telemetry),
+            "side_telemetry": None if self.side_telemetry is None else dict(self.side_telemetry),
+            "gpu_busy": self.gpu_busy,
+            "flags": [{"kind": f.kind.value, "message": f.message} for f in self.flags],
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, version: int = FORMAT_VERSION) -> CaseRecord:
+        """Read a record written in format ``version`` (migrated first); RecordError says what is wrong."""
+        d = migrate_record(_mapping(data, "record"), version)
+        case = _case_from_dict(d.get("case"))
+        try:
+            generic = _measurement_from_dict(d.get("generic"), "generic")
+            cudnn = None if d.get("cudnn") is None else _measurement_from_dict(d["cudnn"], "cudnn")
+            return cls(
+                case=case,
+                device=_text(d.get("device", ""), "device"),
+                gpu_name=_text(d.get("gpu_name", ""), "gpu_name"),
+                proofs=tuple(_proof_from_dict(p) for p in _list(d.get("paths", []), "paths")),
+                parity=_parity_from_dict(d.get("parity")),
+                generic=generic,
+                cudnn=cudnn,
+                speedup=None if d.get("speedup") is None else _interval_from_dict(d["speedup"], "speedup"),
+                telemetry=_optional_mapping(d.get("telemetry"), "telemetry"),
+                side_telemetry=_optional_mapping(d.get("side_telemetry"), "side_telemetry"),
+                energy_per_step_j={str(k): _optional_number(v, f"energy_per_step_j.{k}") for k, v in
+                                   _mapping(d.get("energy_per_step_j", {}), "energy_per_step_j").items()},
+                flags=tuple(_flag_from_dict(f) for f in _list(d.get("flags", []), "flags")),
+                notes=tuple(_text(n, "notes") for n in _list(d.get("notes", []), "notes")),
+            )
+        except RecordError as exc:
+            raise RecordError(f"case {case.id}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class CrossRecord:
+    """The same canonical weights and inputs run in two frameworks: which path each ran and how close they came."""
+
+    case: Case
+    frameworks: tuple[str, str]  # e.g. ("torch", "tf"); the second is the comparison's reference
+    sides: tuple[str, str]  # e.g. ("torch cudnn", "tf generic")
+    proofs: tuple[PathProof, ...]
+    parity: ParityReport
+
+    @property
+    def id(self) -> str:
+        """Stable id, e.g. ``torch-vs-tf-lstm-train-fp32-T28-B128-I28-H128-L1``."""
+        return cross_id(self.case, self.frameworks[1])
+
+    @property
+    def paths_ok(self) -> bool:
+        """Every side ran the implementation it claims."""
+        return all(p.ok for p in self.proofs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: case, frameworks, sides, path proofs and parity rows."""
+        return {"id": self.id, "case": _case_to_dict(self.case), "frameworks": list(self.frameworks),
+                "sides": list(self.sides), "paths": [_proof_to_dict(p) for p in self.proofs],
+                "parity": _parity_to_dict(self.parity)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CrossRecord:
+        """Inverse of ``to_dict``; RecordError says what is wrong."""
+        d = _mapping(data, "cross record")
+        case = _case_from_dict(d.get("case"))
+        if not isinstance(case, Case):
+            raise RecordError("a cross record's case must be a matrix case")
+        frameworks = tuple(_text(f, "frameworks") for f in _list(d.get("frameworks"), "frameworks"))
+        sides = tuple(_text(s, "sides") for s in _list(d.get("sides"), "sides"))
+        if len(frameworks) != 2 or len(sides) != 2:
+            raise RecordError(f"cross record {case.id}: frameworks and sides need two entries each")
+        return cls(case=case, frameworks=(frameworks[0], frameworks[1]), sides=(sides[0], sides[1]),
+                   proofs=tuple(_proof_from_dict(p) for p in _list(d.get("paths"), "paths")),
+                   parity=_parity_from_dict(d.get("parity")))
+
+
+# -------------------------------------------------------------------------------------- nested layouts
+
+
+def _case_to_dict(case: Subject) -> dict[str, Any]:
+    """A case as stored: its fields and its id."""
+    if isinstance(case, ModelCase):
+        return {"kind": "model", "id": case.id, "framework": case.framework, "mode": case.mode,
+                "precision": case.precision, "floor": case.floor, "description": case.description}
+    s = case.shape
+    return {"framework": case.framework, "cell": case.cell,
+            "shape": {"seq_len": s.seq_len, "batch": s.batch, "input_size": s.input_size,
+                      "hidden_size": s.hidden_size, "num_layers": s.num_layers, "bidirectional": s.bidirectional},
+            "mode": case.mode, "precision": case.precision, "floor": case.floor, "id": case.id}
+
+
+def _case_from_dict(data: Any) -> Subject:
+    """A stored case; a matrix case's id must match its fields (a hand-edited id would key the wrong case)."""
+    d = _mapping(data, "case")
+    try:
+        if d.get("kind") == "model":
+            return ModelCase(id=_text(d.get("id"), "case.id"), framework=_text(d.get("framework"), "case.framework"),
+                             mode=_text(d.get("mode"), "case.mode"), precision=_text(d.get("precision"), "case.precision"),
+                             floor=_number(d.get("floor"), "case.floor"),
+                             description=_text(d.get("description", ""), "case.description"))
+        sd = _mapping(d.get("shape"), "case.shape")
+        sizes = {k: _whole(sd.get(k), f"case.shape.{k}")
+                 for k in ("seq_len", "batch", "input_size", "hidden_size", "num_layers")}
+        shape = Shape(**sizes, bidirectional=bool(sd.get("bidirectional", False)))
+        case = Case(framework=_text(d.get("framework"), "case.framework"), cell=_text(d.get("cell"), "case.cell"),
+                    shape=shape, mode=_text(d.get("mode"), "case.mode"),
+                    precision=_text(d.get("precision"), "case.precision"), floor=_number(d.get("floor"), "case.floor"))
+    except ValueError as exc:  # Case/ModelCase reject unknown vocabulary with a ValueError of their own
+        raise RecordError(str(exc)) from None
+    if d.get("id", case.id) != case.id:
+        raise RecordError(f"case id {d.get('id')!r} does not match its fields ({case.id})")
+    return case
+
+
+def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    """A measurement as stored, raw samples included."""
+    return {"name": m.name, "timer": m.timer, "median_s": m.median, "iqr_s": m.iqr,
+            "steps_per_block": m.steps_per_block, "samples_s": list(m.samples)}
+
+
+def _measurement_from_dict(data: Any, side: str) -> Measurement:
+    """A stored measurement: at least one sample, every sample a finite positive number of seconds."""
+    d = _mapping(data, side)
+    samples = _list(d.get("samples_s"), f"{side} samples_s")
+    if not samples:
+        raise RecordError(f"{side} samples_s is empty")
+    values = tuple(_number(v, f"{side} samples_s") for v in samples)
+    bad = [v for v in values if v <= 0]
+    if bad:
+        raise RecordError(f"{side} samples_s holds {bad[0]!r}: times must be > 0 s")
+    steps = _whole(d.get("steps_per_block", 1), f"{side} steps_per_block")
+    if steps < 1:
+        raise RecordError(f"{side} steps_per_block is {steps}: must be >= 1")
+    return Measurement(name=_text(d.get("name", side), f"{side} name"), samples=values, steps_per_block=steps,
+                       timer=_text(d.get("timer"), f"{side} timer"))
+
+
+def _proof_to_dict(p: PathProof) -> dict[str, Any]:
+    """A path proof as stored."""
+    return {"impl": p.impl, "ok": p.ok, "evidence": p.evidence}
+
+
+def _proof_from_dict(data: Any) -> PathProof:
+    """A stored path proof."""
+    d = _mapping(data, "paths[]")
+    return PathProof(impl=_text(d.get("impl"), "paths[].impl"), ok=bool(d.get("ok")),
+                     evidence=_text(d.get("evidence", ""), "paths[].evidence"))
+
+
+def _parity_to_dict(report: ParityReport) -> dict[str, Any]:
+    """A parity report as stored (an infinite error is written as "inf" so the JSON stays strict)."""
+    return {"precision": report.precision, "ok": report.ok,
+            "rows": [{"comparison": r.comparison, "quantity": r.quantity,
+                      "error": r.error if math.isfinite(r.error) else "inf", "tolerance": r.tolerance,
+                      "ok": r.ok, "note": r.note} for r in report.rows]}
+
+
+def _parity_from_dict(data: Any) -> ParityReport:
+    """A stored parity report."""
+    d = _mapping(data, "parity")
+    rows = []
+    for row in _list(d.get("rows", []), "parity.rows"):
+        r = _mapping(row, "parity.rows[]")
+        error = math.inf if r.get("error") in ("inf", "Infinity") else _number(r.get("error"), "parity error",
+                                                                                  finite=False)
+        rows.append(ParityRow(comparison=_text(r.get("comparison"), "parity comparison"),
+                              quantity=_text(r.get("quantity"), "parity quantity"), error=error,
+                              tolerance=_number(r.get("tolerance"), "parity tolerance"),
+                              note=_text(r.get("note", ""), "parity note")))
+    return ParityReport(precision=_text(d.get("precision"), "parity.precision"), rows=tuple(rows))
+
+
+def _interval_from_dict(data: Any, what: str) -> Interval:
+    """A stored interval: finite numbers with low <= estimate <= high."""
+    d = _mapping(data, what)
+    iv = Interval(estimate=_number(d.get("estimate"), f"{what}.estimate"), low=_number(d.get("low"), f"{what}.low"),
+                  high=_number(d.get("high"), f"{what}.high"),
+                  confidence=_number(d.get("confidence", 0.95), f"{what}.confidence"))
+    if not iv.low <= iv.estimate <= iv.high:
+        raise RecordError(f"{what}: estimate {iv.estimate!r} is not within [{iv.low!r}, {iv.high!r}]")
+    return iv
+
+
+def _flag_from_dict(data: Any) -> WindowFlag:
+    """A stored window flag."""
+    d = _mapping(data, "flags[]")
+    try:
+        kind = FlagKind(d.get("kind"))
+    except ValueError:
+        raise RecordError(f"flags[].kind {d.get('kind')!r} is not one of "
+                          f"{', '.join(k.value for k in FlagKind)}") from None
+    return WindowFlag(kind, _text(d.get("message", ""), "flags[].message"))
+
+
+# ------------------------------------------------------------------------------------------ migrations
+
+
+def _flags_from_telemetry(telemetry: Mapping[str, Any] | None) -> tuple[WindowFlag, ...]:
+    """The flags a stored telemetry dict implies (unreadable counters hold 'unavailable: ...' strings)."""
+    if not isinstance(telemetry, Mapping):
+        return ()
+    throttle = telemetry.get("throttle_s")
+    reasons = telemetry.get("throttle_reasons")
+    foreign = telemetry.get("foreign_processes")
+    duration = telemetry.get("duration_s")
+    return window_flags(
+        float(duration) if isinstance(duration, (int, float)) else 0.0,
+        throttle if isinstance(throttle, Mapping) else {},
+        [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else [],
+        [p for p in foreign if isinstance(p, str) and not is_unavailable(p)] if isinstance(foreign, list) else [],
+    )
+
+
+def _v1_to_v2(record: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 -> 2: timers named, window flags from the telemetry's counters, the other warnings as notes."""
+    out = dict(record)
+    for side in ("cudnn", "generic"):
+        if isinstance(out.get(side), Mapping):
+            out[side] = dict(out[side], timer="wall")  # format 1 had one timer: host clock, device synced
+    flags = _flags_from_telemetry(out.get("telemetry"))
+    messages = {f.message for f in flags}
+    out["flags"] = [{"kind": f.kind.value, "message": f.message} for f in flags]
+    warnings = out.get("warnings", [])
+    out["notes"] = [w for w in warnings if w not in messages] if isinstance(warnings, list) else []
+    # Early format-1 files stored the cuDNN-only window's reading here; gpu_busy is derived from telemetry.
+    out.pop("device_busy", None)
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def migrate_record(record: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """A record of format ``version`` brought to FORMAT_VERSION, one step at a time."""
+    if version > FORMAT_VERSION or (version < FORMAT_VERSION and version not in MIGRATIONS):
+        raise RecordError(f"unknown format {version!r} (this pytest-rnnperf reads formats "
+                          f"{', '.join(map(str, sorted(MIGRATIONS)))} and {FORMAT_VERSION})")
+    out = dict(record)
+    while version < FORMAT_VERSION:
+        out = MIGRATIONS[version](out)
+        version += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------- stored runs
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A validated stored run: where it came from, its environment and the records keyed by case id."""
+
+    path: Path
+    gpu_slug: str
+    environment: dict[str, str]
+    records: dict[str, CaseRecord]
+    datetime: str = ""
+    format: int = FORMAT_VERSION  # the format the file was written in (records are migrated on reading)
+
+
+def run_meta(gpu_slug: str, environment: Mapping[str, str], fingerprint: str) -> dict[str, Any]:
+    """What goes under ``machine_info["rnnperf"]`` of a stored run."""
+    return {"format": FORMAT_VERSION, "gpu_slug": gpu_slug, "fingerprint": fingerprint,
+            "environment": dict(environment)}
+
+
+def benchmark_extra(record: CaseRecord, side: str) -> dict[str, Any]:
+    """``extra_info`` of one side's pytest-benchmark entry: the full record on the case's main side only."""
+    main = "cudnn" if record.cudnn is not None else "generic"
+    if side == main:
+        return {"rnnperf": record.to_dict()}
+    return {"rnnperf": {"case": _case_to_dict(record.case), "side": side,
+                        "see": f"the {main} entry of this case for the full record"}}
+
+
+def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
+    """Case id -> record, from the entries whose ``extra_info["rnnperf"]`` holds a full record."""
+    out: dict[str, CaseRecord] = {}
+    for index, bench in enumerate(benchmarks):
+        if not isinstance(bench, Mapping):
+            raise RecordError(f"benchmarks[{index}] is {type(bench).__name__}, not an object")
+        extra = bench.get("extra_info") or {}
+        record = extra.get("rnnperf") if isinstance(extra, Mapping) else None
+        if isinstance(record, Mapping) and "generic" in record and "case" in record:
+            parsed = CaseRecord.from_dict(record, version)
+            out[parsed.id] = parsed
+    return out
+
+
+def load_run(path: Path) -> StoredRun:
+    """Read and validate one stored run; BaselineError (one line, naming the file) when it is unusable."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}): "
+                            f"not a pytest-benchmark JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: not valid JSON (truncated or hand-edited?): {exc.msg} "
+                            f"(line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise BaselineError(f"{path}: not a pytest-benchmark file (no 'benchmarks' list)")
+    machine_info = data.get("machine_info")
+    meta = machine_info.get("rnnperf") if isinstance(machine_info, dict) else None
+    if not isinstance(meta, dict):
+        raise BaselineError(f"{path}: no machine_info.rnnperf section: not written by pytest-rnnperf")
+    version = meta.get("format")
+    if not isinstance(version, int) or isinstance(version, bool) or not (
+            version == FORMAT_VERSION or version in MIGRATIONS):
+        raise BaselineError(f"{path}: unknown baseline format {version!r} (this pytest-rnnperf reads formats "
+                            f"{', '.join(map(str, sorted(MIGRATIONS)))} and {FORMAT_VERSION}); record a new "
+                            f"baseline or upgrade pytest-rnnperf")
+    environment = meta.get("environment", {})
+    if not isinstance(environment, dict):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.environment: not an object")
+    try:
+        records = _records_from_benchmarks(data["benchmarks"], version)
+    except RecordError as exc:
+        raise BaselineError(f"{path}: malformed record: {exc}") from None
+    return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
+                     environment={str(k): str(v) for k, v in environment.items()},
+                     records=records, datetime=str(data.get("datetime", "")), format=version)
+
+
+# --------------------------------------------------------------------------------------- field readers
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else RecordError."""
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{what} is {_kind(value)}, not an object")
+    return value
+
+
+def _optional_mapping(value: Any, what: str) -> Mapping[str, Any] | None:
+    """A JSON object or null."""
+    return None if value is None else _mapping(value, what)
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    """``value`` if it is a JSON array, else RecordError."""
+    if not isinstance(value, list):
+        raise RecordError(f"{what} is {_kind(value)}, not a list")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    """``value`` if it is a string, else RecordError."""
+    if not isinstance(value, str):
+        raise RecordError(f"{what} is {_kind(value)}, not text")
+    return value
+
+
+def _number(value: Any, what: str, finite: bool = True) -> float:
+    """``value`` as a float if it is a (finite) number, else RecordError (JSON's Infinity and NaN included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordError(f"{what} holds {_kind(value)}, not a number")
+    if finite and not math.isfinite(value):
+        raise RecordError(f"{what} holds {value!r}, not a finite number")
+    return float(value)
+
+
+def _optional_number(value: Any, what: str) -> float | None:
+    """A finite number or null."""
+    return None if value is None else _number(value, what)
+
+
+def _whole(value: Any, what: str) -> int:
+    """``value`` if it is a whole number, else RecordError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError(f"{what} holds {_kind(value)}, not a whole number")
+    return value
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value reads in an error message: its JSON type and a short form of it."""
+    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}
+    kind = names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+    shown = repr(value)
+    return f"{kind} ({shown[:40]}{'...' if len(shown) > 40 else ''})"

@@ -1,0 +1,100 @@
+"""Timing: what a measurement is, and the seam where a timer plugs in.
+
+A ``Timer`` turns one or two steps (callables that queue device work) into ``Measurement``s; every
+measurement carries the name of the timer that took it (``wall``: device-synchronized host-clock blocks,
+see ``timing.wall``). Adding another way to time means adding a module with a class that satisfies
+``Timer``; the runner takes whichever timer it is given (``RunConfig.timer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+Clock = Callable[[], float]
+Step = Callable[[], None]
+Sync = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How long to warm up and how many interleaved rounds to time."""
+
+    rounds: int = 20
+    warmup_steps: int = 3
+    # Warm-up goes on until both this many seconds and ``warmup_steps`` steps have passed.
+    warmup_s: float = 0.2
+    # Pause the garbage collector during the timed rounds (collected once just before them).
+    pause_gc: bool = True
+    # A block shorter than this would be dominated by sync and clock-read costs (tens of microseconds).
+    min_block_s: float = 0.010
+    # Upper bound on steps per block, so a tiny step on a fast clock does not run forever.
+    max_steps_per_block: int = 1000
+    # Total budget per pair; rounds are cut (never below min_rounds) once it is spent.
+    max_time_s: float = 60.0
+    min_rounds: int = 5
+
+    def __post_init__(self) -> None:
+        """Reject settings that cannot produce a measurement."""
+        if self.rounds < 1 or self.min_rounds < 1:
+            raise ValueError(f"rounds and min_rounds must be >= 1 (got {self.rounds}, {self.min_rounds})")
+        if self.min_block_s < 0 or self.max_time_s <= 0 or self.warmup_s < 0 or self.warmup_steps < 0:
+            raise ValueError("min_block_s, warmup_s and warmup_steps must be >= 0 and max_time_s > 0")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Per-step times of one side in seconds, one sample per timed round, and what took them."""
+
+    name: str  # the side: "cudnn" or "generic"
+    samples: tuple[float, ...]
+    steps_per_block: int
+    timer: str = "wall"  # the Timer that measured them
+
+    @property
+    def median(self) -> float:
+        """Median seconds per step."""
+        return float(np.median(self.samples))
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of seconds per step."""
+        q1, q3 = np.percentile(self.samples, [25.0, 75.0])
+        return float(q3 - q1)
+
+
+@dataclass(frozen=True)
+class PairedMeasurement:
+    """Two interleaved measurements; ``a`` is the cuDNN side and ``b`` the generic side by convention."""
+
+    a: Measurement
+    b: Measurement
+    order: tuple[str, ...] = field(default=())  # "ab" or "ba" per round, for the record
+
+    @property
+    def speedup(self) -> float:
+        """median(b) / median(a): how many times faster ``a`` is."""
+        return self.b.median / self.a.median
+
+    def round_ratios(self) -> np.ndarray:
+        """Per-round b/a ratios; rounds are adjacent in time, so drift largely cancels within each."""
+        return np.asarray(self.b.samples) / np.asarray(self.a.samples)
+
+
+
+class Timer(Protocol):
+    """A way to time steps; ``name`` labels every measurement it takes."""
+
+    @property
+    def name(self) -> str:
+        """What this timer measures, e.g. "wall"."""
+
+    def pair(self, a: Step, b: Step, sync: Sync, config: TimingConfig,
+             names: tuple[str, str] = ("cudnn", "generic")) -> PairedMeasurement:
+        """Time two steps interleaved; ``a`` is the cuDNN side by convention."""
+
+    def single(self, step: Step, sync: Sync, config: TimingConfig, name: str = "generic") -> Measurement:
+        """Time one step alone (where only one side can run)."""
+

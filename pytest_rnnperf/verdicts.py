@@ -1,0 +1,288 @@
+"""The regression rule, in one place: thresholds and their defaults, the statistic, re-measuring, outcomes.
+
+A case is judged on its cuDNN time against the stored baseline of this GPU model:
+
+- ``compare`` puts a bootstrap interval on the ratio of medians (current / baseline) and runs a two-sided
+  Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the
+  ``min_effect`` band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else
+  is ambiguous, and an ambiguous case is measured once more before its verdict stands (``judge_remeasuring``).
+- A host-bound case (the GPU busy less than ``host_bound_below`` of its timed rounds, in either run) is judged
+  with ``host_bound_effect``: its step time is mostly Python, dispatch and launches, which drift between runs
+  far more than a run's own interval shows (baselines/*/evidence/README.md has the runs behind the figures).
+  When such a case's cuDNN time regressed but its speedup held, both sides slowed alike: the host's doing,
+  flagged ``HOST_SLOWED`` rather than blamed on cuDNN.
+- A regression in a window flagged by the telemetry (throttled clocks, a process that appeared on the GPU)
+  or by the host rule is reported, not failed.
+
+The speedup is compared too and reported: it also moves when the generic side changes, and the case's
+floor guards it. Change the rule here and in tests/unit/test_verdicts.py; nothing else decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from .device import FlagKind, WindowFlag
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, as_positive_array, ratio_interval
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .records import CaseRecord, StoredRun
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Thresholds of the rule; the defaults are the ones the command line and the ini file start from."""
+
+    min_effect: float = 0.05  # smallest relative change that counts (0.05 = 5%)
+    host_bound_effect: float = 0.35  # the same, for host-bound cases
+    host_bound_below: float = 0.5  # GPU-busy fraction under which a case counts as host-bound
+    alpha: float = 0.01  # significance level of the Mann-Whitney test
+    confidence: float = 0.95  # of the bootstrap intervals
+
+    def __post_init__(self) -> None:
+        """Refuse thresholds that would make every verdict meaningless (0, negative, inf, nan)."""
+        for name in ("min_effect", "host_bound_effect"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name in ("host_bound_below", "alpha", "confidence"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < 1):
+                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+
+
+class Verdict(str, Enum):
+    """Outcome of comparing current samples with a baseline."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    AMBIGUOUS = "ambiguous"
+
+    def __str__(self) -> str:
+        """The plain value ("regressed"), for messages and JSON."""
+        return self.value
+
+
+class Outcome(str, Enum):
+    """A case's verdict as summaries count it: a regression in an untrusted window does not fail."""
+
+    REGRESSED = "regressed"
+    REGRESSED_NOT_FAILED = "regressed (not failed)"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    AMBIGUOUS = "ambiguous"
+
+    def __str__(self) -> str:
+        """The plain value, for messages and JSON."""
+        return self.value
+
+
+def _pct(x: float) -> str:
+    """Format a relative change as a signed percentage, e.g. +7.9%."""
+    return f"{x * 100:+.1f}%"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A metric's current samples against its baseline: ratio interval, test, threshold and verdict."""
+
+    metric: str
+    baseline_median: float
+    current_median: float
+    ratio: Interval  # current / baseline
+    p_value: float | None  # two-sided Mann-Whitney U; None when a side has < 3 samples
+    min_effect: float
+    verdict: Verdict
+    higher_is_better: bool = False
+    alpha: float = 0.01
+
+    def explain(self) -> str:
+        """One line, e.g. "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"."""
+        r = self.ratio
+        if self.p_value is None:
+            p = "p=n/a"
+        elif self.p_value < 1e-4:
+            p = "p<0.0001"
+        else:
+            p = f"p={self.p_value:.4f}"
+        return (
+            f"{self.metric} {_pct(r.estimate - 1)} [{_pct(r.low - 1)}, {_pct(r.high - 1)}] "
+            f"({p}, threshold {self.min_effect * 100:g}%): {self.verdict.value}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form for the run's report."""
+        return {"verdict": str(self.verdict), "ratio": self.ratio.estimate, "low": self.ratio.low,
+                "high": self.ratio.high, "p_value": self.p_value, "baseline_median": self.baseline_median,
+                "current_median": self.current_median, "min_effect": self.min_effect, "explain": self.explain()}
+
+
+def compare(
+    metric: str,
+    baseline: Sequence[float],
+    current: Sequence[float],
+    *,
+    higher_is_better: bool = False,
+    min_effect: float = 0.05,
+    confidence: float = 0.95,
+    alpha: float = 0.01,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_RESAMPLES,
+) -> Comparison:
+    """Compare current samples with baseline samples and decide regressed/improved/unchanged/ambiguous.
+
+    The ratio r = median(current) / median(baseline) gets an unpaired bootstrap interval [low, high]; the
+    tolerance band is [1/(1+min_effect), 1+min_effect] (symmetric in log space, so +5% and its inverse
+    -4.8% weigh the same). "Worse" means r > 1 for times (higher_is_better=False) and r < 1 for speedups.
+
+    - regressed: the whole interval lies beyond the band on the worse side AND the two-sided Mann-Whitney U
+      test gives p < alpha; improved: the same on the better side.
+    - unchanged: the whole interval lies inside the band (an equivalence test: a shift may be
+      statistically significant yet too small to matter).
+    - ambiguous: anything else -- the interval straddles a band edge, the shift is beyond the band but not
+      significant, or a side has fewer than 3 samples so the uncertainty is unknown.
+    """
+    import scipy.stats
+
+    if not (math.isfinite(min_effect) and min_effect > 0):
+        raise ValueError(f"min_effect must be a finite number > 0, got {min_effect!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    b = as_positive_array(baseline, f"{metric}: baseline samples")
+    c = as_positive_array(current, f"{metric}: current samples")
+    interval = ratio_interval(baseline, current, confidence=confidence, seed=seed, n_resamples=n_resamples)
+
+    enough = min(b.size, c.size) >= 3
+    p_value: float | None = None
+    if enough:
+        p = float(scipy.stats.mannwhitneyu(c, b, alternative="two-sided").pvalue)
+        # All values tied across both sides leaves the test undefined; there is no evidence of a shift.
+        p_value = 1.0 if math.isnan(p) else p
+
+    upper = 1.0 + min_effect
+    lower = 1.0 / upper
+    beyond_upper = interval.low > upper
+    beyond_lower = interval.high < lower
+    worse, better = (beyond_lower, beyond_upper) if higher_is_better else (beyond_upper, beyond_lower)
+    significant = p_value is not None and p_value < alpha
+
+    if not enough:
+        # A collapsed interval from 1-2 samples would look certain while knowing nothing.
+        verdict = Verdict.AMBIGUOUS
+    elif worse and significant:
+        verdict = Verdict.REGRESSED
+    elif better and significant:
+        verdict = Verdict.IMPROVED
+    elif lower <= interval.low and interval.high <= upper:
+        verdict = Verdict.UNCHANGED
+    else:
+        verdict = Verdict.AMBIGUOUS
+
+    return Comparison(metric=metric, baseline_median=float(np.median(b)), current_median=float(np.median(c)),
+                      ratio=interval, p_value=p_value, min_effect=min_effect, verdict=verdict,
+                      higher_is_better=higher_is_better, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """The verdict of one case against its baseline: cuDNN time (decides) and speedup (reported)."""
+
+    case_id: str
+    time: Comparison
+    speedup: Comparison | None
+    flags: tuple[WindowFlag, ...] = field(default=())  # why the window is not trusted; empty when clean
+    remeasured: bool = False
+    host_bound_busy: float | None = None  # the GPU-busy fraction when the host-bound threshold applied
+
+    @property
+    def verdict(self) -> Verdict:
+        """The cuDNN-time verdict: what regresses when cuDNN gets slower (the speedup also moves with generic)."""
+        return self.time.verdict
+
+    @property
+    def outcome(self) -> Outcome:
+        """The verdict as counted: a regression in an untrusted window is "regressed (not failed)"."""
+        if self.verdict is Verdict.REGRESSED:
+            return Outcome.REGRESSED_NOT_FAILED if self.flags else Outcome.REGRESSED
+        return Outcome(self.verdict.value)
+
+    @property
+    def fails(self) -> bool:
+        """Regressed in a clean window: the case's test fails (unless regressions are only reported)."""
+        return self.outcome is Outcome.REGRESSED
+
+    @property
+    def moved(self) -> bool:
+        """Regressed or improved, trusted or not."""
+        return self.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+
+    @property
+    def flagged(self) -> str:
+        """The flags' messages in one line (empty when the window is clean)."""
+        return "; ".join(f.message for f in self.flags)
+
+    @property
+    def host_bound(self) -> str:
+        """e.g. "host-bound: GPU busy 20%" when the wider threshold applied, else empty."""
+        return "" if self.host_bound_busy is None else f"host-bound: GPU busy {self.host_bound_busy:.0%}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form for the run's report."""
+        return {"case": self.case_id, "verdict": str(self.verdict), "outcome": str(self.outcome),
+                "regressed": self.fails, "flagged": self.flagged,
+                "flags": [{"kind": f.kind.value, "message": f.message} for f in self.flags],
+                "remeasured": self.remeasured, "host_bound": self.host_bound,
+                "cudnn_time": self.time.as_dict(), "speedup": None if self.speedup is None else self.speedup.as_dict()}
+
+
+def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
+          remeasured: bool = False) -> CaseVerdict | None:
+    """Verdict of one case (None when either side has no cuDNN timing to compare)."""
+    if baseline.cudnn is None or current.cudnn is None:
+        return None
+    busy = [b for b in (baseline.gpu_busy, current.gpu_busy) if b is not None]
+    host_bound = bool(busy) and min(busy) < policy.host_bound_below
+    effect = max(policy.min_effect, policy.host_bound_effect) if host_bound else policy.min_effect
+    options = dict(min_effect=effect, alpha=policy.alpha, confidence=policy.confidence)
+    time_cmp = compare("cudnn time", baseline.cudnn.samples, current.cudnn.samples, **options)  # type: ignore[arg-type]
+    speed_cmp = None
+    if baseline.round_speedups and current.round_speedups:
+        speed_cmp = compare("speedup", baseline.round_speedups, current.round_speedups, higher_is_better=True,
+                            **options)  # type: ignore[arg-type]
+    flags = current.flags
+    if (host_bound and time_cmp.verdict is Verdict.REGRESSED and speed_cmp is not None
+            and speed_cmp.verdict in (Verdict.UNCHANGED, Verdict.IMPROVED)):
+        # Both sides are host-bound and timed interleaved in one window: a slower host slows both alike and
+        # the speedup holds, while a slower cuDNN path moves the speedup.
+        change = f"{round((speed_cmp.ratio.estimate - 1) * 100):+d}%"  # rounded first: never "-0%"
+        flags = flags + (WindowFlag(FlagKind.HOST_SLOWED, f"the host slowed both sides alike: speedup {change}, "
+                                                          f"{speed_cmp.verdict}"),)
+    return CaseVerdict(current.id, time_cmp, speed_cmp, flags=flags, remeasured=remeasured,
+                       host_bound_busy=min(busy) if host_bound else None)
+
+
+def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],
+                      policy: Policy = Policy()) -> tuple[CaseRecord, CaseVerdict | None]:
+    """Judge; an ambiguous case is measured once more (``remeasure``) and that measurement decides."""
+    verdict = judge(baseline, current, policy)
+    if verdict is not None and verdict.verdict is Verdict.AMBIGUOUS:
+        current = remeasure()
+        verdict = judge(baseline, current, policy, remeasured=True)
+    return current, verdict
+
+
+def compare_runs(old: StoredRun, new: StoredRun, policy: Policy = Policy()) -> list[CaseVerdict]:
+    """Verdicts for every case the two runs share, in the new run's order."""
+    out = []
+    for case_id, record in new.records.items():
+        if case_id in old.records:
+            verdict = judge(old.records[case_id], record, policy)
+            if verdict is not None:
+                out.append(verdict)
+    return out

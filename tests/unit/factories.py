@@ -1,0 +1,32 @@
+"""Small typed records for tests: seeded lognormal samples around known medians."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_rnnperf.backends import PathProof
+from pytest_rnnperf.cases import Case, ModelCase, Shape
+from pytest_rnnperf.device import WindowFlag
+from pytest_rnnperf.parity import ParityReport, ParityRow
+from pytest_rnnperf.records import CaseRecord
+from pytest_rnnperf.timing import Measurement
+
+CASE = Case("torch", "lstm", Shape(28, 128, 28, 128), floor=2.0)
+
+
+def record(case_id: str | None = None, cudnn_ms: float | None = 1.0, generic_ms: float = 4.0, seed: int = 0,
+           n: int = 20, busy_pct: float | None = None, flags: tuple[WindowFlag, ...] = (),
+           case: Any = None, **fields: Any) -> CaseRecord:
+    """A record with ``n`` samples (1% lognormal noise) around the given medians; ``busy_pct`` sets NVML utilization."""
+    rng = np.random.default_rng(seed)
+    subject = case if case is not None else (CASE if case_id is None else ModelCase(id=case_id, framework="torch"))
+    generic = Measurement("generic", tuple(generic_ms / 1e3 * rng.lognormal(0, 0.01, n)), 3)
+    cudnn = None if cudnn_ms is None else Measurement("cudnn", tuple(cudnn_ms / 1e3 * rng.lognormal(0, 0.01, n)), 7)
+    telemetry = None if busy_pct is None else {"duration_s": 2.0, "utilization": {"mean": busy_pct, "max": busy_pct,
+                                                                                 "samples": 10}}
+    parity = ParityReport("fp32", (ParityRow("cudnn vs generic", "output", 1e-7, 5e-5),))
+    proofs = (PathProof("cudnn", True, "ops aten::_cudnn_rnn"), PathProof("generic", True, "no cuDNN op"))
+    return CaseRecord(case=subject, device="cuda", proofs=proofs, parity=parity, generic=generic, cudnn=cudnn,
+                      telemetry=telemetry, flags=flags, **fields)

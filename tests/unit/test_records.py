@@ -1,0 +1,204 @@
+"""Typed records and their stored layout: round trips, one-line errors for every unusable file, migrations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories import record
+
+from pytest_rnnperf.backends import PathProof
+from pytest_rnnperf.cases import Case, ModelCase, Shape
+from pytest_rnnperf.device import FlagKind, WindowFlag
+from pytest_rnnperf.parity import ParityReport, ParityRow
+from pytest_rnnperf.records import (
+    FORMAT_VERSION,
+    BaselineError,
+    CaseRecord,
+    CrossRecord,
+    RecordError,
+    benchmark_extra,
+    load_run,
+    run_meta,
+)
+from pytest_rnnperf.stats import Interval
+
+REPO = Path(__file__).resolve().parents[2]
+COMMITTED = sorted(REPO.glob("baselines/*/*/*.json"))
+
+
+def _file(records: list[dict[str, Any]], fmt: int = FORMAT_VERSION, gpu: str = "NVIDIA_H200") -> dict[str, Any]:
+    """A stored-run JSON as the plugin writes it."""
+    return {"machine_info": {"rnnperf": {"format": fmt, "gpu_slug": gpu, "environment": {"driver": "580"}}},
+            "benchmarks": [{"extra_info": {"rnnperf": r}} for r in records], "datetime": "2026-11-22T00:00:00"}
+
+
+def test_a_case_record_survives_the_round_trip() -> None:
+    """to_dict -> JSON -> from_dict gives the same record, flags, notes and telemetry included."""
+    flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
+    rec = record(busy_pct=40.0, flags=(flag,), notes=("cudnn energy: window 0.9 s < 1 s",),
+                 speedup=Interval(4.0, 3.9, 4.1, 0.95), energy_per_step_j={"cudnn": 0.12}, gpu_name="NVIDIA H200")
+    back = CaseRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back == rec
+    assert back.gpu_busy == pytest.approx(0.40) and back.warnings == (flag.message, "cudnn energy: window 0.9 s < 1 s")
+
+
+def test_a_model_record_and_a_cross_record_survive_the_round_trip() -> None:
+    """A team's model keeps its id and description; a cross check keeps both frameworks."""
+    model = record(case=ModelCase(id="tests/test_enc.py::test_enc", framework="torch", mode="infer", floor=2.0,
+                                  description="Encoder: 1.20M parameters"))
+    assert CaseRecord.from_dict(model.to_dict()) == model
+    assert model.tflops("cudnn") is None  # an arbitrary model's FLOPs are unknown
+    cross = CrossRecord(Case("torch", "gru", Shape(4, 2, 3, 5)), ("torch", "tf"), ("torch cudnn", "tf cudnn"),
+                        (PathProof("cudnn", True, "x"),) * 2,
+                        ParityReport("fp32", (ParityRow("torch cudnn vs tf cudnn", "output", float("inf"), 5e-5),)))
+    data = json.loads(json.dumps(cross.to_dict()))
+    assert data["parity"]["rows"][0]["error"] == "inf" and data["id"] == "torch-vs-tf-gru-train-fp32-T4-B2-I3-H5-L1"
+    assert CrossRecord.from_dict(data) == cross
+
+
+def test_only_the_main_side_of_a_case_carries_the_record() -> None:
+    """The cuDNN entry holds the full record; the generic entry points at it."""
+    rec = record()
+    assert benchmark_extra(rec, "cudnn")["rnnperf"]["generic"]["samples_s"]
+    assert benchmark_extra(rec, "generic")["rnnperf"]["see"].startswith("the cudnn entry")
+    alone = record(cudnn_ms=None)
+    assert "samples_s" in benchmark_extra(alone, "generic")["rnnperf"]["generic"]
+
+
+def _good() -> dict[str, Any]:
+    """A valid stored record."""
+    return record(seed=1).to_dict()
+
+
+def _edit(path: str, value: Any) -> dict[str, Any]:
+    """A valid record with one field (dotted path) replaced."""
+    rec = _good()
+    *parents, last = path.split(".")
+    target: Any = rec
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return rec
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"\xff\xfe{}", "not UTF-8 text (byte 0xff at offset 0)"),
+    (b'{"benchmarks": [', "not valid JSON (truncated or hand-edited?): Expecting value (line 1, column 17)"),
+    (b'{"benchmarks": [{"a": "unterminated', "Unterminated string starting at (line 1, column 23)"),
+    (b"[]", "not a pytest-benchmark file (no 'benchmarks' list)"),
+    (b'{"benchmarks": [], "machine_info": {}}', "no machine_info.rnnperf section"),
+    (b'{"benchmarks": [], "machine_info": "x"}', "no machine_info.rnnperf section"),
+    (json.dumps(_file([], fmt=99)).encode(), "unknown baseline format 99"),
+    (json.dumps(_file([], fmt="1")).encode(), "unknown baseline format '1'"),  # type: ignore[arg-type]
+    (b'{"benchmarks": [1], "machine_info": {"rnnperf": {"format": 1}}}', "benchmarks[0] is int, not an object"),
+    (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 2, "environment": []}}}).encode(),
+     "malformed machine_info.rnnperf.environment"),
+])
+def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, message: str) -> None:
+    """Every unusable file gives one line that names it and the problem, and the file is left as it was."""
+    path = tmp_path / "0001_x.json"
+    path.write_bytes(raw)
+    with pytest.raises(BaselineError) as info:
+        load_run(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value), str(info.value)
+    assert "\n" not in str(info.value) and "at at" not in str(info.value)
+    assert path.read_bytes() == raw
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("cudnn.samples_s", [], "cudnn samples_s is empty"),
+    ("cudnn.samples_s", [1e-3, float("inf")], "cudnn samples_s holds inf, not a finite number"),
+    ("cudnn.samples_s", [1e-3, float("nan")], "cudnn samples_s holds nan, not a finite number"),
+    ("generic.samples_s", [0.0, 1e-3], "generic samples_s holds 0.0: times must be > 0 s"),
+    ("generic.samples_s", [-1e-3], "generic samples_s holds -0.001: times must be > 0 s"),
+    ("generic.samples_s", "1e-3", "generic samples_s is text ('1e-3'), not a list"),
+    ("generic.samples_s", [True], "generic samples_s holds a boolean (True), not a number"),
+    ("generic.steps_per_block", 0, "generic steps_per_block is 0: must be >= 1"),
+    ("generic", None, "generic is null (None), not an object"),
+    ("speedup", {"estimate": 4.0, "low": 4.5, "high": 5.0}, "speedup: estimate 4.0 is not within [4.5, 5.0]"),
+    ("case.id", "torch-gru-train-fp32-T28-B128-I28-H128-L1", "does not match its fields"),
+    ("case.cell", "lstmm", "unknown cell 'lstmm'"),
+    ("telemetry", [1], "telemetry is a list ([1]), not an object"),
+    ("flags", [{"kind": "hot", "message": "x"}], "flags[].kind 'hot' is not one of"),
+])
+def test_a_hand_edited_record_is_refused_in_one_line(tmp_path: Path, field: str, value: Any, message: str) -> None:
+    """Samples that would crash the statistics later are refused when the file is read, naming file and case."""
+    path = tmp_path / "0001_x.json"
+    path.write_text(json.dumps(_file([_edit(field, value)])))
+    with pytest.raises(BaselineError) as info:
+        load_run(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: malformed record: ") and message in text, text
+    assert "\n" not in text
+
+
+def test_format_1_records_are_migrated_when_read(tmp_path: Path) -> None:
+    """A format-1 record (no timer, warnings as strings, a stored device_busy) reads as format 2."""
+    v1 = _good()
+    for key in ("flags", "notes", "gpu_busy"):
+        v1.pop(key)
+    for side in ("cudnn", "generic"):
+        v1[side].pop("timer")
+    v1["telemetry"] = {"duration_s": 2.0, "utilization": {"mean": 30.0}, "throttle_s": {"power": 0.5,
+                       "low_utilization": 1.0, "thermal": "unavailable: NotSupported"},
+                       "throttle_reasons": [], "foreign_processes": "unavailable: NoPermission"}
+    v1["warnings"] = ["clocks throttled during the 2.00 s window: power 0.50 s", "cudnn energy: window 0.9 s"]
+    v1["device_busy"] = 0.95  # what early format-1 files stored: the cuDNN-only window's reading
+    path = tmp_path / "0001_x.json"
+    path.write_text(json.dumps(_file([v1], fmt=1)))
+    run = load_run(path)
+    (rec,) = run.records.values()
+    assert run.format == 1 and rec.cudnn is not None and rec.cudnn.timer == "wall"
+    assert rec.flags == (WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s"),)
+    assert rec.notes == ("cudnn energy: window 0.9 s",)
+    assert rec.gpu_busy == pytest.approx(0.30)
+
+
+def test_an_unknown_record_format_is_refused() -> None:
+    """A record newer than this package is not guessed at."""
+    with pytest.raises(RecordError, match="unknown format 3"):
+        CaseRecord.from_dict(_good(), version=3)
+
+
+def test_run_meta_carries_the_format() -> None:
+    """Every written run says which format it is in."""
+    assert run_meta("NVIDIA_H200", {"driver": "580"}, "abc")["format"] == FORMAT_VERSION
+
+
+# ------------------------------------------------------------------------------------ committed files
+
+
+def test_the_repository_has_committed_baselines() -> None:
+    """The files the next tests read exist (a broken glob would make them pass on nothing)."""
+    assert len(COMMITTED) >= 3 and all(p.parent.parent.parent.name == "baselines" for p in COMMITTED)
+
+
+@pytest.mark.parametrize("path", COMMITTED + sorted(REPO.glob("baselines/*/evidence/*.json")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_every_committed_run_loads_and_sits_in_its_gpus_folder(path: Path) -> None:
+    """A corrupt committed baseline would otherwise pass CPU CI unnoticed: each loads, in its GPU's folder."""
+    run = load_run(path)
+    gpu_folder = path.parent.parent.name if path.parent.name == "evidence" else path.parent.parent.name
+    assert run.gpu_slug == gpu_folder
+    assert run.records and all(r.cudnn is not None or r.generic for r in run.records.values())
+    assert sum(r.cudnn is not None for r in run.records.values()) >= 1
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
+def test_format_1_flags_are_what_the_old_warnings_said(path: Path) -> None:
+    """The migration's flags (from the counters) are exactly the warnings format 1 matched by their words."""
+    data = json.loads(path.read_text())
+    if data["machine_info"]["rnnperf"]["format"] != 1:
+        pytest.skip("written in a later format")
+    run = load_run(path)
+    for bench in data["benchmarks"]:
+        raw = bench["extra_info"].get("rnnperf", {})
+        if "generic" not in raw:
+            continue
+        old = [w for w in raw.get("warnings", []) if "throttled" in w or "process" in w]
+        rec = run.records[raw["case"]["id"]]
+        assert [f.message for f in rec.flags] == old
+        assert list(rec.warnings) == raw.get("warnings", [])

@@ -1,0 +1,254 @@
+"""The regression rule: the statistic, thresholds, host-bound cases, window flags, re-measuring, outcomes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from factories import record
+
+from pytest_rnnperf.device import FlagKind, WindowFlag
+from pytest_rnnperf.stats import Interval
+from pytest_rnnperf.verdicts import (
+    Comparison,
+    Outcome,
+    Policy,
+    Verdict,
+    compare,
+    judge,
+    judge_remeasuring,
+)
+
+
+def times(median: float, n: int, seed: int, sigma: float = 0.015) -> np.ndarray:
+    """n lognormal timings around `median` with ~sigma relative noise, from a fixed seed."""
+    return median * np.random.default_rng(seed).lognormal(0.0, sigma, n)
+
+
+THROTTLED = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
+
+
+# ------------------------------------------------------------------------------------------------- compare
+
+
+def test_compare_regressed_for_ten_percent_slower() -> None:
+    c = compare("cudnn time", times(1.0e-3, 30, seed=11), times(1.1e-3, 30, seed=12))
+    assert isinstance(c, Comparison)
+    assert c.verdict is Verdict.REGRESSED
+    assert c.ratio.low > 1.05
+    assert c.p_value is not None and c.p_value < 0.01
+    assert c.baseline_median == pytest.approx(1.0e-3, rel=0.02)
+    assert c.current_median == pytest.approx(1.1e-3, rel=0.02)
+
+
+def test_compare_unchanged_for_identical_distributions() -> None:
+    c = compare("cudnn time", times(1.0e-3, 30, seed=13), times(1.0e-3, 30, seed=14))
+    assert c.verdict is Verdict.UNCHANGED
+    assert 1 / 1.05 <= c.ratio.low and c.ratio.high <= 1.05
+
+
+def test_compare_improved_for_ten_percent_faster() -> None:
+    c = compare("cudnn time", times(1.0e-3, 30, seed=15), times(0.9e-3, 30, seed=16))
+    assert c.verdict is Verdict.IMPROVED
+    assert c.ratio.high < 1 / 1.05
+
+
+def test_compare_ambiguous_at_the_threshold() -> None:
+    baseline = times(1.0e-3, 30, seed=17)
+    # Same shape shifted by exactly +5%: the ratio interval must straddle the 1.05 edge.
+    current = 1.05 * np.random.default_rng(18).permutation(baseline)
+    c = compare("cudnn time", baseline, current, min_effect=0.05)
+    assert c.ratio.low <= 1.05 <= c.ratio.high
+    assert c.verdict is Verdict.AMBIGUOUS
+
+
+def test_compare_ambiguous_for_tiny_noisy_samples() -> None:
+    # A +20% shift in 4 samples of 30% noise: neither a regression nor "unchanged" can be claimed.
+    c = compare("cudnn time", times(1.0, 4, seed=19, sigma=0.3), times(1.2, 4, seed=20, sigma=0.3))
+    assert c.verdict is Verdict.AMBIGUOUS
+    assert c.ratio.high - c.ratio.low > 0.2
+
+
+def test_compare_ambiguous_with_too_few_samples_even_if_quiet() -> None:
+    c = compare("cudnn time", [1.0, 1.0], [1.0, 1.0])
+    assert c.p_value is None
+    assert c.verdict is Verdict.AMBIGUOUS
+
+
+def test_compare_ambiguous_when_beyond_threshold_but_not_significant() -> None:
+    # 3 vs 3 constant samples 20% apart: the collapsed interval is far beyond the band, but 3 samples a
+    # side cannot reach p < 0.01 in a two-sided Mann-Whitney test (p ~ 0.047 here), so no call is made.
+    c = compare("cudnn time", [1.0, 1.0, 1.0], [1.2, 1.2, 1.2])
+    assert c.ratio.low > 1.05
+    assert c.p_value is not None and c.p_value > 0.01
+    assert c.verdict is Verdict.AMBIGUOUS
+
+
+def test_compare_constant_identical_samples_are_unchanged() -> None:
+    c = compare("cudnn time", [2.0] * 5, [2.0] * 5)
+    assert c.p_value == 1.0
+    assert c.verdict is Verdict.UNCHANGED
+
+
+def test_higher_is_better_flips_the_direction() -> None:
+    rng = np.random.default_rng(21)
+    base_speedup = 7.0 * rng.lognormal(0.0, 0.015, 30) / times(1.0, 30, seed=22)
+    rng = np.random.default_rng(23)
+    cur_speedup = 6.3 * rng.lognormal(0.0, 0.015, 30) / times(1.0, 30, seed=24)
+    as_speedup = compare("speedup", base_speedup, cur_speedup, higher_is_better=True)
+    assert as_speedup.verdict is Verdict.REGRESSED  # speedup dropped 10%
+    as_time = compare("speedup", base_speedup, cur_speedup, higher_is_better=False)
+    assert as_time.verdict is Verdict.IMPROVED  # the same drop read as a time is an improvement
+    assert compare("speedup", cur_speedup, base_speedup, higher_is_better=True).verdict is Verdict.IMPROVED
+
+
+def test_explain_mentions_percentage_threshold_and_verdict() -> None:
+    c = compare("cudnn time", times(1.0e-3, 30, seed=11), times(1.1e-3, 30, seed=12))
+    line = c.explain()
+    pct = f"{(c.ratio.estimate - 1) * 100:+.1f}%"
+    assert line.startswith(f"cudnn time {pct} [")
+    assert f"[{(c.ratio.low - 1) * 100:+.1f}%, {(c.ratio.high - 1) * 100:+.1f}%]" in line
+    assert "threshold 5%" in line
+    assert line.endswith("): regressed")
+    assert "\n" not in line
+    assert "p=n/a" in compare("t", [1.0], [1.0]).explain()
+
+
+def test_explain_exact_format() -> None:
+    c = Comparison(
+        metric="cudnn time",
+        baseline_median=1.0,
+        current_median=1.079,
+        ratio=Interval(1.079, 1.051, 1.108, 0.95),
+        p_value=0.0003,
+        min_effect=0.05,
+        verdict=Verdict.REGRESSED,
+    )
+    assert c.explain() == "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"
+
+
+def test_compare_is_deterministic() -> None:
+    base, cur = times(1.0, 20, seed=25), times(1.03, 20, seed=26)
+    assert compare("t", base, cur, seed=5) == compare("t", base, cur, seed=5)
+
+
+def test_verdict_is_a_string() -> None:
+    assert Verdict.REGRESSED == "regressed"
+    assert str(Verdict.AMBIGUOUS) == "ambiguous"
+
+
+# ------------------------------------------------------------------------------------ ratios, spread, noise
+
+
+def test_compare_refuses_thresholds_that_mean_nothing() -> None:
+    """min_effect 0, inf or nan would flag noise or nothing at all: a ValueError, not a verdict."""
+    for bad in (0.0, -0.1, math.inf, math.nan):
+        with pytest.raises(ValueError, match="min_effect"):
+            compare("t", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], min_effect=bad)
+
+
+# ------------------------------------------------------------------------------------------------- policy
+
+
+@pytest.mark.parametrize("field, value", [("min_effect", 0.0), ("min_effect", math.inf), ("host_bound_effect", -1.0),
+                                          ("host_bound_effect", math.nan), ("alpha", 1.0), ("host_bound_below", 0.0)])
+def test_policy_refuses_meaningless_thresholds(field: str, value: float) -> None:
+    """Each threshold is checked where the policy is made, naming the field."""
+    with pytest.raises(ValueError, match=field):
+        Policy(**{field: value})
+
+
+# ------------------------------------------------------------------------------------------ case verdicts
+
+
+def test_regressed_unchanged_and_flagged() -> None:
+    """+20% cuDNN time regresses and fails; noise alone does not; a throttled window is reported, not failed."""
+    base = record("a", 1.0, seed=1)
+    slow = judge(base, record("a", 1.2, seed=2))
+    assert slow is not None and slow.verdict is Verdict.REGRESSED and slow.outcome is Outcome.REGRESSED and slow.fails
+    same = judge(base, record("a", 1.0, seed=3))
+    assert same is not None and same.outcome is Outcome.UNCHANGED and not same.fails
+    hot = judge(base, record("a", 1.2, seed=2, flags=(THROTTLED,)))
+    assert hot is not None and hot.verdict is Verdict.REGRESSED and not hot.fails
+    assert hot.outcome is Outcome.REGRESSED_NOT_FAILED and hot.flags == (THROTTLED,) and "throttled" in hot.flagged
+
+
+def test_a_flag_is_data_whatever_its_words() -> None:
+    """A foreign-process flag with a message that mentions neither 'process' nor 'throttled' still holds a case back."""
+    odd = WindowFlag(FlagKind.FOREIGN_PROCESS, "pid 4242 appeared")
+    verdict = judge(record("a", 1.0, seed=1), record("a", 1.5, seed=2, flags=(odd,)))
+    assert verdict is not None and verdict.outcome is Outcome.REGRESSED_NOT_FAILED
+
+
+def test_speedup_is_reported_but_a_faster_generic_side_does_not_regress_the_case() -> None:
+    """A faster generic side lowers the speedup; the case follows the cuDNN time, which is unchanged."""
+    v = judge(record("a", 1.0, generic_ms=4.0, seed=1), record("a", 1.0, generic_ms=3.0, seed=4))
+    assert v is not None and v.speedup is not None and v.speedup.verdict is Verdict.REGRESSED
+    assert v.verdict is Verdict.UNCHANGED and not v.fails
+
+
+def test_no_cudnn_side_has_no_verdict() -> None:
+    """Generic-only records (CPU runs) are not compared."""
+    rec = record("a", None)
+    assert judge(rec, rec) is None
+
+
+def test_host_bound_cases_get_the_wider_threshold() -> None:
+    """+20% on a GPU-bound case regresses; the same +20% where the GPU was 20% busy does not; +60% still does."""
+    base, slow = record("a", 1.0, seed=1, busy_pct=90), record("a", 1.2, seed=2, busy_pct=90)
+    device_bound = judge(base, slow)
+    assert device_bound is not None and device_bound.fails and not device_bound.host_bound
+    host_bound = judge(record("a", 1.0, seed=1, busy_pct=20), record("a", 1.2, seed=2, busy_pct=20))
+    assert host_bound is not None and host_bound.verdict is Verdict.UNCHANGED
+    assert host_bound.host_bound == "host-bound: GPU busy 20%" and host_bound.time.min_effect == Policy().host_bound_effect
+    much_slower = judge(record("a", 1.0, seed=1, busy_pct=20), record("a", 1.6, seed=2, busy_pct=20))
+    assert much_slower is not None and much_slower.fails
+
+
+def test_host_bound_slowdown_that_keeps_the_speedup_is_the_hosts() -> None:
+    """Host-bound: cuDNN +60% with generic +60% is the host (reported, not failed); with generic flat it regresses."""
+    base = record("a", 1.0, generic_ms=8.0, seed=1, busy_pct=20)
+    host_slower = judge(base, record("a", 1.6, generic_ms=12.8, seed=2, busy_pct=20))
+    assert host_slower is not None and host_slower.verdict is Verdict.REGRESSED and not host_slower.fails
+    assert [f.kind for f in host_slower.flags] == [FlagKind.HOST_SLOWED]
+    assert host_slower.flagged == "the host slowed both sides alike: speedup +0%, unchanged"
+    assert host_slower.outcome is Outcome.REGRESSED_NOT_FAILED
+    cudnn_slower = judge(base, record("a", 1.6, generic_ms=8.0, seed=2, busy_pct=20))
+    assert cudnn_slower is not None and cudnn_slower.fails and not cudnn_slower.flags
+    assert cudnn_slower.speedup is not None and cudnn_slower.speedup.verdict is Verdict.REGRESSED
+    gpu_bound = judge(record("a", 1.0, generic_ms=8.0, seed=1, busy_pct=90),
+                      record("a", 1.6, generic_ms=12.8, seed=2, busy_pct=90))
+    assert gpu_bound is not None and gpu_bound.fails  # GPU-bound: the cuDNN time alone decides
+
+
+def test_thresholds_come_from_the_policy() -> None:
+    """The same +8% is a regression at 5% and unchanged at 10%."""
+    base, now = record("a", 1.0, seed=1), record("a", 1.08, seed=2)
+    assert judge(base, now, Policy(min_effect=0.05)).fails  # type: ignore[union-attr]
+    assert judge(base, now, Policy(min_effect=0.10)).verdict is Verdict.UNCHANGED  # type: ignore[union-attr]
+
+
+def test_an_ambiguous_case_is_measured_once_more_and_that_decides() -> None:
+    """Ambiguous (interval straddling 5%): one re-measure; it decides and is marked; a clear case is not re-measured."""
+    base = record("a", 1.0, seed=1, n=20)
+    ambiguous = record("a", 1.05, seed=2, n=20)
+    assert judge(base, ambiguous).verdict is Verdict.AMBIGUOUS  # type: ignore[union-attr]
+    calls: list[int] = []
+
+    def remeasure() -> object:
+        calls.append(1)
+        return record("a", 1.0, seed=3)
+
+    current, verdict = judge_remeasuring(base, ambiguous, remeasure)  # type: ignore[arg-type]
+    assert calls == [1] and verdict is not None and verdict.remeasured and verdict.verdict is Verdict.UNCHANGED
+    assert current.cudnn is not None and current.cudnn.samples[0] != ambiguous.cudnn.samples[0]  # type: ignore[union-attr]
+    calls.clear()
+    _, clear = judge_remeasuring(base, record("a", 1.5, seed=4), remeasure)  # type: ignore[arg-type]
+    assert calls == [] and clear is not None and not clear.remeasured
+
+
+def test_comparison_explains_itself_in_one_line() -> None:
+    """explain() carries the change, its interval, p, the threshold and the verdict."""
+    c = Comparison("cudnn time", 1e-3, 1.079e-3, Interval(1.079, 1.051, 1.108, 0.95), 0.0003, 0.05, Verdict.REGRESSED)
+    assert c.explain() == "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"
