@@ -124,6 +124,9 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
+    if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
+        problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
+                        "after the whole run)")
     if config.getoption("benchmark_histogram", None):
         missing = [m for m in ("pygal", "pygaljs") if importlib.util.find_spec(m) is None]
         if missing:
@@ -183,19 +186,27 @@ def _configure_benchmark(config: pytest.Config, run: RnnperfSession, latest: Pat
     pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share one;
     storing under baselines/<gpu model>/ keeps every model apart. Its bare --benchmark-compare looks only in
     this Python's machine-id folder; it is given the exact file our verdicts use, so both compare with the
-    same run. Without a GPU there is nothing to compare, and it is told so instead of searching .benchmarks.
+    same run. Where there is nothing to compare (no GPU, no baseline yet) it is told so instead of searching
+    .benchmarks, and a folder is only made when something will be saved there.
     """
     compare = config.getoption("benchmark_compare", None)
-    if not run.device.available:
-        if compare:
-            config.option.benchmark_compare = []
-            config.option.benchmark_compare_fail = None
-            run.notes.append("--benchmark-compare: nothing to compare without a GPU (baselines are per GPU model)")
-        return
-    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":
-        config.option.benchmark_storage = "file://" + str(run.root / run.device.gpu_slug)
+    folder = run.root / run.device.gpu_slug
+    saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
+        "benchmark_autosave", None)
+    if run.device.available and config.getoption("benchmark_storage", None) == "file://./.benchmarks" and (
+            folder.is_dir() or saving):
+        config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
     if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
         config.option.benchmark_compare = str(latest.resolve())
+    elif compare and latest is None:
+        config.option.benchmark_compare = []
+        why = ("no GPU (baselines are per GPU model)" if not run.device.available
+               else f"no baseline for {run.device.gpu_slug} yet")
+        run.notes.append(f"--benchmark-compare: nothing to compare: {why}")
+        if config.getoption("benchmark_compare_fail", None):
+            # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
+            config.option.benchmark_compare_fail = None
+            run.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
 
 
 def _session(config: pytest.Config) -> RnnperfSession:
@@ -214,17 +225,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         problem = _marker_problem(item)
         if problem:
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Keep --benchmark-compare-fail from crashing a first run that has no baseline yet."""
-    bs = _bench(session.config)
-    if bs is not None and bs.compare_fail and not bs.compared_mapping:
-        # pytest-benchmark raises a usage error at the end in this case; with no stored run there is
-        # nothing to fail against (the summary says how to record one).
-        bs.compare_fail = []
-        _session(session.config).notes.append(
-            "--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
 
 
 def resolved_scale(config: pytest.Config) -> str:

@@ -1,8 +1,8 @@
 """Where does run-to-run noise come from? Time the same cases at three nested levels and compare.
 
-An experiment for the GPU runner, not part of the plugin. On the H200, back-to-back suite runs moved
-some torch cuDNN times by 20-45%, more than each run's own interval allowed for: part of the noise lives
-between runs, where one run's samples cannot see it. This probe separates
+An experiment for the GPU runner, not part of the plugin. Back-to-back suite runs can move a case's cuDNN
+time by more than each run's own interval allows for: part of the noise lives between runs, where one run's
+samples cannot see it. This probe separates
 
 - within a build: the spread of one build's timed blocks (what a single run's interval sees),
 - between builds: the same case rebuilt in the same process (fresh module, weights, inputs and device
@@ -13,9 +13,7 @@ If between-build spread is about as large as between-process spread, timing seve
 one run would make a run's interval honest about that noise; if not, the noise is per process (e.g. CPU
 placement) and needs another remedy.
 
-Seen on an H100 (3 processes x 4 builds x 10 rounds): host-bound cases spread 5-20% between builds and 8-13%
-between processes, drifting in one direction across consecutive builds (9.0, 9.4, 11.9, 13.3 ms): the host's
-speed moves over seconds. GPU-bound controls: ~1% within and between builds, 0.3% between processes.
+What it found is in baselines/NVIDIA_H100_80GB_HBM3/evidence/README.md.
 
     python scripts/noise_probe.py --processes 3 --builds 4 'torch-gru-train-fp32-T100-B64-I64-H512-L2'
 

@@ -3,18 +3,13 @@
 Floors are deliberately conservative: they catch a cuDNN path that silently stopped running or collapsed
 (the Keras 3.14 kind of regression), not a few percent; the stored baselines catch the few percent.
 
-Where the figures come from (../shared/DESIGN.md, one H200, torch 2.11 / cuDNN 9.19, TF 2.21 + Keras 3.15,
-fwd+bwd): LSTM and GRU training ran 4.1x-12.1x faster on cuDNN at batch <= 512 in both frameworks, so
-those cases get 2.0x, half of the lowest figure. At batch 4700 torch's cuDNN GRU was only 1.08x and the
-others 1.9x-2.6x, so those get 0.8x: the floor there only says cuDNN must not fall far behind. Cases the
-measurements do not cover (inference, plain RNNs, half precision, small batches) get 1.0x: cuDNN must not
-be slower than the generic path. Raise a floor only from measured baselines, never from hope.
-
-Measured by this suite on an H200 (2026-11-22, torch 2.11, cuDNN 9.19, precision pinned): in IEEE FP32
-(TF32 off on both sides) at hidden size 1024, cuDNN LSTM and GRU training were only 1.14x and 1.36x
-faster, because both sides are then bound by the same FP32 matmuls; with TF32 on the same shape ran
-3.8x. DESIGN.md's 4.1x for that shape is the TF32 figure (torch's cuDNN defaults to TF32, its matmul
-does not), so FP32 cases with hidden >= 1024 get 1.0x.
+Where the figures come from (../shared/DESIGN.md and baselines/NVIDIA_H200/evidence/README.md, torch 2.11 /
+cuDNN 9.19, TF 2.21 + Keras 3.15): LSTM and GRU training ran 4x-12x faster on cuDNN at batch <= 512 in both
+frameworks, so those cases get 2.0x, half of the lowest figure. At batch 4700 torch's cuDNN GRU was barely
+faster, so those cases get 0.8x: cuDNN must not fall far behind. In IEEE FP32 at hidden size >= 1024 both sides
+are bound by the same FP32 matmuls (~1.15x), so those get 1.0x. Cases the measurements do not cover (inference,
+plain RNNs, half precision, small batches) get 1.0x: cuDNN must not be slower. Raise a floor only from measured
+baselines, never from hope.
 """
 
 from __future__ import annotations

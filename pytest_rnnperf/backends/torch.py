@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # generic side also disables mkldnn to stay on the plain ATen loop.
 _CUDNN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
 _MKLDNN_OPS = ("aten::mkldnn_rnn_layer",)
+# Intra-op threads of a CPU pair. The CPU cases are small correctness checks that gain nothing from a second
+# thread, while every OpenMP region of torch's default pool (a thread per core) waits at its barrier for each
+# worker: on a 2-core runner with one core busy elsewhere, a descheduled worker stalled 2 ms steps for up to
+# 200 ms. GPU pairs are left as they are.
+CPU_THREADS = 1
 
 TORCH_KEYS: tuple[str, ...] = (
     "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.cudnn_available", "torch.cudnn_enabled",
@@ -313,6 +318,22 @@ class TorchImpl:
         return prove_path(self.name, self.step, self.device)
 
 
+def _pin_cpu_threads(device: str) -> int:
+    """For a CPU pair, set torch's intra-op threads to CPU_THREADS; the count to restore on close (0: none)."""
+    torch = _torch()
+    if device != "cpu" or torch.get_num_threads() == CPU_THREADS:
+        return 0
+    before = torch.get_num_threads()
+    torch.set_num_threads(CPU_THREADS)
+    return int(before)
+
+
+def _restore_threads(count: int) -> None:
+    """Give torch back the intra-op thread count a CPU pair replaced."""
+    if count:
+        _torch().set_num_threads(count)
+
+
 @dataclass
 class TorchPair:
     """cuDNN and generic torch modules with identical weights on one device."""
@@ -320,6 +341,7 @@ class TorchPair:
     cudnn: TorchImpl | None
     generic: TorchImpl | None
     device: str
+    restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
@@ -331,6 +353,8 @@ class TorchPair:
         self.cudnn = self.generic = None
         if self.device.startswith("cuda"):
             _torch().cuda.empty_cache()
+        _restore_threads(self.restore_threads)
+        self.restore_threads = 0
 
 
 def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
@@ -403,6 +427,7 @@ class TorchModelPair:
     device: str
     description: str = ""
     notes: tuple[str, ...] = ()
+    restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
 
     def reference(self) -> dict[str, tuple[str, np.ndarray | None]]:
         """Outputs and gradients of the float64 copy on the generic path."""
@@ -418,6 +443,8 @@ class TorchModelPair:
         self.cudnn = self.generic = None
         if self.device.startswith("cuda"):
             _torch().cuda.empty_cache()
+        _restore_threads(self.restore_threads)
+        self.restore_threads = 0
 
 
 def _describe(model: Any) -> tuple[str, list[Any]]:
@@ -497,6 +524,17 @@ class TorchBackend:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if case.precision in ("fp16", "bf16") and device == "cpu":
             raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        restore = _pin_cpu_threads(device)
+        try:
+            return self._build(case, weights, inputs, impls, device, restore)
+        except BaseException:
+            _restore_threads(restore)  # no pair will be closed
+            raise
+
+    def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
+               restore: int) -> TorchPair:
+        """build's work, once the device and its thread count are settled."""
+        torch = _torch()
         try:
             sides = {}
             for impl in impls:
@@ -504,7 +542,8 @@ class TorchBackend:
                 # weight buffer of its own, and neither side should see the other's state.
                 module = build_module(case, weights, device)
                 sides[impl] = TorchImpl(impl, case, module, device, inputs, weights)
-            pair = TorchPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=device)
+            pair = TorchPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=device,
+                             restore_threads=restore)
             # One untimed step per side surfaces out-of-memory here, where it becomes a skip.
             for side in sides.values():
                 side.step()
@@ -519,8 +558,6 @@ class TorchBackend:
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
                     seed: int = 0) -> TorchModelPair:
         """Copies of ``model`` for each side and a float64 reference copy, with the same inputs and upstream grads."""
-        import copy
-
         reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
         if reason:
             raise BackendUnavailable(reason)
@@ -533,6 +570,19 @@ class TorchBackend:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if case.precision in ("fp16", "bf16") and device == "cpu":
             raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
+        restore = _pin_cpu_threads(device)
+        try:
+            return self._build_model(case, model, inputs, impls, seed, device, description, restore)
+        except BaseException:
+            _restore_threads(restore)  # no pair will be closed
+            raise
+
+    def _build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...], seed: int,
+                     device: str, description: str, restore: int) -> TorchModelPair:
+        """build_model's work, once the device and its thread count are settled."""
+        import copy
+
+        torch = _torch()
         torch.manual_seed(seed)
         host_inputs = _model_inputs(inputs)
         train = case.mode == "train"
@@ -565,7 +615,7 @@ class TorchBackend:
             for side in sides.values():  # surfaces out-of-memory and shape errors here, before timing
                 side.step()
             pair = TorchModelPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), reference_copy=reference,
-                                  device=device, description=description,
+                                  device=device, description=description, restore_threads=restore,
                                   notes=(f"dropout set to 0 in the compared copies: {', '.join(dropped)}",)
                                   if dropped else ())
             pair.sync()

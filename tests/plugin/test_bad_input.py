@@ -1,0 +1,322 @@
+"""Every input a user can get wrong gets one line, before the run where it can be known, and nothing stored changes.
+
+Each test names the defect it guards (issue "every bad input gets one line").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import load_json, run
+
+GPU_DIR = "baselines/NVIDIA_H200"
+REFERENCE_FILE = """
+from pytest_rnnperf.cases import Case, Shape
+
+def test_lstm(rnnperf):
+    rnnperf.check(rnnperf.reference(Case("torch", "lstm", Shape(4, 2, 3, 5))))
+
+def test_gru(rnnperf):
+    rnnperf.check(rnnperf.reference(Case("torch", "gru", Shape(4, 2, 3, 5))))
+"""
+
+
+def _sha(path: Path) -> str:
+    """The file's sha256, to prove it was not touched."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _record(project: pytest.Pytester) -> Path:
+    """Record a baseline on the fake H200 and return it."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    (path,) = (project.path / GPU_DIR).glob("*/0001_baseline.json")
+    return path
+
+
+def _usage_error(result: pytest.RunResult, *fragments: str) -> str:
+    """Assert a usage error before any test ran, in one line holding every fragment; returns that line."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR: ")]
+    assert len(errors) == 1, result.stderr.str()
+    assert all(f in errors[0] for f in fragments), errors[0]
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out and " passed" not in out
+    return errors[0]
+
+
+def _cli(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
+    """python -m pytest_rnnperf ARGS in the project folder."""
+    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", *args], capture_output=True, text=True,
+                          cwd=project.path)
+
+
+# -------------------------------------------------------------------------------------- stored files (1, 2, 11)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe{}", "not UTF-8 text"),
+    (b'{"benchmarks": [], "machine_info": "x"}', "no machine_info.rnnperf section"),
+    (b'{"benchmarks": [1], "machine_info": {"rnnperf": {"format": 1}}}', "benchmarks[0] is int, not an object"),
+])
+def test_a_broken_baseline_stops_the_run_in_one_line_and_stays_as_it_was(project: pytest.Pytester, content: bytes,
+                                                                         message: str) -> None:
+    """Defect 1: not UTF-8 or wrong field types gave INTERNALERROR; now exit 4, one line naming the file."""
+    path = project.path / GPU_DIR / "Linux-CPython-3.12-64bit" / "0001_baseline.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    _usage_error(run(project), str(path), message)
+    assert path.read_bytes() == content
+    compare = _cli(project, "compare", str(path), str(path))
+    assert compare.returncode == 2 and compare.stderr.count("\n") == 1 and message in compare.stderr
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["cudnn"].update(samples_s=[]), "cudnn samples_s is empty"),
+    (lambda r: r["cudnn"]["samples_s"].__setitem__(0, float("inf")), "holds inf, not a finite number"),
+    (lambda r: r["generic"]["samples_s"].__setitem__(0, -1e-3), "times must be > 0 s"),
+])
+def test_hand_edited_samples_are_refused_when_read_not_when_judged(project: pytest.Pytester, edit, message) -> None:
+    """Defect 2: empty, infinite or negative samples failed every test with a ValueError; now one line at the start."""
+    path = _record(project)
+    data = load_json(path)
+    for bench in data["benchmarks"]:
+        record = bench["extra_info"]["rnnperf"]
+        if "cudnn" in record:
+            edit(record)
+    path.write_text(json.dumps(data))
+    before = _sha(path)
+    _usage_error(run(project), str(path), "malformed record: case torch-", message)
+    assert _sha(path) == before
+    spread = _cli(project, "spread", str(path), str(path))
+    assert spread.returncode == 2 and message in spread.stderr and "Traceback" not in spread.stderr
+
+
+def test_stored_round_speedups_are_derived_so_editing_them_changes_nothing(project: pytest.Pytester) -> None:
+    """Defect 2: zero or negative round_speedups crashed the judge; they are now computed from the samples."""
+    path = _record(project)
+    data = load_json(path)
+    for bench in data["benchmarks"]:
+        if "round_speedups" in bench["extra_info"]["rnnperf"]:
+            bench["extra_info"]["rnnperf"]["round_speedups"] = [0.0, -1.0]
+    path.write_text(json.dumps(data))
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*verdicts: 2 unchanged*"])
+
+
+def test_a_baseline_of_another_gpu_in_this_gpus_folder_is_refused(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 11: an A100 file moved into the H200 folder was used silently; now one line says where it belongs."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA A100-SXM4-80GB")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    (a100,) = (project.path / "baselines/NVIDIA_A100-SXM4-80GB").glob("*/0001_baseline.json")
+    moved = project.path / GPU_DIR / a100.parent.name / a100.name
+    moved.parent.mkdir(parents=True)
+    shutil.move(a100, moved)
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA H200")
+    _usage_error(run(project), f"{moved}: recorded on NVIDIA_A100-SXM4-80GB but stored in the folder of NVIDIA_H200")
+
+
+# ---------------------------------------------------------------------------------- offline commands (3, 9, 10, 15)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--min-effect", "0"], "argument --min-effect: 0.0 must be > 0"),
+    (["--min-effect", "nan"], "argument --min-effect: 'nan' is not a finite number"),
+    (["--min-effect", "inf"], "argument --min-effect: 'inf' is not a finite number"),
+    (["--host-bound-effect", "-1"], "argument --host-bound-effect: -1.0 must be > 0"),
+])
+def test_compare_refuses_a_bad_threshold_with_exit_2(project: pytest.Pytester, args: list[str], message: str) -> None:
+    """Defects 3 and 9: --min-effect 0 crashed with exit 1 ("regressed"); nan and -1 were accepted."""
+    path = _record(project)
+    result = _cli(project, "compare", *args, str(path), str(path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"python -m pytest_rnnperf compare: error: {message} (see python -m "
+                                          f"pytest_rnnperf compare --help)"]
+
+
+def test_spread_refuses_runs_of_different_gpu_models(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 10: spread mixed GPU models silently; now exit 2 unless --allow-other-gpu."""
+    h200 = _record(project)
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA A100-SXM4-80GB")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    (a100,) = (project.path / "baselines/NVIDIA_A100-SXM4-80GB").glob("*/0001_baseline.json")
+    mixed = _cli(project, "spread", str(h200), str(a100))
+    assert mixed.returncode == 2 and "different GPU models (NVIDIA_A100-SXM4-80GB, NVIDIA_H200)" in mixed.stderr
+    assert _cli(project, "spread", "--min-step-ms", "0", "--allow-other-gpu", str(h200), str(a100)).returncode in (0, 1)
+
+
+def test_the_console_script_names_itself(project: pytest.Pytester) -> None:
+    """Defect 15: the rnnperf script said 'usage: python -m pytest_rnnperf'."""
+    script = Path(sys.executable).with_name("rnnperf")
+    if not script.exists():
+        pytest.skip(f"the rnnperf console script is not installed next to {sys.executable}")
+    result = subprocess.run([str(script), "compare", "--min-effect", "0", "a.json", "b.json"], capture_output=True,
+                            text=True, cwd=project.path)
+    assert result.returncode == 2 and result.stderr.startswith("rnnperf compare: error: argument --min-effect")
+
+
+def test_an_internal_error_is_exit_3_not_regressed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    """Defect 3: a crash must never read as exit 1 ("a case regressed")."""
+    from pytest_rnnperf import __main__ as cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "compare_files", broken)
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 3
+    assert "internal error" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------- output paths (4, 13)
+
+
+def test_a_report_dir_that_is_a_file_stops_the_run_before_it_starts(project: pytest.Pytester) -> None:
+    """Defect 4: the suite ran, then a traceback from sessionfinish; now exit 4 before collection."""
+    (project.path / "taken").write_text("x")
+    _usage_error(run(project, "--rnnperf-report-dir=taken"), "--rnnperf-report-dir", "taken is a file, not a folder")
+
+
+def test_a_markdown_path_that_is_a_folder_stops_the_run(project: pytest.Pytester) -> None:
+    """Defect 4: --rnnperf-markdown pointing at a folder, or into a folder that does not exist."""
+    (project.path / "md").mkdir()
+    _usage_error(run(project, "--rnnperf-markdown=md"), "--rnnperf-markdown", "md is a folder, not a file")
+    _usage_error(run(project, "--rnnperf-markdown=nowhere/summary.md"), "folder nowhere does not exist")
+
+
+def test_recording_into_a_path_that_cannot_hold_a_folder_stops_the_run(project: pytest.Pytester) -> None:
+    """Defect 4: --rnnperf-update-baseline into a place that cannot be written is refused before the run."""
+    (project.path / "store").write_text("x")
+    _usage_error(run(project, "--rnnperf-update-baseline", "--rnnperf-baselines=store/sub"),
+                 "--rnnperf-update-baseline: cannot record into", "store is a file, not a folder")
+
+
+def test_a_mistyped_baselines_folder_is_refused_instead_of_comparing_with_nothing(project: pytest.Pytester) -> None:
+    """A folder that does not exist would silently compare with nothing; the default 'baselines' may be absent."""
+    _usage_error(run(project, "--rnnperf-baselines=baselnes"), "baselnes does not exist")
+    run(project).assert_outcomes(passed=2)
+
+
+def test_histogram_without_pygal_is_refused_up_front(project: pytest.Pytester) -> None:
+    """Defect 13: the run ended with an ImportError traceback after the tests passed."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygal") is not None:
+        pytest.skip("pygal is installed here")
+    _usage_error(run(project, "--benchmark-histogram"), "--benchmark-histogram needs pygal",
+                 "pip install 'pytest-benchmark[histogram]'")
+
+
+def test_compare_fail_without_compare_is_refused_up_front(project: pytest.Pytester) -> None:
+    """pytest-benchmark says so only after the whole run."""
+    _usage_error(run(project, "--benchmark-compare-fail=median:5%"), "--benchmark-compare-fail needs --benchmark-compare")
+
+
+def test_an_injected_delay_of_the_wrong_form_is_refused(project: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNNPERF_INJECT_CUDNN_DELAY_US='*-H1024' (no =microseconds) skipped every case; now one line up front."""
+    monkeypatch.setenv("RNNPERF_INJECT_CUDNN_DELAY_US", "torch-*-H1024")
+    _usage_error(run(project), "RNNPERF_INJECT_CUDNN_DELAY_US: 'torch-*-H1024' is not <case-id glob>=<microseconds>")
+
+
+# -------------------------------------------------------------------------------------------- options (8, 9)
+
+
+def test_a_baselines_path_in_space_form_is_refused(project: pytest.Pytester,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Defect 8: '--rnnperf-baselines /abs/path' moved pytest's rootdir and dropped the project's ini."""
+    store = tmp_path_factory.mktemp("store")
+    line = _usage_error(run(project, "--rnnperf-baselines", str(store)), f"write --rnnperf-baselines={store}")
+    assert "rootdir" in line
+    run(project, f"--rnnperf-baselines={store}").assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("marker, message", [
+    ("rounds=0", "rounds=0): 0 must be >= 1"),
+    ("rounds=-3", "rounds=-3): -3 must be >= 1"),
+    ("rounds='many'", "rounds='many'): 'many' is not a whole number"),
+    ("max_case_s=0", "max_case_s=0): 0.0 must be > 0"),
+    ("round=5", "rnnperf(round=...): unknown setting; per-test settings: rounds, min_block_ms"),
+    ("5", "takes keywords only"),
+])
+def test_a_bad_marker_is_refused_before_any_test_runs(project: pytest.Pytester, marker: str, message: str) -> None:
+    """Defect 9: rnnperf(rounds=0) and the like bypassed the checks and failed each test with a ValueError."""
+    project.makepyfile(test_marked=f"""
+        import pytest
+        from pytest_rnnperf.cases import Case, Shape
+
+        @pytest.mark.rnnperf({marker})
+        def test_marked(rnnperf):
+            rnnperf.measure(Case("torch", "rnn_tanh", Shape(3, 2, 3, 4)))
+    """)
+    _usage_error(run(project), "test_marked.py::test_marked: @pytest.mark.rnnperf", message)
+
+
+# ------------------------------------------------------------------------------------- pytest-benchmark (7, 15)
+
+
+def test_benchmark_compare_uses_the_baseline_rnnperf_uses_whatever_the_python(project: pytest.Pytester) -> None:
+    """Defect 7: a baseline in another Python's machine-id folder: pytest-benchmark said "Can't compare"."""
+    path = _record(project)
+    other = path.parent.with_name("Linux-CPython-3.99-64bit")
+    path.parent.rename(other)
+    result = run(project, "--benchmark-compare")
+    result.assert_outcomes(passed=2)
+    result.stderr.fnmatch_lines(["*Comparing against benchmarks from: *Linux-CPython-3.99-64bit/0001_baseline.json*"])
+    assert "Can't compare" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines([f"*baseline: *{other.name}/0001_baseline.json*"])
+    for source in ("Linux-CPython-3.99-64bit/0001", "NOW"):  # pytest-benchmark's table: a row per source
+        result.stdout.fnmatch_lines([f"*test_pair[[]cudnn-torch-lstm-*[]] ({source}*"])
+
+
+def test_without_a_gpu_compare_says_there_is_nothing_to_compare(project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 15: the first line on a CPU was pytest-benchmark's "Can't compare ... '.benchmarks'"."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    project.makepyfile(test_cases=REFERENCE_FILE)
+    result = run(project, "--benchmark-compare")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str() + result.stderr.str()
+    assert "Can't compare" not in out and ".benchmarks" not in out
+    result.stdout.fnmatch_lines(["*--benchmark-compare: nothing to compare: no GPU (baselines are per GPU model)*"])
+
+
+def test_a_gpu_run_without_a_baseline_creates_no_baselines_folder(project: pytest.Pytester) -> None:
+    """Defect 15: pytest-benchmark's storage made baselines/<gpu>/ on every GPU run; only recording does now."""
+    result = run(project, "--benchmark-compare")
+    result.assert_outcomes(passed=2)
+    assert not (project.path / "baselines").exists()
+    result.stdout.fnmatch_lines(["*--benchmark-compare: nothing to compare: no baseline for NVIDIA_H200 yet*"])
+    assert "Can't compare" not in result.stdout.str() + result.stderr.str()
+
+
+def test_generic_only_rows_show_no_tflops(project: pytest.Pytester) -> None:
+    """Defect 15: a tiny reference run showed 0.00 TFLOP/s; a generic-only row shows '-'."""
+    project.makepyfile(test_cases=REFERENCE_FILE)
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["generic path vs float64 reference:", "case *TFLOP/s (of peak)*",
+                                 "torch-lstm-train-fp32-T4-B2-I3-H5-L1 *-  *-  *-  *-  *-  ok *"])
+
+
+# ------------------------------------------------------------------------------------------------ xdist (5)
+
+
+def test_reference_results_of_xdist_workers_reach_the_summary_and_report(project: pytest.Pytester) -> None:
+    """Defect 5: under -n 2 the reference results vanished; the workers' records are merged by the controller."""
+    project.makepyfile(test_cases=REFERENCE_FILE)
+    result = run(project, "-n", "2", "--rnnperf-report-dir=out")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*rnnperf summary*", "generic path vs float64 reference:"])
+    report = load_json(project.path / "out" / "rnnperf.json")
+    assert sorted(r["case"]["id"] for r in report["results"]) == ["torch-gru-train-fp32-T4-B2-I3-H5-L1",
+                                                                 "torch-lstm-train-fp32-T4-B2-I3-H5-L1"]

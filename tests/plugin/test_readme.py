@@ -1,0 +1,32 @@
+"""The README's example test for a team's own model, run exactly as printed there, with the real torch."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import REPO
+
+
+def _example() -> str:
+    """The Python block of the README that starts with '# test_my_model.py'."""
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"```python\n(# test_my_model\.py\n.*?)```", text, re.S)
+    assert match, "README.md has no '# test_my_model.py' example"
+    return match.group(1)
+
+
+def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester) -> None:
+    """On a GPU both sides run and are checked; without one the generic copy is checked against float64."""
+    torch = pytest.importorskip("torch")
+    pytester.makepyfile(test_my_model=_example())
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=5", "--rnnperf-energy-s=0")
+    result.assert_outcomes(passed=1)
+    case = "test_my_model.py::test_encoder_trains_on_cudnn"
+    if torch.cuda.is_available():
+        result.stdout.fnmatch_lines(["cuDNN vs generic*", f"{case} * ok *  ok *"])
+    else:
+        result.stdout.fnmatch_lines(["generic path vs float64 reference:", f"{case} *  -  * ok *  ok *",
+                                     f"warning: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])

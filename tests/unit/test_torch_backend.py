@@ -1,0 +1,82 @@
+"""The torch backend on the CPU: thread pinning of CPU pairs, and a team's model copied per side."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_rnnperf import reference
+from pytest_rnnperf.backends import ModelError
+from pytest_rnnperf.cases import Case, ModelCase, Shape
+
+torch = pytest.importorskip("torch")
+from pytest_rnnperf.backends.torch import CPU_THREADS, TorchBackend  # noqa: E402
+
+
+@pytest.fixture
+def two_threads() -> object:
+    """torch with two intra-op threads (a 2-core runner's default), restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_cpu_pair_runs_on_one_thread_and_gives_the_count_back(two_threads: object) -> None:
+    """CPU pairs pin torch to CPU_THREADS while they live (a shared core stalls a 2-thread pool), then restore it."""
+    case = Case("torch", "lstm", Shape(4, 2, 3, 5))
+    weights = reference.init_weights("lstm", 3, 5, 1, False)
+    pair = TorchBackend().build(case, weights, reference.make_inputs(case), impls=("generic",))
+    try:
+        assert pair.device == "cpu" and torch.get_num_threads() == CPU_THREADS == 1
+    finally:
+        pair.close()
+    assert torch.get_num_threads() == 2
+
+
+def test_a_failed_cpu_build_gives_the_thread_count_back(two_threads: object) -> None:
+    """A model that rejects its inputs fails with a one-line ModelError and leaves the thread count as it was."""
+    with pytest.raises(ModelError, match="LSTM failed on its inputs: RuntimeError"):
+        TorchBackend().build_model(ModelCase("m", "torch"), torch.nn.LSTM(3, 5), torch.randn(4, 2, 7),
+                                   impls=("generic",))
+    assert torch.get_num_threads() == 2
+
+
+class _Tagger(torch.nn.Module):
+    """Embedding, GRU with dropout between layers, a dropout layer and a head: ints in, logits out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(20, 6)
+        self.gru = torch.nn.GRU(6, 8, num_layers=2, dropout=0.3, batch_first=True)
+        self.drop = torch.nn.Dropout(0.5)
+        self.head = torch.nn.Linear(8, 4)
+        self.unused = torch.nn.Linear(3, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        y, _ = self.gru(self.embed(tokens))
+        return self.head(self.drop(y))
+
+
+def test_a_models_copies_compute_the_same_function_as_its_float64_copy() -> None:
+    """Dropout is set to 0 in the copies (and said so), integer inputs stay integers, unused parameters get 0 grads."""
+    pair = TorchBackend().build_model(ModelCase("m", "torch"), _Tagger(), lambda: torch.randint(0, 20, (3, 7)),
+                                      impls=("generic",))
+    try:
+        assert pair.notes == ("dropout set to 0 in the compared copies: gru (0.3), drop (0.5)",)
+        assert pair.description.startswith("_Tagger: 0.00M parameters; gru=GRU(6, 8, num_layers=2")
+        mine, ref = pair.generic.result(), pair.reference()  # type: ignore[union-attr]
+        assert set(mine) == set(ref) and "d_input[0]" not in mine  # token ids have no gradient
+        assert mine["d_params[unused.weight]"][1].shape == (3, 3) and not mine["d_params[unused.weight]"][1].any()
+        from pytest_rnnperf.parity import compare_results
+
+        rows = compare_results("generic vs reference", mine, ref, "fp32")
+        assert [r.quantity for r in rows] == ["output", "d_params"] and all(r.ok for r in rows)
+    finally:
+        pair.close()
+
+
+def test_a_model_without_an_rnn_is_refused_in_one_line() -> None:
+    """Nothing in a Linear runs on cuDNN: say so rather than time it."""
+    with pytest.raises(ModelError, match="Linear has no nn.LSTM, nn.GRU or nn.RNN"):
+        TorchBackend().build_model(ModelCase("m", "torch"), torch.nn.Linear(3, 3), torch.randn(2, 3),
+                                   impls=("generic",))
