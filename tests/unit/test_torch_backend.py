@@ -13,8 +13,9 @@ from pytest_rnnperf.backends.torch import CPU_THREADS, TorchBackend  # noqa: E40
 
 
 @pytest.fixture
-def two_threads() -> object:
-    """torch with two intra-op threads (a 2-core runner's default), restored afterwards."""
+def two_threads(monkeypatch: pytest.MonkeyPatch) -> object:
+    """torch on the CPU (even where a GPU is seen) with two intra-op threads, a 2-core runner's default."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     yield
@@ -57,7 +58,7 @@ class _Tagger(torch.nn.Module):
         return self.head(self.drop(y))
 
 
-def test_a_models_copies_compute_the_same_function_as_its_float64_copy() -> None:
+def test_a_models_copies_compute_the_same_function_as_its_float64_copy(two_threads: object) -> None:
     """Dropout is set to 0 in the copies (and said so), integer inputs stay integers, unused parameters get 0 grads."""
     pair = TorchBackend().build_model(ModelCase("m", "torch"), _Tagger(), lambda: torch.randint(0, 20, (3, 7)),
                                       impls=("generic",))
@@ -75,7 +76,7 @@ def test_a_models_copies_compute_the_same_function_as_its_float64_copy() -> None
         pair.close()
 
 
-def test_a_model_without_an_rnn_is_refused_in_one_line() -> None:
+def test_a_model_without_an_rnn_is_refused_in_one_line(two_threads: object) -> None:
     """Nothing in a Linear runs on cuDNN: say so rather than time it."""
     with pytest.raises(ModelError, match="Linear has no nn.LSTM, nn.GRU or nn.RNN"):
         TorchBackend().build_model(ModelCase("m", "torch"), torch.nn.Linear(3, 3), torch.randn(2, 3),
