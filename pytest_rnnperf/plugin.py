@@ -132,12 +132,13 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         if missing:
             problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
                             f"pip install 'pytest-benchmark[histogram]'")
-    from .backends import INJECT_ENV, parse_injection
+    from .backends import INJECT_ENVS, parse_injection
 
-    try:
-        parse_injection(os.environ.get(INJECT_ENV, ""))
-    except ValueError as exc:
-        problems.append(str(exc))
+    for name in INJECT_ENVS:
+        try:
+            parse_injection(os.environ.get(name, ""), name)
+        except ValueError as exc:
+            problems.append(str(exc))
     return problems
 
 

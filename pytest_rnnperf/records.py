@@ -25,6 +25,7 @@ from .parity import ParityReport, ParityRow
 from .peaks import peak_tflops
 from .stats import Interval
 from .timing import Measurement
+from .timing.device import DeviceTiming, KernelStat
 
 # 1: the first layout. 2: each measurement names its timer; window flags are data ("flags"), other
 # warnings are "notes"; the GPU-busy reading is derived from the telemetry, never read from a stored field.
@@ -59,6 +60,12 @@ class CaseRecord:
     flags: tuple[WindowFlag, ...] = ()  # why the timed window is not trusted, as data
     notes: tuple[str, ...] = ()  # other one-line remarks (a rough energy figure, ...)
     gpu_name: str = ""
+    # What the GPU did (CUPTI, in a traced window of its own); None when device time is off, and why.
+    cudnn_device: DeviceTiming | None = None
+    generic_device: DeviceTiming | None = None
+    device_note: str = ""
+    device_flags: tuple[WindowFlag, ...] = ()  # NVML flags of the traced window
+    cost_s: Mapping[str, float] = field(default_factory=dict)  # seconds per phase (build, proof, parity, ...)
 
     @property
     def id(self) -> str:
@@ -80,11 +87,29 @@ class CaseRecord:
     @property
     def warnings(self) -> tuple[str, ...]:
         """Every one-line warning of the case: the window flags, then the notes."""
-        return tuple(f.message for f in self.flags) + self.notes
+        flags = self.flags + tuple(f for f in self.device_flags if f not in self.flags)
+        return tuple(f.message for f in flags) + self.notes
+
+    def device_timing(self, side: str) -> DeviceTiming | None:
+        """The device timing of one side ("cudnn" or "generic"), if it was traced."""
+        return self.cudnn_device if side == "cudnn" else self.generic_device
+
+    def host_overhead_s(self, side: str) -> float | None:
+        """Wall minus device time per step of one side: dispatch, launches and host work the GPU waited for."""
+        wall, dev = getattr(self, side), self.device_timing(side)
+        return None if wall is None or dev is None else wall.median - dev.busy.median
+
+    @property
+    def device_speedup(self) -> float | None:
+        """Generic over cuDNN device time: how much less work the GPU did on cuDNN (None without both)."""
+        if self.cudnn_device is None or self.generic_device is None:
+            return None
+        return self.generic_device.busy.median / self.cudnn_device.busy.median
 
     def tflops(self, impl: str) -> float | None:
-        """Achieved GEMM TFLOP/s of one side (None where the FLOPs or the side are unknown)."""
-        m = self.cudnn if impl == "cudnn" else self.generic
+        """Achieved GEMM TFLOP/s of one side on its device time (wall time where that is off); None if unknown."""
+        dev = self.device_timing(impl)
+        m = dev.busy if dev is not None else (self.cudnn if impl == "cudnn" else self.generic)
         flops = self.case.flops_per_step()
         if m is None or m.median <= 0 or flops is None:
             return None
@@ -131,9 +156,16 @@ class CaseRecord:
             "telemetry": None if self.telemetry is None else dict(self.telemetry),
             "side_telemetry": None if self.side_telemetry is None else dict(self.side_telemetry),
             "gpu_busy": self.gpu_busy,
-            "flags": [{"kind": f.kind.value, "message": f.message} for f in self.flags],
+            "flags": [_flag_to_dict(f) for f in self.flags],
             "notes": list(self.notes),
             "warnings": list(self.warnings),
+            "cudnn_device": None if self.cudnn_device is None else _device_to_dict(self.cudnn_device),
+            "generic_device": None if self.generic_device is None else _device_to_dict(self.generic_device),
+            "device_note": self.device_note,
+            "device_flags": [_flag_to_dict(f) for f in self.device_flags],
+            "host_overhead_s": {side: self.host_overhead_s(side) for side in ("cudnn", "generic")},
+            "device_speedup": self.device_speedup,
+            "cost_s": dict(self.cost_s),
         }
 
     @classmethod
@@ -159,6 +191,11 @@ class CaseRecord:
                                    _mapping(d.get("energy_per_step_j", {}), "energy_per_step_j").items()},
                 flags=tuple(_flag_from_dict(f) for f in _list(d.get("flags", []), "flags")),
                 notes=tuple(_text(n, "notes") for n in _list(d.get("notes", []), "notes")),
+                cudnn_device=_device_from_dict(d.get("cudnn_device"), "cudnn"),
+                generic_device=_device_from_dict(d.get("generic_device"), "generic"),
+                device_note=_text(d.get("device_note", ""), "device_note"),
+                device_flags=tuple(_flag_from_dict(f) for f in _list(d.get("device_flags", []), "device_flags")),
+                cost_s={str(k): _number(v, f"cost_s.{k}") for k, v in _mapping(d.get("cost_s", {}), "cost_s").items()},
             )
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None
@@ -313,6 +350,35 @@ def _interval_from_dict(data: Any, what: str) -> Interval:
     return iv
 
 
+def _flag_to_dict(flag: WindowFlag) -> dict[str, str]:
+    """A window flag as stored."""
+    return {"kind": flag.kind.value, "message": flag.message}
+
+
+def _device_to_dict(dev: DeviceTiming) -> dict[str, Any]:
+    """A side's device timing as stored: busy samples, kernel time, launches, the kernel table."""
+    return {"busy": _measurement_to_dict(dev.busy), "kernel_sum_s": dev.kernel_sum_s,
+            "launches_per_step": dev.launches_per_step, "clock_scale": dev.clock_scale,
+            "kernels": [{"name": k.name, "ms_per_step": k.ms_per_step, "launches_per_step": k.launches_per_step}
+                        for k in dev.kernels]}
+
+
+def _device_from_dict(data: Any, side: str) -> DeviceTiming | None:
+    """A stored device timing (or null)."""
+    if data is None:
+        return None
+    d = _mapping(data, f"{side}_device")
+    kernels = []
+    for row in _list(d.get("kernels", []), f"{side}_device.kernels"):
+        k = _mapping(row, f"{side}_device.kernels[]")
+        kernels.append(KernelStat(_text(k.get("name"), "kernel name"), _number(k.get("ms_per_step"), "ms_per_step"),
+                                  _number(k.get("launches_per_step"), "launches_per_step")))
+    return DeviceTiming(busy=_measurement_from_dict(d.get("busy"), f"{side} device"),
+                        kernel_sum_s=_number(d.get("kernel_sum_s"), f"{side}_device.kernel_sum_s"),
+                        launches_per_step=_number(d.get("launches_per_step"), f"{side}_device.launches_per_step"),
+                        kernels=tuple(kernels), clock_scale=_number(d.get("clock_scale", 1.0), "clock_scale"))
+
+
 def _flag_from_dict(data: Any) -> WindowFlag:
     """A stored window flag."""
     d = _mapping(data, "flags[]")
@@ -351,7 +417,7 @@ def _v1_to_v2(record: dict[str, Any]) -> dict[str, Any]:
             out[side] = dict(out[side], timer="wall")  # format 1 had one timer: host clock, device synced
     flags = _flags_from_telemetry(out.get("telemetry"))
     messages = {f.message for f in flags}
-    out["flags"] = [{"kind": f.kind.value, "message": f.message} for f in flags]
+    out["flags"] = [_flag_to_dict(f) for f in flags]
     warnings = out.get("warnings", [])
     out["notes"] = [w for w in warnings if w not in messages] if isinstance(warnings, list) else []
     # Early format-1 files stored the cuDNN-only window's reading here; gpu_busy is derived from telemetry.

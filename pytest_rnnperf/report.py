@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .verdicts import Verdict
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .records import CaseRecord, CrossRecord
     from .session import RnnperfSession
@@ -45,6 +47,10 @@ def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
         lines.append("rnnperf: " + ", ".join(f"{k} {_v(v)}" for k, v in sorted(extra.items())))
     lines.append(f"rnnperf: scale {scale}; framework CUDA/cuDNN builds and precision flags are read when a "
                  f"framework's first case runs (see the rnnperf summary)")
+    if d.available:
+        problem = run.device_timer.problem()
+        lines.append("rnnperf: device time: CUPTI kernel records (cupti-python)" if problem is None
+                     else f"rnnperf: device time off: {problem}")
     warnings = noise_warnings(d, own_pid=os.getpid()) + problems()
     return lines + [f"rnnperf: warning: {w}" for w in warnings]
 
@@ -87,11 +93,30 @@ def _ms(seconds: float | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """Plain fixed-width table (first column left-aligned unless listed in ``right``)."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    def fmt(row: Sequence[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-    return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+    """A plain-text table drawn by rich: a header, a rule, one line per row (columns in ``right`` right-aligned)."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    for i, name in enumerate(header):
+        table.add_column(Text(name), justify="right" if i in right else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(str(c)) for c in row))  # Text: "[window: ...]" is data, not rich markup
+    out = io.StringIO()
+    # No colour, no wrapping: the lines go to pytest's terminal writer, CI logs and tests as they are.
+    Console(file=out, width=100_000, color_system=None, force_terminal=False, highlight=False).print(table)
+    return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+
+
+def _wall_dev(wall: Any, dev: Any) -> str:
+    """"1.558/0.268": wall and device ms per step of one side ('-' for what was not measured)."""
+    if wall is None:
+        return "-"
+    return f"{wall.median * 1e3:.3f}/" + ("-" if dev is None else f"{dev.busy.median * 1e3:.3f}")
 
 
 def result_row(r: "CaseRecord") -> dict[str, str]:
@@ -106,11 +131,13 @@ def result_row(r: "CaseRecord") -> dict[str, str]:
     tflops = "-" if tf is None else (f"{tf:.2f}" + (f" ({tf / peak:.1%})" if peak else ""))
     energy = r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")
     s = r.speedup
+    dev = r.device_speedup
     return {
         "case": r.id,
-        "cudnn ms": _ms(None if r.cudnn is None else r.cudnn.median),
-        "generic ms": _ms(r.generic.median),
-        "speedup [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
+        "cudnn ms wall/dev": _wall_dev(r.cudnn, r.cudnn_device),
+        "generic ms wall/dev": _wall_dev(r.generic, r.generic_device),
+        "speedup wall [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
+        "dev": "-" if dev is None else f"{dev:.2f}x",
         "floor": "-" if s is None else f"{r.case.floor:.1f}x",
         "TFLOP/s (of peak)": tflops,
         "J/step": "-" if energy is None else f"{energy:.3g}",
@@ -152,18 +179,36 @@ def env_diff_lines(run: "RnnperfSession") -> list[str]:
     return format_diff(diff_environments(dict(run.baseline.environment), run.environment()))
 
 
+def kernel_lines(verdict: "CaseVerdict", run: "RnnperfSession", rows: int = 4) -> list[str]:
+    """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
+    from .timing.device import kernel_changes
+
+    base = run.baseline.records.get(verdict.case_id) if run.baseline is not None else None
+    now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
+    if base is None or now is None or base.cudnn_device is None or now.cudnn_device is None:
+        return []
+    changes = kernel_changes(base.cudnn_device.kernels, now.cudnn_device.kernels)
+    return [c.describe() for c in changes[:rows]] or ["no kernel moved by more than 5% of its time"]
+
+
 def regression_failure(verdict: "CaseVerdict", run: "RnnperfSession") -> str:
-    """Failure text for a case whose cuDNN time regressed: the comparison table and what changed."""
-    t = verdict.time
+    """Failure text for a regressed case: the comparison table, the kernels that moved and what changed."""
+    what = ("launch/dispatch overhead regressed" if verdict.verdict is not Verdict.REGRESSED
+            else f"cuDNN {verdict.basis} time regressed")
     lines = [
-        f"{verdict.case_id}: cuDNN time regressed against the baseline of this GPU"
+        f"{verdict.case_id}: {what} against the baseline of this GPU"
         + (" (after one re-measure)" if verdict.remeasured else "")
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
-        f"  {'metric':<11} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
-        _comparison_row(t),
+        f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
     ]
-    if verdict.speedup is not None:
-        lines.append(_comparison_row(verdict.speedup))
+    lines += [_comparison_row(c) for c in (verdict.time, verdict.host, verdict.speedup) if c is not None]
+    if verdict.host_regressed:
+        lines.append(f"  {verdict.host_line()}")
+    kernels = kernel_lines(verdict, run)
+    if kernels:
+        lines.append("  kernels of the cuDNN side: " + "; ".join(kernels))
+    elif verdict.basis == "wall":
+        lines.append("  judged on wall time: the baseline or this run has no device time")
     diff = env_diff_lines(run)
     lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
     lines.append(f"  baseline: {run.baseline.path if run.baseline else '-'}")
@@ -177,7 +222,12 @@ def _comparison_row(c: "Comparison") -> str:
     fmt = (lambda v: f"{v:.2f}x") if speed else (lambda v: f"{v * 1e3:.4f} ms")
     p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
     ci = f"{c.ratio.estimate:.3f} [{c.ratio.low:.3f}, {c.ratio.high:.3f}]"
-    return f"  {c.metric:<11} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
+    return f"  {c.metric:<19} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
+
+
+def _change(c: "Comparison") -> str:
+    """A comparison's change with its interval, e.g. "+5.2% [+3.9%, +6.6%]"."""
+    return f"{c.ratio.estimate - 1:+.1%} [{c.ratio.low - 1:+.1%}, {c.ratio.high - 1:+.1%}]"
 
 
 def verdict_lines(run: "RnnperfSession") -> list[str]:
@@ -186,19 +236,26 @@ def verdict_lines(run: "RnnperfSession") -> list[str]:
         return []
     rows = []
     for v in run.verdicts.values():
-        s = v.speedup
+        s, h = v.speedup, v.host
         rows.append([
-            v.case_id,
-            f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}",
-            f"{v.time.ratio.estimate - 1:+.1%} [{v.time.ratio.low - 1:+.1%}, {v.time.ratio.high - 1:+.1%}]",
+            v.case_id, v.basis,
+            f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", _change(v.time),
+            "-" if h is None else f"{h.baseline_median * 1e3:.3f} -> {h.current_median * 1e3:.3f} "
+                                  f"({h.ratio.estimate - 1:+.0%}, {h.verdict})",
             "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
-            str(v.verdict) + (" (re-measured)" if v.remeasured else "")
+            str(v.outcome) + (" (re-measured)" if v.remeasured else "")
             + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
         ])
-    header = ["case", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "speedup", "verdict"]
-    lines = ["", "against the baseline (cuDNN time decides; min effect and a Mann-Whitney test, see README):"]
-    lines += _table(header, rows, right={1, 2, 3})
+    header = ["case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
+              "verdict"]
+    lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see README):"]
+    lines += _table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
+    for v in run.verdicts.values():
+        if v.moved:
+            kernels = kernel_lines(v, run)
+            if kernels:
+                lines.append(f"kernels of {v.case_id}: " + "; ".join(kernels))
     moved = [v for v in run.verdicts.values() if v.moved]
     diff = env_diff_lines(run)
     if moved or diff:
@@ -214,6 +271,24 @@ def verdict_counts(verdicts: Any) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
 
 
+def device_lines(run: "RnnperfSession") -> list[str]:
+    """Why device time is missing where it is, and where the run's time went, phase by phase."""
+    lines: list[str] = []
+    notes: dict[str, int] = {}
+    for r in run.results:
+        if r.device_note:
+            notes[r.device_note] = notes.get(r.device_note, 0) + 1
+    lines += [f"{note} ({n} case(s))" for note, n in notes.items()]
+    totals: dict[str, float] = {}
+    for r in run.results:
+        for phase, seconds in r.cost_s.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+    if totals:
+        lines.append(f"where the time went ({len(run.results)} case(s), {sum(totals.values()):.0f} s): "
+                     + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in totals.items()))
+    return [""] + lines if lines else []
+
+
 def summary_lines(run: "RnnperfSession") -> list[str]:
     """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
     lines: list[str] = []
@@ -222,7 +297,8 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
     paired = [r for r in run.results if r.cudnn is not None]
     alone = [r for r in run.results if r.cudnn is None]
     if paired:
-        lines += ["", "cuDNN vs generic (medians per step; speedup = generic/cuDNN):"] + results_table(paired)
+        lines += ["", "cuDNN vs generic (medians per step, wall/device ms; speedup = generic/cuDNN):"]
+        lines += results_table(paired)
     if alone:
         lines += ["", "generic path vs float64 reference:"] + results_table(alone)
     if run.cross:
@@ -237,6 +313,7 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
     warned = [(r.id, w) for r in run.results for w in r.warnings]
     if warned:
         lines += [""] + [f"warning: {case}: {w}" for case, w in warned]
+    lines += device_lines(run)
     lines += ["", run.baseline_status()] + list(run.notes)
     while lines and not lines[0]:
         lines.pop(0)  # sections open with a blank line; the first needs none
@@ -278,7 +355,9 @@ def markdown(run: "RnnperfSession") -> str:
     if diff:
         out += ["### Environment changes since the baseline", ""] + [f"- {line}" for line in diff] + [""]
     for v in regressed:
-        out.append(f"- **{v.case_id}**: {v.time.explain()}")
+        out.append(f"- **{v.case_id}**: {v.time.explain()}" + (f"; {v.host_line()}" if v.host_regressed else ""))
+        out += [f"  - {line}" for line in kernel_lines(v, run)]
+    out += [line for line in device_lines(run) if line]
     if run.skipped:
         out.append(f"\n{len(run.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.skipped})))
     return "\n".join(out) + "\n"

@@ -18,6 +18,7 @@ from .parity import ParityReport, ParityRow, compare_results
 from .records import CaseRecord, CrossRecord
 from .stats import Interval, speedup_interval
 from .timing import Measurement, Timer, TimingConfig
+from .timing.device import DeviceTimer, DeviceTiming, steps_for
 from .timing.wall import WallTimer
 
 
@@ -44,8 +45,25 @@ class RunConfig:
     # Seconds of steps per side inside a dedicated telemetry window for energy per step (0: off).
     # NVML's energy counter resolves ~100 ms, so shorter windows are flagged as rough.
     energy_s: float = 1.0
+    # Traced rounds per side for device time (CUPTI), after the wall rounds; 0 turns device time off.
+    device_rounds: int = 8
+    device_timer: DeviceTimer = field(default_factory=DeviceTimer)
     gpu_name: str = ""
     window_factory: Callable[[], Window] | None = None
+
+
+class _Phases:
+    """Seconds spent in each phase of a case, for the report's "where the time goes"."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        """Close ``phase`` now."""
+        now = time.perf_counter()
+        self.laps[phase] = now - self._last
+        self._last = now
 
 
 def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
@@ -93,9 +111,37 @@ def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: 
     return (None if energy is None else energy / steps), getattr(summary, "energy_note", ""), summary.as_dict()
 
 
+def _on_gpu(device: str) -> bool:
+    """Whether a pair's device string names a GPU ("cuda", "cuda:0", "/GPU:0")."""
+    return device.startswith("cuda") or "GPU" in device
+
+
+def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement, Measurement],
+                   config: RunConfig) -> tuple[DeviceTiming | None, DeviceTiming | None, str, tuple[WindowFlag, ...]]:
+    """Both sides traced with CUPTI in a window of their own; (cuDNN, generic, why not, NVML flags of the window)."""
+    if config.device_rounds <= 0:
+        return None, None, "device time off (--rnnperf-device-rounds=0)", ()
+    problem = config.device_timer.problem()
+    if problem:
+        return None, None, f"device time off: {problem}", ()
+    window = config.window_factory() if config.window_factory else None
+    if window is not None:
+        window.start()
+    try:
+        steps = (steps_for(wall[0].median), steps_for(wall[1].median))
+        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, config.device_rounds, steps)
+    except RuntimeError as exc:
+        return None, None, f"device time not measured: {exc}", ()
+    finally:
+        flags = tuple(window.stop().flags()) if window is not None else ()
+    return a, b, "", flags
+
+
 def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
-           config: RunConfig, notes: tuple[str, ...] = ()) -> CaseRecord:
-    """Time the pair (interleaved when both sides run) inside a telemetry window, then the energy window."""
+           config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None) -> CaseRecord:
+    """Time the pair (interleaved when both sides run) inside a telemetry window, then energy, then device time."""
+    cost = dict(cost or {})
+    started = time.perf_counter()
     sides = {name: getattr(pair, name) for name in impls}
     window = config.window_factory() if config.window_factory else None
     if window is not None:
@@ -114,9 +160,11 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
         summary = window.stop()
         telemetry = summary.as_dict()
         flags = tuple(summary.flags())
+    cost["wall"] = time.perf_counter() - started
 
     # Energy of the side the case is about: cuDNN when both ran (a second window for the generic side
     # would cost another second per case), the generic side when it ran alone.
+    started = time.perf_counter()
     energy_side = "cudnn" if cudnn_m is not None else "generic"
     energy: dict[str, float | None] = {}
     side_telemetry: dict[str, Any] | None = None
@@ -126,10 +174,21 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
         energy[energy_side] = value
         if note:
             extra.append(f"{energy_side} energy: {note}")
+    cost["energy"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    cudnn_dev = generic_dev = None
+    device_note = ""
+    device_flags: tuple[WindowFlag, ...] = ()
+    if cudnn_m is not None and _on_gpu(pair.device):
+        cudnn_dev, generic_dev, device_note, device_flags = _device_timing(
+            pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config)
+    cost["device"] = time.perf_counter() - started
     return CaseRecord(case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m,
                       cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
-                      gpu_name=config.gpu_name)
+                      gpu_name=config.gpu_name, cudnn_device=cudnn_dev, generic_device=generic_dev,
+                      device_note=device_note, device_flags=device_flags, cost_s=cost)
 
 
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
@@ -138,14 +197,17 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
 
     Raises BackendUnavailable / OutOfDeviceMemory with one-line reasons the caller turns into skips.
     """
+    clock = _Phases()
     s = case.shape
     weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
                                      seed=config.seed)
     inputs = reference.make_inputs(case, seed=config.seed)
     pair = backend.build(case, weights, inputs, impls=impls)
     try:
+        clock.lap("build")
         sides = {name: getattr(pair, name) for name in impls}
         proofs = tuple(side.prove_path() for side in sides.values())
+        clock.lap("proof")
         # Parity: the sides against each other on the full batch (both on the device, cheap), and each
         # side against float64 on a batch slice.
         rows: list[ParityRow] = []
@@ -156,7 +218,9 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         ref = reference_result(case, weights, small)
         for name, side in sides.items():
             rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
-        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config)
+        clock.lap("parity")
+        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
+                      cost=clock.laps)
     finally:
         pair.close()
 
@@ -168,11 +232,14 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
     Parity is cuDNN against generic, and each against a float64 copy of the model on the generic path.
     Raises BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the model or inputs are unusable).
     """
+    clock = _Phases()
     pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed)
     try:
+        clock.lap("build")
         case = replace(case, description=getattr(pair, "description", "") or case.description)
         sides = {name: getattr(pair, name) for name in impls}
         proofs = tuple(side.prove_path() for side in sides.values())
+        clock.lap("proof")
         results = {name: side.result() for name, side in sides.items()}
         rows: list[ParityRow] = []
         if "cudnn" in results and "generic" in results:
@@ -180,8 +247,9 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
         ref = pair.reference()
         for name, result in results.items():
             rows += compare_results(f"{name} vs reference", result, ref, case.precision)
+        clock.lap("parity")
         return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
-                      notes=tuple(getattr(pair, "notes", ())))
+                      notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
     finally:
         pair.close()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .backends import INJECT_ENV, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
+from .backends import INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
 from .backends import model_backend_for, spec
 from .baselines import find_latest, gpus_with_baselines, write_new
 from .cases import Case, ModelCase
@@ -21,6 +21,7 @@ from .device import DeviceInfo, TelemetryWindow, nvml_index
 from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
 from .settings import Settings
 from .timing import Timer, TimingConfig
+from .timing.device import DeviceTimer
 from .timing.wall import WallTimer
 from .verdicts import CaseVerdict, judge_remeasuring
 
@@ -46,6 +47,7 @@ class RnnperfSession:
     machine_id: str = ""  # pytest-benchmark's machine id, the subfolder a recorded baseline goes to
     workers: str | None = None  # pytest-xdist workers sharing this GPU, when there are any
     timer: Timer = field(default_factory=WallTimer)
+    device_timer: DeviceTimer = field(default_factory=DeviceTimer)
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list[CaseRecord] = field(default_factory=list)
     cross: list[CrossRecord] = field(default_factory=list)  # cross-framework checks of the same weights
@@ -73,10 +75,10 @@ class RnnperfSession:
         env.update(self.software)
         for fields in self.runtime.values():
             env.update(fields)
-        injected = os.environ.get(INJECT_ENV)
-        if injected:
-            # A deliberately injected slowdown is part of the environment, so a diff names it as a cause.
-            env[INJECT_ENV] = injected
+        for name in INJECT_ENVS:
+            if os.environ.get(name):
+                # A deliberately injected slowdown is part of the environment, so a diff names it as a cause.
+                env[name] = os.environ[name]
         return env
 
     def fingerprint(self) -> str:
@@ -134,6 +136,7 @@ class RnnperfSession:
         index = nvml_index()
         on_gpu = self.device.available
         return RunConfig(timing=timing, timer=self.timer, energy_s=0.0 if disabled else settings.energy_s,
+                         device_rounds=0 if disabled else settings.device_rounds, device_timer=self.device_timer,
                          gpu_name=self.device.name if on_gpu else "",
                          window_factory=(lambda: TelemetryWindow(index=index)) if on_gpu else None)
 

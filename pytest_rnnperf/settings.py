@@ -115,13 +115,15 @@ _POLICY = Policy()
 SETTINGS: tuple[Setting, ...] = (
     Setting("scale", "auto", to_str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
             "GPU, smoke without", choices=("auto",) + SCALES),
-    Setting("rounds", 20, to_int, "timed interleaved rounds per case and side", marker=True, check=at_least(1)),
+    Setting("rounds", 12, to_int, "timed interleaved rounds per case and side", marker=True, check=at_least(1)),
     Setting("min_block_ms", 10.0, to_float, "minimum length of one timed block of steps, in ms (amortizes "
             "the device sync)", marker=True, check=at_least(0)),
     Setting("energy_s", 1.0, to_float, "seconds of steps per side in a dedicated NVML energy window (0: off)",
             marker=True, check=at_least(0)),
     Setting("max_case_s", 60.0, to_float, "time budget per case for the timed rounds, in s", marker=True,
             check=at_least(0, strict=True)),
+    Setting("device_rounds", 8, to_int, "traced rounds per side for device time (CUPTI, needs cupti-python); "
+            "0 turns device time off", marker=True, check=at_least(0)),
     Setting("precision", "fp32", to_str, "precision of a model checked with rnnperf.model() (the ready suite "
             "sets its own per case)", marker=True, choices=PRECISIONS),
     Setting("baselines", "baselines", to_str, "folder of stored baselines, one subfolder per GPU model (relative "
@@ -130,11 +132,15 @@ SETTINGS: tuple[Setting, ...] = (
             "a file; never overwrites one)", switch=True),
     Setting("baseline_tag", "baseline", to_str, "name part of a recorded baseline file (NNNN_<tag>.json)",
             check=tag_problem),
-    Setting("min_effect", _POLICY.min_effect, to_float, "smallest change that counts as a regression or "
-            "improvement (0.05 = 5%), on top of the statistical test", check=at_least(0, strict=True)),
-    Setting("host_bound_effect", _POLICY.host_bound_effect, to_float, "threshold for cases that kept the GPU "
-            "busy less than half the time (their time is mostly host time, which drifts between runs)",
+    Setting("min_effect", _POLICY.min_effect, to_float, "smallest change of the cuDNN wall time that counts as a "
+            "regression or improvement where either run has no device time (0.05 = 5%)",
             check=at_least(0, strict=True)),
+    Setting("host_bound_effect", _POLICY.host_bound_effect, to_float, "wall-time threshold for cases that kept "
+            "the GPU busy less than half the time, where either run has no device time", check=at_least(0, strict=True)),
+    Setting("device_effect", _POLICY.device_min_effect, to_float, "smallest change of the cuDNN device time that "
+            "counts as a regression or improvement (0.03 = 3%)", check=at_least(0, strict=True)),
+    Setting("host_effect", _POLICY.host_effect, to_float, "smallest change of the host overhead (wall minus device "
+            "time) that counts as a regression", check=at_least(0, strict=True)),
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md and speedups.png "
@@ -155,12 +161,15 @@ class Settings:
     min_block_ms: float
     energy_s: float
     max_case_s: float
+    device_rounds: int
     precision: str
     baselines: str
     update_baseline: bool
     baseline_tag: str
     min_effect: float
     host_bound_effect: float
+    device_effect: float
+    host_effect: float
     no_fail_regression: bool
     report_dir: str
     markdown: str
@@ -174,4 +183,5 @@ class Settings:
 
     def policy(self) -> Policy:
         """The verdict policy these settings ask for."""
-        return Policy(min_effect=self.min_effect, host_bound_effect=self.host_bound_effect)
+        return Policy(min_effect=self.min_effect, host_bound_effect=self.host_bound_effect,
+                      device_min_effect=self.device_effect, host_effect=self.host_effect)

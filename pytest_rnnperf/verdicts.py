@@ -1,21 +1,26 @@
 """The regression rule, in one place: thresholds and their defaults, the statistic, re-measuring, outcomes.
 
-A case is judged on its cuDNN time against the stored baseline of this GPU model:
+A case is judged against the stored baseline of this GPU model:
 
 - ``compare`` puts a bootstrap interval on the ratio of medians (current / baseline) and runs a two-sided
-  Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the
-  ``min_effect`` band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else
-  is ambiguous, and an ambiguous case is measured once more before its verdict stands (``judge_remeasuring``).
-- A host-bound case (the GPU busy less than ``host_bound_below`` of its timed rounds, in either run) is judged
-  with ``host_bound_effect``: its step time is mostly Python, dispatch and launches, which drift between runs
-  far more than a run's own interval shows (baselines/*/evidence/README.md has the runs behind the figures).
-  When such a case's cuDNN time regressed but its speedup held, both sides slowed alike: the host's doing,
-  flagged ``HOST_SLOWED`` rather than blamed on cuDNN.
+  Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the threshold's
+  band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
+  and an ambiguous case is measured once more before its verdict stands (``judge_remeasuring``).
+- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``:
+  it is what cuDNN, the driver and the GPU did, and it does not drift with the host. The host overhead (wall
+  minus device time per step: dispatch, launches, host work the GPU waited for) gets its own verdict at
+  ``host_effect``, where it is at least ``host_share`` of the baseline's wall step, and a regression there is
+  named as such (a slower driver launch path or framework dispatch shows up here, not in device time).
+- Where either run has no device time (an older baseline, a runner without cupti-python), the wall time
+  decides, as before device time: at ``min_effect``, or at ``host_bound_effect`` for a case that kept the GPU
+  busy less than ``host_bound_below`` of its timed rounds; such a case whose cuDNN time regressed while its
+  speedup held is flagged ``HOST_SLOWED`` (both sides slowed alike) instead of failing.
 - A regression in a window flagged by the telemetry (throttled clocks, a process that appeared on the GPU)
-  or by the host rule is reported, not failed.
+  is reported, not failed.
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
-floor guards it. Change the rule here and in tests/unit/test_verdicts.py; nothing else decides.
+floor guards it. The thresholds' defaults come from null runs on lent GPUs (baselines/*/evidence/README.md).
+Change the rule here and in tests/unit/test_verdicts.py; nothing else decides.
 """
 
 from __future__ import annotations
@@ -38,19 +43,22 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 class Policy:
     """Thresholds of the rule; the defaults are the ones the command line and the ini file start from."""
 
-    min_effect: float = 0.05  # smallest relative change that counts (0.05 = 5%)
-    host_bound_effect: float = 0.35  # the same, for host-bound cases
+    min_effect: float = 0.05  # wall time: smallest relative change that counts (0.05 = 5%)
+    host_bound_effect: float = 0.35  # wall time of host-bound cases
     host_bound_below: float = 0.5  # GPU-busy fraction under which a case counts as host-bound
+    device_min_effect: float = 0.03  # device time
+    host_effect: float = 0.5  # host overhead (wall minus device time)
+    host_share: float = 0.2  # host overhead is judged where it is at least this share of the wall step
     alpha: float = 0.01  # significance level of the Mann-Whitney test
     confidence: float = 0.95  # of the bootstrap intervals
 
     def __post_init__(self) -> None:
         """Refuse thresholds that would make every verdict meaningless (0, negative, inf, nan)."""
-        for name in ("min_effect", "host_bound_effect"):
+        for name in ("min_effect", "host_bound_effect", "device_min_effect", "host_effect"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("host_bound_below", "alpha", "confidence"):
+        for name in ("host_bound_below", "host_share", "alpha", "confidence"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < 1):
                 raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
@@ -74,6 +82,7 @@ class Outcome(str, Enum):
 
     REGRESSED = "regressed"
     REGRESSED_NOT_FAILED = "regressed (not failed)"
+    HOST_REGRESSED = "host overhead regressed"
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     AMBIGUOUS = "ambiguous"
@@ -191,14 +200,16 @@ def compare(
 
 @dataclass(frozen=True)
 class CaseVerdict:
-    """The verdict of one case against its baseline: cuDNN time (decides) and speedup (reported)."""
+    """The verdict of one case against its baseline: cuDNN time (decides), host overhead and speedup."""
 
     case_id: str
-    time: Comparison
+    time: Comparison  # the cuDNN side's device time, or its wall time where either run has no device time
     speedup: Comparison | None
     flags: tuple[WindowFlag, ...] = field(default=())  # why the window is not trusted; empty when clean
     remeasured: bool = False
-    host_bound_busy: float | None = None  # the GPU-busy fraction when the host-bound threshold applied
+    host_bound_busy: float | None = None  # the GPU-busy fraction when the host-bound wall threshold applied
+    host: Comparison | None = None  # the cuDNN side's host overhead, where it is judged
+    basis: str = "device"  # "device", or "wall" where either run has no device time
 
     @property
     def verdict(self) -> Verdict:
@@ -206,21 +217,28 @@ class CaseVerdict:
         return self.time.verdict
 
     @property
+    def host_regressed(self) -> bool:
+        """The host overhead of the cuDNN side regressed."""
+        return self.host is not None and self.host.verdict is Verdict.REGRESSED
+
+    @property
     def outcome(self) -> Outcome:
         """The verdict as counted: a regression in an untrusted window is "regressed (not failed)"."""
-        if self.verdict is Verdict.REGRESSED:
+        if self.verdict is Verdict.REGRESSED or (self.host_regressed and self.flags):
             return Outcome.REGRESSED_NOT_FAILED if self.flags else Outcome.REGRESSED
+        if self.host_regressed:
+            return Outcome.HOST_REGRESSED
         return Outcome(self.verdict.value)
 
     @property
     def fails(self) -> bool:
         """Regressed in a clean window: the case's test fails (unless regressions are only reported)."""
-        return self.outcome is Outcome.REGRESSED
+        return self.outcome in (Outcome.REGRESSED, Outcome.HOST_REGRESSED)
 
     @property
     def moved(self) -> bool:
-        """Regressed or improved, trusted or not."""
-        return self.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+        """Regressed or improved, trusted or not (device/wall time or host overhead)."""
+        return self.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) or self.host_regressed
 
     @property
     def flagged(self) -> str:
@@ -229,16 +247,34 @@ class CaseVerdict:
 
     @property
     def host_bound(self) -> str:
-        """e.g. "host-bound: GPU busy 20%" when the wider threshold applied, else empty."""
+        """e.g. "host-bound: GPU busy 20%" when the wider wall threshold applied, else empty."""
         return "" if self.host_bound_busy is None else f"host-bound: GPU busy {self.host_bound_busy:.0%}"
+
+    def host_line(self) -> str:
+        """e.g. "launch/dispatch overhead +40% [+31%, +52%]: driver or framework" for a host regression."""
+        if self.host is None:
+            return ""
+        r = self.host.ratio
+        line = f"launch/dispatch overhead {_pct(r.estimate - 1)} [{_pct(r.low - 1)}, {_pct(r.high - 1)}]"
+        return line + (": driver or framework" if self.host_regressed else f": {self.host.verdict}")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form for the run's report."""
-        return {"case": self.case_id, "verdict": str(self.verdict), "outcome": str(self.outcome),
+        return {"case": self.case_id, "basis": self.basis, "verdict": str(self.verdict), "outcome": str(self.outcome),
                 "regressed": self.fails, "flagged": self.flagged,
                 "flags": [{"kind": f.kind.value, "message": f.message} for f in self.flags],
                 "remeasured": self.remeasured, "host_bound": self.host_bound,
-                "cudnn_time": self.time.as_dict(), "speedup": None if self.speedup is None else self.speedup.as_dict()}
+                "cudnn_time": self.time.as_dict(), "host_overhead": None if self.host is None else self.host.as_dict(),
+                "speedup": None if self.speedup is None else self.speedup.as_dict()}
+
+
+def _host_samples(record: CaseRecord) -> tuple[float, ...] | None:
+    """The cuDNN side's host overhead per wall round (wall sample minus the device median), if all positive."""
+    if record.cudnn is None or record.cudnn_device is None:
+        return None
+    device = record.cudnn_device.busy.median
+    samples = tuple(s - device for s in record.cudnn.samples)
+    return samples if all(s > 0 for s in samples) else None
 
 
 def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
@@ -246,16 +282,24 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
     """Verdict of one case (None when either side has no cuDNN timing to compare)."""
     if baseline.cudnn is None or current.cudnn is None:
         return None
+    options: dict[str, Any] = dict(alpha=policy.alpha, confidence=policy.confidence)
     busy = [b for b in (baseline.gpu_busy, current.gpu_busy) if b is not None]
     host_bound = bool(busy) and min(busy) < policy.host_bound_below
-    effect = max(policy.min_effect, policy.host_bound_effect) if host_bound else policy.min_effect
-    options = dict(min_effect=effect, alpha=policy.alpha, confidence=policy.confidence)
-    time_cmp = compare("cudnn time", baseline.cudnn.samples, current.cudnn.samples, **options)  # type: ignore[arg-type]
+    wall_effect = max(policy.min_effect, policy.host_bound_effect) if host_bound else policy.min_effect
     speed_cmp = None
     if baseline.round_speedups and current.round_speedups:
         speed_cmp = compare("speedup", baseline.round_speedups, current.round_speedups, higher_is_better=True,
-                            **options)  # type: ignore[arg-type]
-    flags = current.flags
+                            min_effect=wall_effect, **options)
+    flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
+    if baseline.cudnn_device is not None and current.cudnn_device is not None:
+        time_cmp = compare("cudnn device time", baseline.cudnn_device.busy.samples,
+                           current.cudnn_device.busy.samples, min_effect=policy.device_min_effect, **options)
+        host_cmp = None
+        base_host, cur_host = _host_samples(baseline), _host_samples(current)
+        if base_host and cur_host and float(np.median(base_host)) >= policy.host_share * baseline.cudnn.median:
+            host_cmp = compare("cudnn host overhead", base_host, cur_host, min_effect=policy.host_effect, **options)
+        return CaseVerdict(current.id, time_cmp, speed_cmp, flags=flags, remeasured=remeasured, host=host_cmp)
+    time_cmp = compare("cudnn time", baseline.cudnn.samples, current.cudnn.samples, min_effect=wall_effect, **options)
     if (host_bound and time_cmp.verdict is Verdict.REGRESSED and speed_cmp is not None
             and speed_cmp.verdict in (Verdict.UNCHANGED, Verdict.IMPROVED)):
         # Both sides are host-bound and timed interleaved in one window: a slower host slows both alike and
@@ -264,7 +308,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
         flags = flags + (WindowFlag(FlagKind.HOST_SLOWED, f"the host slowed both sides alike: speedup {change}, "
                                                           f"{speed_cmp.verdict}"),)
     return CaseVerdict(current.id, time_cmp, speed_cmp, flags=flags, remeasured=remeasured,
-                       host_bound_busy=min(busy) if host_bound else None)
+                       host_bound_busy=min(busy) if host_bound else None, basis="wall")
 
 
 def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],

@@ -30,13 +30,16 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 IMPLS: tuple[str, ...] = ("cudnn", "generic")
 ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
 # Fault injection for proving the regression detector on real hardware: "<case-id glob>=<microseconds>"
-# (comma-separated for several) adds that much device time to every cuDNN step of the matching cases, in
-# backends whose spec says can_inject. It is part of the environment, so a report names it as a cause.
+# (comma-separated for several) adds that much device time (a spin kernel) or host time (a busy wait) to every
+# cuDNN step of the matching cases, in backends whose spec says can_inject. Each is part of the environment,
+# so a report names it as a cause.
 INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
+INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV)
 
 
-def parse_injection(spec: str) -> list[tuple[str, float]]:
-    """``INJECT_ENV``'s value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
+def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
+    """An injection variable's value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         pattern, _, micros = part.rpartition("=")
@@ -45,7 +48,7 @@ def parse_injection(spec: str) -> list[tuple[str, float]]:
         except ValueError:
             us = -1.0
         if not pattern or not (us >= 0 and us < float("inf")):
-            raise ValueError(f"{INJECT_ENV}: {part!r} is not <case-id glob>=<microseconds>")
+            raise ValueError(f"{name}: {part!r} is not <case-id glob>=<microseconds>")
         out.append((pattern, us))
     return out
 
@@ -277,7 +280,7 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "ModelPair", "OutOfDeviceMemory", "model_backend_for", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "register", "spec", "specs",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
@@ -18,7 +19,7 @@ from ..cases import CELLS
 from ..environment import format_cudnn_version, get_value, runtime_info
 from ..device import unavailable
 from . import (
-    IMPLS, INJECT_ENV, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, ModelError, OutOfDeviceMemory, PathProof,
+    IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, ModelError, OutOfDeviceMemory, PathProof,
     parse_injection,
 )
 
@@ -88,27 +89,31 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
         matmul.allow_tf32 = saved_matmul
 
 
-def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
-    """GPU spin cycles to add to each cuDNN step of ``case_id`` per RNNPERF_INJECT_CUDNN_DELAY_US.
+def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
+    """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches).
 
-    The delay is device time (a spin kernel): it proves the regression detector on real hardware. The
-    plugin checks the variable's form before the run, so a malformed value never gets this far.
+    The plugin checks the variable's form before the run, so a malformed value never gets this far.
     """
     import fnmatch
 
     try:
-        parts = parse_injection((os.environ if environ is None else environ).get(INJECT_ENV, ""))
+        parts = parse_injection((os.environ if environ is None else environ).get(name, ""), name)
     except ValueError as exc:
         raise BackendUnavailable(str(exc)) from None
-    for pattern, us in parts:
-        if fnmatch.fnmatch(case_id, pattern):
-            clock_mhz = 1500.0
-            try:  # cycles per microsecond = SM clock in MHz; fall back to a typical datacenter clock
-                clock_mhz = _torch().cuda.get_device_properties(0).clock_rate / 1e3
-            except Exception:
-                pass
-            return int(us * clock_mhz)
-    return 0
+    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), 0.0)
+
+
+def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
+    """GPU spin cycles to add to each cuDNN step of ``case_id`` per RNNPERF_INJECT_CUDNN_DELAY_US (device time)."""
+    us = injected_us(case_id, INJECT_ENV, environ)
+    if not us:
+        return 0
+    clock_mhz = 1500.0
+    try:  # cycles per microsecond = SM clock in MHz; fall back to a typical datacenter clock
+        clock_mhz = _torch().cuda.get_device_properties(0).clock_rate / 1e3
+    except Exception:
+        pass
+    return int(us * clock_mhz)
 
 
 @contextlib.contextmanager
@@ -248,12 +253,14 @@ class TorchImpl:
     _x: Any = field(default=None, repr=False)
     _grads: tuple[Any, ...] = field(default=(), repr=False)
     _inject_cycles: int = 0
+    _inject_host_s: float = 0.0
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
         self._x, self._grads = self._device_inputs(self.inputs)
         if self.name == "cudnn" and self.device.startswith("cuda"):
             self._inject_cycles = injected_cycles(self.case.id)
+            self._inject_host_s = injected_us(self.case.id, INJECT_HOST_ENV) / 1e6
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
         """Input and upstream gradients as device tensors of the case's dtype."""
@@ -289,6 +296,10 @@ class TorchImpl:
         self._run(self._x, self._grads, want_grads=self.case.mode == "train")
         if self._inject_cycles:
             _torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
+        if self._inject_host_s:  # injected host-side delay: a busy wait, as slower dispatch would be
+            end = time.perf_counter() + self._inject_host_s
+            while time.perf_counter() < end:
+                pass
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""

@@ -21,6 +21,7 @@ import pytest_rnnperf.device as device
 import pytest_rnnperf.backends as backends
 import pytest_rnnperf.session as session
 from pytest_rnnperf.plugin import SESSION_KEY
+from pytest_rnnperf.timing.device import DeviceTimer
 from pytest_rnnperf.timing.wall import WallTimer
 import fake_backend
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
@@ -55,8 +56,12 @@ backends.register(dataclasses.replace(backends.spec("tf"), module="fake_tf_backe
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    # Fake steps advance a fake clock: timings are known in advance, whatever the load on the machine.
-    config.stash[SESSION_KEY].timer = WallTimer(clock=fake_backend.CLOCK)
+    # Fake steps advance a fake clock and launch kernels on a fake CUPTI: timings are known in advance,
+    # whatever the load on the machine. FAKE_NO_CUPTI leaves device time to the real (absent) cupti-python.
+    run = config.stash[SESSION_KEY]
+    run.timer = WallTimer(clock=fake_backend.CLOCK)
+    if not os.environ.get("FAKE_NO_CUPTI"):
+        run.device_timer = DeviceTimer(cupti=fake_backend.CUPTI, host_clock=lambda: int(fake_backend.CLOCK() * 1e9))
 """
 
 TEST_FILE = """
@@ -74,11 +79,13 @@ def test_pair(case, rnnperf):
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
-    for name in ("CUDNN_MS", "GENERIC_MS", "WRONG_PATH", "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE",
-                 "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION", "GPU_NAME", "DRIVER", "BUSY"):
+    for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH",
+                 "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
+                 "GPU_NAME", "DRIVER", "BUSY"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
+    monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))
     pytester.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_min_block_ms = 2\n")
@@ -88,6 +95,23 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Run pytest in a subprocess (the fakes patch modules; they must not leak into this process)."""
     return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
+
+
+def torch_sees_a_gpu() -> bool | None:
+    """Whether torch sees a CUDA GPU (None without torch), asked in a subprocess.
+
+    Importing torch in this process inside a pytester test would not survive: pytester restores sys.modules
+    afterwards, and torch's C extension cannot be imported a second time.
+    """
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().endswith("True")
 
 
 def load_json(path: Path) -> Any:

@@ -1,11 +1,13 @@
 """A fake framework backend for end-to-end plugin tests: float64 reference math posing as a GPU pair.
 
-A step advances a fake clock (``CLOCK``, which the project's conftest hands to the timing functions)
-by its nominal time times a seeded 1% jitter: verdicts do not depend on how loaded the test machine is,
-and two runs with the same knobs measure the same samples. Knobs are environment variables read at call
-time (FAKE_CUDNN_MS, FAKE_GENERIC_MS, FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE,
-FAKE_TF_UNAVAILABLE, FAKE_NO_GPU, FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. FAKE_CUDNN_MS may be a comma
-list: the n-th build of a case gets the n-th value (the last one repeats), to script a re-measurement.
+A step "launches" one kernel on the fake CUPTI (``CUPTI``) and advances a fake clock (``CLOCK``, which the
+project's conftest hands to both timers) by its nominal wall time times a seeded 1% jitter; its kernel runs
+its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded the test machine is, and two
+runs with the same knobs measure the same samples. Knobs are environment variables read at call time
+(FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
+FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
+FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. The time knobs may be comma lists:
+the n-th build of a case gets the n-th value (the last one repeats), to script a re-measurement.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import random
 from collections import Counter
 from typing import Any
+
+from fake_cupti import FakeCupti
 
 from pytest_rnnperf import reference
 from pytest_rnnperf.backends import BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
@@ -41,13 +45,17 @@ class FakeClock:
 
 
 CLOCK = FakeClock()
+CUPTI = FakeCupti(CLOCK)
 JITTER = 0.01
-BUILDS: Counter[str] = Counter()  # builds per case id, for FAKE_CUDNN_MS lists
+DEVICE_JITTER = 0.002
+BUILDS: Counter[str] = Counter()  # builds per case id, for the time knobs' lists
+DEFAULTS = {"CUDNN_MS": "1", "GENERIC_MS": "4", "CUDNN_DEV_MS": "0.5", "GENERIC_DEV_MS": "2"}
 
 
-def nominal_ms(name: str, build: int) -> float:
-    """The step time of a side in ms: the knob's value for this build of the case."""
-    values = (knob("CUDNN_MS", "1") if name == "cudnn" else knob("GENERIC_MS", "4")).split(",")
+def nominal_ms(name: str, build: int, device: bool = False) -> float:
+    """The step time of a side in ms (wall, or its kernel's device time): the knob's value for this build."""
+    key = f"{name.upper()}_{'DEV_' if device else ''}MS"
+    values = knob(key, DEFAULTS[key]).split(",")
     return float(values[min(build, len(values) - 1)])
 
 
@@ -57,12 +65,16 @@ class FakeImpl:
     def __init__(self, name: str, case: Any, weights: Any, inputs: CaseInputs, build: int = 0) -> None:
         self.name, self.case, self.weights, self.inputs = name, case, weights, inputs
         self.delay = nominal_ms(name, build) / 1e3
+        self.device_s = nominal_ms(name, build, device=True) / 1e3
+        self.kernel = knob("CUDNN_KERNEL", "RNN_blockPersist_fp_LSTM") if name == "cudnn" else "elementwise_cell"
         # Seeded by side and case only: the same knobs give the same samples in every run.
         self.rng = random.Random(f"{name}:{case.id}")
 
     def step(self) -> None:
-        """Stand-in for one device step: the fake clock moves by the step time, with jitter."""
-        CLOCK.advance(self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0)))
+        """Stand-in for one step: a kernel of the side's device time, and the fake clock moves by its wall time."""
+        device = self.device_s * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
+        CUPTI.launch(self.kernel, device)
+        CLOCK.advance(max(device, self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0))))
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Reference outputs, perturbed on the cuDNN side when FAKE_PARITY_ERROR is set."""

@@ -92,41 +92,91 @@ def test_baselines_outside_the_working_directory(project: pytest.Pytester, tmp_p
     result.stdout.fnmatch_lines(["*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*"])
 
 
-def test_slower_cudnn_fails_and_names_what_changed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """cuDNN 2x slower after a cuDNN update: both cases fail, the table and the cuDNN version change show."""
+def test_slower_cudnn_fails_and_names_the_kernel_and_what_changed(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN's kernel 50% slower after a cuDNN update: device time decides, the kernel and the version are named."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.25")  # the wall step grows by what the kernel grew; still above the floor
     monkeypatch.setenv("FAKE_CUDNN_VERSION", "9.20.0")
     result = run(project)
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*cuDNN time regressed against the baseline of this GPU*",
-        "*cudnn time*regressed*",
+        "*cuDNN device time regressed against the baseline of this GPU*",
+        "*cudnn device time*regressed*",
+        "*kernels of the cuDNN side: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step (+50%)*",
         "*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*",
         "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
 
 
-def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytest.Pytester,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """GPU 20% busy: both sides +60% (a slower host) passes as "regressed (not failed)"; cuDNN alone +60% fails."""
-    monkeypatch.setenv("FAKE_BUSY", "20")
+def test_a_slower_launch_path_is_named_as_host_overhead_not_cudnn(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wall +50% with the same kernels (a slower driver launch path, say): host overhead regressed, device unchanged."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.6")
-    monkeypatch.setenv("FAKE_GENERIC_MS", "6.4")
-    result = run(project)
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*regressed [[]window: the host slowed both sides alike: speedup *, unchanged[]] "
-                                 "[[]host-bound: GPU busy 20%[]]*", "*verdicts: 2 regressed (not failed)*"])
-    monkeypatch.setenv("FAKE_GENERIC_MS", "4")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
     result = run(project)
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*cuDNN time regressed against the baseline of this GPU [[]host-bound: GPU busy 20%*"])
+    result.stdout.fnmatch_lines([
+        "*launch/dispatch overhead regressed against the baseline of this GPU*",
+        "*cudnn device time*unchanged", "*cudnn host overhead*regressed",
+        "*launch/dispatch overhead +100.*: driver or framework*"])
+    assert "cuDNN device time regressed" not in result.stdout.str()
+
+
+def test_a_cudnn_algorithm_switch_names_the_kernels_that_came_and_went(project: pytest.Pytester,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The persistent kernel replaced by a per-step cell kernel: the failure says which vanished and which appeared."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_KERNEL", "elemWiseRNNcell")
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.6")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*kernels of the cuDNN side: appeared: elemWiseRNNcell (0.600 ms/step); "
+                                 "vanished: RNN_blockPersist_fp_LSTM (0.500 ms/step)*"])
+
+
+def test_a_baseline_without_device_time_is_judged_on_wall_time_and_says_so(project: pytest.Pytester,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older baseline (no device time): compared on what it has, with a line saying so."""
+    _record(project, "--rnnperf-device-rounds=0")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against the baseline of this GPU*",
+                                 "*judged on wall time: the baseline or this run has no device time*"])
+
+
+def test_without_cupti_device_time_is_off_and_the_run_says_why(project: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cupti-python: the header and the summary say device time is off and why; everything else runs."""
+    monkeypatch.setenv("FAKE_NO_CUPTI", "1")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["rnnperf: device time off: cupti-python is not installed*",
+                                 "device time off: cupti-python is not installed * (2 case(s))"])
+
+
+def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wall rule, GPU 20% busy: both sides +60% (a slower host) is "regressed (not failed)"; cuDNN alone +60% fails."""
+    monkeypatch.setenv("FAKE_BUSY", "20")
+    _record(project, "--rnnperf-device-rounds=0")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.6")
+    monkeypatch.setenv("FAKE_GENERIC_MS", "6.4")
+    result = run(project, "--rnnperf-device-rounds=0")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*regressed (not failed) [[]window: the host slowed both sides alike: speedup *, "
+                                 "unchanged[]] [[]host-bound: GPU busy 20%[]]*", "*verdicts: 2 regressed (not failed)*"])
+    monkeypatch.setenv("FAKE_GENERIC_MS", "4")
+    result = run(project, "--rnnperf-device-rounds=0")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against the baseline of this GPU [[]host-bound: GPU busy 20%*"])
 
 
 def test_ambiguous_case_is_remeasured_once(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A shift straddling the 5% band is re-measured once; the second measurement decides."""
+    """A device-time shift straddling the 3% band is re-measured once; the second measurement decides."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.05,1.0")  # first build straddles the band edge, the re-measure does not
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.515,0.5")  # the first build straddles the band edge, the re-measure not
     result = run(project)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*unchanged (re-measured)*", "*unchanged (re-measured)*", "*verdicts: 2 unchanged*"])
@@ -135,7 +185,7 @@ def test_ambiguous_case_is_remeasured_once(project: pytest.Pytester, monkeypatch
 def test_still_ambiguous_after_remeasure_does_not_fail(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A case that stays ambiguous is reported as such and does not fail the run."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.05")
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.515")
     result = run(project)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*ambiguous (re-measured)*", "*verdicts: 2 ambiguous*"])
@@ -144,7 +194,7 @@ def test_still_ambiguous_after_remeasure_does_not_fail(project: pytest.Pytester,
 def test_regression_opt_out_reports_without_failing(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """--rnnperf-no-fail-regression: the run passes and the summary still says regressed."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
     result = run(project, "--rnnperf-no-fail-regression")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*verdicts: 2 regressed*"])
@@ -200,7 +250,7 @@ def test_offline_compare_gives_the_same_verdicts(project: pytest.Pytester, monke
     """python -m pytest_rnnperf compare: exit 1 on a regression, 0 on the null run, 2 on a broken file."""
     base = _record(project)
     run(project, "--benchmark-json=same.json").assert_outcomes(passed=2)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")  # +50%, still above the 2x floor
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")  # the kernel +50%
     run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:

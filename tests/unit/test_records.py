@@ -39,10 +39,13 @@ def test_a_case_record_survives_the_round_trip() -> None:
     """to_dict -> JSON -> from_dict gives the same record, flags, notes and telemetry included."""
     flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
     rec = record(busy_pct=40.0, flags=(flag,), notes=("cudnn energy: window 0.9 s < 1 s",),
-                 speedup=Interval(4.0, 3.9, 4.1, 0.95), energy_per_step_j={"cudnn": 0.12}, gpu_name="NVIDIA H200")
+                 speedup=Interval(4.0, 3.9, 4.1, 0.95), energy_per_step_j={"cudnn": 0.12}, gpu_name="NVIDIA H200",
+                 cudnn_dev_ms=0.4, generic_dev_ms=1.6, cost_s={"build": 0.5, "wall": 1.25})
     back = CaseRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
     assert back == rec
     assert back.gpu_busy == pytest.approx(0.40) and back.warnings == (flag.message, "cudnn energy: window 0.9 s < 1 s")
+    assert back.device_speedup == pytest.approx(4.0, rel=0.01)
+    assert back.host_overhead_s("cudnn") == pytest.approx(0.6e-3, rel=0.05) and back.host_overhead_s("generic")
 
 
 def test_a_model_record_and_a_cross_record_survive_the_round_trip() -> None:
@@ -123,6 +126,9 @@ def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, mess
     ("case.cell", "lstmm", "unknown cell 'lstmm'"),
     ("telemetry", [1], "telemetry is a list ([1]), not an object"),
     ("flags", [{"kind": "hot", "message": "x"}], "flags[].kind 'hot' is not one of"),
+    ("cudnn_device", {"busy": {"samples_s": [], "timer": "device"}, "kernel_sum_s": 1e-3, "launches_per_step": 1},
+     "cudnn device samples_s is empty"),
+    ("cost_s", {"wall": "long"}, "cost_s.wall holds text ('long'), not a number"),
 ])
 def test_a_hand_edited_record_is_refused_in_one_line(tmp_path: Path, field: str, value: Any, message: str) -> None:
     """Samples that would crash the statistics later are refused when the file is read, naming file and case."""

@@ -252,3 +252,47 @@ def test_comparison_explains_itself_in_one_line() -> None:
     """explain() carries the change, its interval, p, the threshold and the verdict."""
     c = Comparison("cudnn time", 1e-3, 1.079e-3, Interval(1.079, 1.051, 1.108, 0.95), 0.0003, 0.05, Verdict.REGRESSED)
     assert c.explain() == "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"
+
+
+# ------------------------------------------------------------------------------------------------ device time
+
+
+def test_device_time_decides_where_both_runs_have_it() -> None:
+    """Wall +20% with the kernels unchanged is not a cuDNN regression; the kernels +5% is, at the 3% threshold."""
+    base = record("a", 1.0, seed=1, cudnn_dev_ms=0.5, generic_dev_ms=2.0)
+    host_noise = judge(base, record("a", 1.2, seed=2, cudnn_dev_ms=0.5, generic_dev_ms=2.0))
+    assert host_noise is not None and host_noise.basis == "device" and host_noise.verdict is Verdict.UNCHANGED
+    slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.525, generic_dev_ms=2.0))
+    assert slower is not None and slower.fails and slower.time.metric == "cudnn device time"
+    assert slower.time.min_effect == Policy().device_min_effect == 0.03
+
+
+def test_host_overhead_has_its_own_verdict_and_name() -> None:
+    """Wall doubled over the same kernels: the host overhead regressed, named so, and the case fails."""
+    base = record("a", 1.0, seed=1, cudnn_dev_ms=0.5)
+    v = judge(base, record("a", 2.0, seed=2, cudnn_dev_ms=0.5))
+    assert v is not None and v.verdict is Verdict.UNCHANGED and v.host_regressed
+    assert v.outcome is Outcome.HOST_REGRESSED and v.fails
+    assert v.host_line().startswith("launch/dispatch overhead +200.") and v.host_line().endswith("driver or framework")
+    quiet = judge(base, record("a", 1.1, seed=2, cudnn_dev_ms=0.5))  # host +20%: within the 50% threshold
+    assert quiet is not None and quiet.host is not None and not quiet.host_regressed and not quiet.fails
+
+
+def test_host_overhead_is_not_judged_where_it_is_a_sliver_of_the_step() -> None:
+    """GPU-bound: wall 10.2 ms over 10 ms of kernels; a host 'change' of 0.2 -> 0.4 ms is not judged."""
+    base = record("a", 10.2, seed=1, cudnn_dev_ms=10.0)
+    v = judge(base, record("a", 10.4, seed=2, cudnn_dev_ms=10.0))
+    assert v is not None and v.host is None and v.outcome is Outcome.UNCHANGED
+
+
+def test_the_host_slowed_exemption_is_gone_where_device_time_decides() -> None:
+    """Host-bound, both sides +60% on the host, kernels unchanged: the host overhead regression is named and fails."""
+    base = record("a", 1.0, generic_ms=8.0, seed=1, busy_pct=20, cudnn_dev_ms=0.3, generic_dev_ms=2.0)
+    v = judge(base, record("a", 1.6, generic_ms=12.8, seed=2, busy_pct=20, cudnn_dev_ms=0.3, generic_dev_ms=2.0))
+    assert v is not None and not v.flags and v.outcome is Outcome.HOST_REGRESSED
+
+
+def test_a_baseline_without_device_time_is_judged_on_wall_time() -> None:
+    """An older baseline: the wall rule applies, and the verdict says which basis it used."""
+    v = judge(record("a", 1.0, seed=1), record("a", 1.2, seed=2, cudnn_dev_ms=0.5))
+    assert v is not None and v.basis == "wall" and v.time.metric == "cudnn time" and v.fails

@@ -1,0 +1,310 @@
+"""The device timer: what the GPU did per step, from CUPTI's kernel records, in a traced window of its own.
+
+Wall time of a small RNN step is mostly Python, dispatch and launches, and drifts with the host; the time the
+GPU spends running the step's kernels does not. CUPTI's activity API (NVIDIA's ``cupti-python`` bindings)
+records the device start and end of every kernel, memset and memcpy, whatever the framework launched it. A
+side's device time per step is the union of those intervals over a round of steps, divided by the steps, so
+overlapping kernels count once and idle gaps between launches not at all.
+
+Tracing slows launches, so it runs in a window of its own after the wall-clock rounds: rounds alternate the
+two sides (ABBA), each round a block of steps between two device syncs, and a record belongs to the round
+during which it started (CUPTI timestamps taken around each round). The same records give the launches per
+step and a kernel table: which kernels a side ran and how long each took per step.
+
+Without cupti-python, or where CUPTI cannot trace (another profiler holds it, a driver without support),
+``device_time_problem`` says why and the runner records no device time; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from . import Measurement, Step, Sync
+
+NAME = "device"
+# Kernels a side's table keeps (by time per step); the rest are summed into one "(N other kernels)" row.
+TABLE_ROWS = 12
+_BUFFER_BYTES = 8 * 1024 * 1024
+
+
+def _real_cupti() -> Any:
+    """The cupti module of cupti-python (ImportError without it)."""
+    from cupti import cupti
+
+    return cupti
+
+
+_PROBLEM: list[str | None] = []  # the cached answer of device_time_problem()
+
+
+def device_time_problem() -> str | None:
+    """Why CUPTI cannot be used in this process (None when it can); checked once."""
+    if not _PROBLEM:
+        try:
+            _real_cupti().get_timestamp()
+            _PROBLEM.append(None)
+        except ImportError:
+            _PROBLEM.append("cupti-python is not installed (pip install 'pytest-rnnperf[device]')")
+        except Exception as exc:  # libcupti missing or too old for the driver, a broken binding
+            _PROBLEM.append(f"CUPTI does not load: {type(exc).__name__}: {str(exc).strip()[:120]}")
+    return _PROBLEM[0]
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel (by name) of a side: device time and launches per step."""
+
+    name: str
+    ms_per_step: float
+    launches_per_step: float
+
+
+@dataclass(frozen=True)
+class DeviceTiming:
+    """What the GPU did for one side: busy time per step per round, kernel time, launches, the kernel table."""
+
+    busy: Measurement  # samples: seconds of device busy time per step, one per traced round (timer "device")
+    kernel_sum_s: float  # median over rounds of summed kernel durations per step (> busy when kernels overlap)
+    launches_per_step: float
+    kernels: tuple[KernelStat, ...]
+    # Host nanoseconds per CUPTI timestamp unit over the traced rounds: 1 when CUPTI keeps nanoseconds; another
+    # client of CUPTI in the process may have registered a clock of its own (see the H100 evidence README).
+    clock_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """A kernel whose time per step grew, shrank, appeared or vanished between two tables."""
+
+    name: str
+    before_ms: float | None  # None: it appeared
+    after_ms: float | None  # None: it vanished
+
+    def describe(self) -> str:
+        """e.g. "RNN_blockPersist_fp_LSTM<...> 0.198 -> 0.231 ms/step (+17%)"."""
+        if self.before_ms is None:
+            return f"appeared: {self.name} ({self.after_ms:.3f} ms/step)"
+        if self.after_ms is None:
+            return f"vanished: {self.name} ({self.before_ms:.3f} ms/step)"
+        change = self.after_ms / self.before_ms - 1 if self.before_ms > 0 else math.inf
+        return f"{self.name} {self.before_ms:.3f} -> {self.after_ms:.3f} ms/step ({change:+.0%})"
+
+
+def kernel_changes(before: Sequence[KernelStat], after: Sequence[KernelStat], min_share: float = 0.02,
+                   min_change: float = 0.05) -> list[KernelChange]:
+    """What moved between two kernel tables, largest first: each change worth at least ``min_share`` of the
+    step's kernel time, and for a kernel in both tables at least ``min_change`` of its own time."""
+    total = max(sum(k.ms_per_step for k in before), sum(k.ms_per_step for k in after), 1e-12)
+    old = {k.name: k.ms_per_step for k in before if not k.name.startswith("(")}
+    new = {k.name: k.ms_per_step for k in after if not k.name.startswith("(")}
+    out = []
+    for name in list(old) + [n for n in new if n not in old]:
+        a, b = old.get(name), new.get(name)
+        delta = (b or 0.0) - (a or 0.0)
+        if abs(delta) < min_share * total:
+            continue
+        if a is not None and b is not None and abs(delta) < min_change * a:
+            continue
+        out.append(KernelChange(name, a, b))
+    return sorted(out, key=lambda c: -abs((c.after_ms or 0.0) - (c.before_ms or 0.0)))
+
+
+class _Recorder:
+    """CUPTI activity tracing: (start, end, name) of every kernel, memset and memcpy while enabled."""
+
+    def __init__(self, cupti: Any) -> None:
+        self.records: list[tuple[int, int, str]] = []
+        self._cupti = cupti
+        self._lock = threading.Lock()
+        self._kinds: list[Any] = []
+
+    def _completed(self, activities: Sequence[Any]) -> None:
+        """CUPTI hands over a filled buffer (on its own thread, or while flushing)."""
+        cupti = self._cupti
+        rows = []
+        for a in activities:
+            if a.kind == cupti.ActivityKind.CONCURRENT_KERNEL:
+                rows.append((int(a.start), int(a.end), str(a.name)))
+            elif a.kind == cupti.ActivityKind.MEMSET:
+                rows.append((int(a.start), int(a.end), "[memset]"))
+            elif a.kind == cupti.ActivityKind.MEMCPY:
+                kind = cupti.ActivityMemcpyKind(a.copy_kind).name
+                rows.append((int(a.start), int(a.end), f"[memcpy {kind}]"))
+        with self._lock:
+            self.records.extend(rows)
+
+    def __enter__(self) -> _Recorder:
+        """Register the buffer callbacks (again: another profiler may have replaced them) and enable tracing."""
+        cupti = self._cupti
+        cupti.activity_register_callbacks(lambda: (_BUFFER_BYTES, 0), self._completed)
+        for kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET, cupti.ActivityKind.MEMCPY):
+            cupti.activity_enable(kind)
+            self._kinds.append(kind)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Deliver every buffered record, then stop tracing."""
+        cupti = self._cupti
+        try:
+            cupti.activity_flush_all(1)
+        finally:
+            for kind in self._kinds:
+                cupti.activity_disable(kind)
+            self._kinds.clear()
+
+
+def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Total length of the union of [start, end) intervals (overlaps counted once)."""
+    total = 0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start  # type: ignore[operator]
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += cur_end - cur_start  # type: ignore[operator]
+    return total
+
+
+def kernel_table(records: Sequence[tuple[int, int, str]], steps: int, rows: int = TABLE_ROWS) -> tuple[KernelStat, ...]:
+    """Per-step time and launches of each kernel name, longest first; the tail folded into one row."""
+    by_name: dict[str, list[int]] = {}
+    for start, end, name in records:
+        stat = by_name.setdefault(name, [0, 0])
+        stat[0] += end - start
+        stat[1] += 1
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])
+    table = [KernelStat(name, ns / steps / 1e6, n / steps) for name, (ns, n) in ranked[:rows]]
+    rest = ranked[rows:]
+    if rest:
+        table.append(KernelStat(f"({len(rest)} other kernels)", sum(v[0] for _, v in rest) / steps / 1e6,
+                                sum(v[1] for _, v in rest) / steps))
+    return tuple(table)
+
+
+def _short(demangled: str) -> str:
+    """A readable kernel name: no return type, no parameter list, at most 100 characters."""
+    text = demangled
+    if text.startswith("void "):
+        text = text[5:]
+    depth = 0
+    for i, ch in enumerate(text):  # cut the parameter list: the first '(' outside template brackets
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0 and i > 0:
+            text = text[:i]
+            break
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def demangle(names: Iterable[str]) -> dict[str, str]:
+    """Mangled kernel name -> readable name, with cu++filt or c++filt where either is on PATH (else as given)."""
+    names = sorted(set(names))
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    out = {n: n for n in names}
+    mangled = [n for n in names if n.startswith("_Z")]
+    if tool and mangled:
+        try:
+            done = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=30)
+            lines = done.stdout.splitlines()
+            if done.returncode == 0 and len(lines) == len(mangled):
+                out.update(dict(zip(mangled, lines)))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return {n: _short(v) for n, v in out.items()}
+
+
+def _clean(name: str) -> str:
+    """Template arguments that only number things differently still name the same kernel family."""
+    return re.sub(r"\s+", " ", name).strip()
+
+
+@dataclass(frozen=True)
+class DeviceTimer:
+    """Device time from CUPTI; ``cupti`` (the binding) and ``host_clock`` (ns) are the seams for fakes in tests."""
+
+    cupti: Any = None  # cupti-python's cupti module, imported on first use when None
+    host_clock: Callable[[], int] = time.perf_counter_ns
+    name: str = NAME
+
+    def problem(self) -> str | None:
+        """Why this timer cannot trace here (None when it can)."""
+        return None if self.cupti is not None else device_time_problem()
+
+    def pair(self, a: Step, b: Step, sync: Sync, rounds: int, steps: tuple[int, int],
+             names: tuple[str, str] = ("cudnn", "generic")) -> tuple[DeviceTiming, DeviceTiming]:
+        """Trace ``rounds`` ABBA-interleaved rounds of ``steps`` steps per side; each side's device timing.
+
+        Both steps must be warm (the wall rounds ran first). RuntimeError when CUPTI recorded nothing in a round
+        that ran steps (another profiler took the activity buffers, say) or its clock does not track the host's.
+        """
+        cupti = self.cupti if self.cupti is not None else _real_cupti()
+        windows: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+        host_ns = cupti_units = 0
+        recorder = _Recorder(cupti)
+        with recorder:
+            for i in range(rounds):
+                for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    step = (a, b)[side]
+                    sync()
+                    start, host_start = cupti.get_timestamp(), self.host_clock()
+                    for _ in range(steps[side]):
+                        step()
+                    sync()
+                    end, host_end = cupti.get_timestamp(), self.host_clock()
+                    windows[side].append((start, end))
+                    host_ns += host_end - host_start
+                    cupti_units += end - start
+        # The record timestamps are on CUPTI's clock; the host clock read beside it at every round's ends says
+        # what one unit of it is worth, whoever set CUPTI's timestamp source.
+        scale = host_ns / cupti_units / 1e9 if cupti_units > 0 else 0.0
+        if not 0.05e-9 < scale < 20e-9:
+            raise RuntimeError(f"CUPTI's clock does not track the host's ({scale * 1e9:.3g} ns per unit)")
+        records = sorted(recorder.records)
+        display = demangle(name for _, _, name in records)
+        return (_side(names[0], windows[0], steps[0], records, display, scale),
+                _side(names[1], windows[1], steps[1], records, display, scale))
+
+
+def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequence[tuple[int, int, str]],
+          display: dict[str, str], scale: float) -> DeviceTiming:
+    """One side's timing from the records that started inside its rounds (``scale``: seconds per CUPTI unit)."""
+    import bisect
+
+    starts = [r[0] for r in records]
+    busy: list[float] = []
+    kernel_sums: list[float] = []
+    mine: list[tuple[int, int, str]] = []
+    for start, end in windows:
+        chunk = records[bisect.bisect_left(starts, start):bisect.bisect_left(starts, end)]  # [start, end)
+        if not chunk:
+            raise RuntimeError(f"CUPTI recorded no kernel for the {name} side in a traced round "
+                               f"(another profiler may hold CUPTI's activity buffers)")
+        busy.append(union_ns((s, e) for s, e, _ in chunk) * scale / steps)
+        kernel_sums.append(sum(e - s for s, e, _ in chunk) * scale / steps)
+        mine.extend(chunk)
+    total_steps = steps * len(windows)
+    # Durations in ns for the table, whatever CUPTI's unit.
+    named = [(0, round((e - s) * scale * 1e9), _clean(display.get(n, n))) for s, e, n in mine]
+    kernel_sums.sort()
+    return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME),
+                        kernel_sum_s=kernel_sums[len(kernel_sums) // 2],
+                        launches_per_step=len(mine) / total_steps,
+                        kernels=kernel_table(named, total_steps), clock_scale=scale * 1e9)
+
+
+def steps_for(per_step_s: float, target_s: float = 0.005, cap: int = 200) -> int:
+    """Steps per traced round so that a round holds about ``target_s`` of work (at least one step)."""
+    if not math.isfinite(per_step_s) or per_step_s <= 0:
+        return 1
+    return max(1, min(cap, math.ceil(target_s / per_step_s)))

@@ -1,0 +1,32 @@
+"""Print an RNNPERF_INJECT_CUDNN_DELAY_US value that slows every cuDNN step of a stored run by a share of its device time.
+
+    RNNPERF_INJECT_CUDNN_DELAY_US=$(python scripts/injection_spec.py baselines/.../0003_baseline.json 0.05)
+
+Each case of the stored run that has device time gets a spin of PERCENT of its cuDNN device time per step: the
+induced slowdown that shows which cases the regression rule catches (baselines/<gpu>/evidence/README.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_rnnperf.records import load_run  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    """Print the variable's value for the run and share given."""
+    if len(argv) != 2:
+        print("usage: injection_spec.py STORED_RUN SHARE (e.g. 0.05)", file=sys.stderr)
+        return 2
+    run, share = load_run(Path(argv[0])), float(argv[1])
+    parts = [f"{case_id}={share * r.cudnn_device.busy.median * 1e6:.2f}"
+             for case_id, r in run.records.items() if r.cudnn_device is not None and r.case.framework == "torch"]
+    print(",".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
