@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--host-bound-effect", type=positive, default=_DEFAULT.host_bound_effect,
                      help=f"threshold for cases that kept the GPU busy less than half the time "
                           f"(default {_DEFAULT.host_bound_effect})")
+    cmp.add_argument("--device-effect", type=positive, default=_DEFAULT.device_min_effect,
+                     help=f"smallest change of the cuDNN device time that counts (default {_DEFAULT.device_min_effect})")
+    cmp.add_argument("--host-effect", type=positive, default=_DEFAULT.host_effect,
+                     help=f"smallest change of the host overhead that counts (default {_DEFAULT.host_effect})")
+    cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
     spr = sub.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
@@ -141,7 +146,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     from .environment import diff_environments, format_diff
     from .records import BaselineError
     from .report import verdict_counts
-    from .verdicts import Outcome, compare_runs
+    from .verdicts import Outcome, Verdict, compare_runs
 
     try:
         base, cur = _load([old, new], allow_other_gpu)
@@ -151,7 +156,10 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {policy.min_effect:.0%}"]
     for v in verdicts:
         label = "FLAGGED" if v.outcome is Outcome.REGRESSED_NOT_FAILED else str(v.verdict).upper()
+        if v.host_regressed and v.verdict is not Verdict.REGRESSED:
+            label = "HOST" if v.fails else "HOST-FLAG"
         lines.append(f"{label:<10} {v.case_id}: {v.time.explain()}"
+                     + (f"; {v.host.explain()}" if v.host is not None else "")
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
@@ -171,7 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "spread":
             code, lines = spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu)
         else:
-            policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect)
+            policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
+                            device_min_effect=args.device_effect, host_effect=args.host_effect,
+                            fail_host=args.fail_host)
             code, lines = compare_files(args.old, args.new, policy, args.allow_other_gpu)
     except Exception:  # a bug, not bad input: say so, and never exit 1 ("regressed") by accident
         traceback.print_exc()

@@ -252,6 +252,10 @@ def verdict_lines(run: "RnnperfSession") -> list[str]:
     lines += _table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
     for v in run.verdicts.values():
+        if v.host_regressed and not v.fails:
+            lines.append(f"host overhead of {v.case_id}: {v.host_line()} (reported, not failed; --rnnperf-fail-host "
+                         f"fails on it)")
+    for v in run.verdicts.values():
         if v.moved:
             kernels = kernel_lines(v, run)
             if kernels:
@@ -357,6 +361,8 @@ def markdown(run: "RnnperfSession") -> str:
     for v in regressed:
         out.append(f"- **{v.case_id}**: {v.time.explain()}" + (f"; {v.host_line()}" if v.host_regressed else ""))
         out += [f"  - {line}" for line in kernel_lines(v, run)]
+    out += [f"- {v.case_id}: {v.host_line()} (reported, not failed)" for v in run.verdicts.values()
+            if v.host_regressed and not v.fails]
     out += [line for line in device_lines(run) if line]
     if run.skipped:
         out.append(f"\n{len(run.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.skipped})))

@@ -141,6 +141,8 @@ SETTINGS: tuple[Setting, ...] = (
             "counts as a regression or improvement (0.03 = 3%)", check=at_least(0, strict=True)),
     Setting("host_effect", _POLICY.host_effect, to_float, "smallest change of the host overhead (wall minus device "
             "time) that counts as a regression", check=at_least(0, strict=True)),
+    Setting("fail_host", False, to_bool, "fail a case whose host overhead regressed (off: reported by name; host "
+            "time drifts with the runner)", switch=True),
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md and speedups.png "
@@ -170,6 +172,7 @@ class Settings:
     host_bound_effect: float
     device_effect: float
     host_effect: float
+    fail_host: bool
     no_fail_regression: bool
     report_dir: str
     markdown: str
@@ -184,4 +187,4 @@ class Settings:
     def policy(self) -> Policy:
         """The verdict policy these settings ask for."""
         return Policy(min_effect=self.min_effect, host_bound_effect=self.host_bound_effect,
-                      device_min_effect=self.device_effect, host_effect=self.host_effect)
+                      device_min_effect=self.device_effect, host_effect=self.host_effect, fail_host=self.fail_host)

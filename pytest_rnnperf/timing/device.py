@@ -6,10 +6,12 @@ records the device start and end of every kernel, memset and memcpy, whatever th
 side's device time per step is the union of those intervals over a round of steps, divided by the steps, so
 overlapping kernels count once and idle gaps between launches not at all.
 
-Tracing slows launches, so it runs in a window of its own after the wall-clock rounds: rounds alternate the
-two sides (ABBA), each round a block of steps between two device syncs, and a record belongs to the round
-during which it started (CUPTI timestamps taken around each round). The same records give the launches per
-step and a kernel table: which kernels a side ran and how long each took per step.
+Tracing slows launches, so it runs in a window of its own after the wall-clock rounds. Each side is traced on
+its own, one untraced warm step first, then its rounds back to back, each round a block of steps between two
+device syncs; a record belongs to the round during which it started (CUPTI timestamps taken around each round).
+Interleaving the sides, as the wall rounds do, left each round in the cache and clock state the other side
+had left: on an H100 a 17 ms cuDNN step then read 17.2 or 18.8 ms by round. The same records give the
+launches per step and a kernel table: which kernels a side ran and how long each took per step.
 
 Without cupti-python, or where CUPTI cannot trace (another profiler holds it, a driver without support),
 ``device_time_problem`` says why and the runner records no device time; nothing else changes.
@@ -243,7 +245,7 @@ class DeviceTimer:
 
     def pair(self, a: Step, b: Step, sync: Sync, rounds: int, steps: tuple[int, int],
              names: tuple[str, str] = ("cudnn", "generic")) -> tuple[DeviceTiming, DeviceTiming]:
-        """Trace ``rounds`` ABBA-interleaved rounds of ``steps`` steps per side; each side's device timing.
+        """Trace ``rounds`` rounds of ``steps`` steps of each side in turn; each side's device timing.
 
         Both steps must be warm (the wall rounds ran first). RuntimeError when CUPTI recorded nothing in a round
         that ran steps (another profiler took the activity buffers, say) or its clock does not track the host's.
@@ -253,9 +255,9 @@ class DeviceTimer:
         host_ns = cupti_units = 0
         recorder = _Recorder(cupti)
         with recorder:
-            for i in range(rounds):
-                for side in ((0, 1) if i % 2 == 0 else (1, 0)):
-                    step = (a, b)[side]
+            for side, step in enumerate((a, b)):
+                step()  # warm: the caches and clocks this side leaves, not the other's (its records start too early)
+                for _ in range(rounds):
                     sync()
                     start, host_start = cupti.get_timestamp(), self.host_clock()
                     for _ in range(steps[side]):

@@ -102,3 +102,22 @@ def test_demangled_names_keep_their_template_and_lose_their_parameters() -> None
 def test_a_round_holds_a_few_milliseconds_of_work() -> None:
     """Steps per traced round: about 5 ms of them, at least one, at most the cap."""
     assert steps_for(0.001) == 5 and steps_for(0.02) == 1 and steps_for(1e-7) == 200 and steps_for(0.0) == 1
+
+
+def test_each_side_is_traced_warm_not_in_the_state_the_other_side_left() -> None:
+    """A step that runs 2x slower right after the other side (cold caches) is measured at its warm time."""
+    clock = FakeClock()
+    cupti = FakeCupti(clock)
+    last = {"side": ""}
+
+    def side(name: str, device_s: float):
+        def step() -> None:
+            cold = last["side"] not in ("", name)
+            last["side"] = name
+            cupti.launch(name, device_s * (2.0 if cold else 1.0))
+            clock.advance(device_s * (2.0 if cold else 1.0) + 0.001)
+        return step
+
+    timer = DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9))
+    a, b = timer.pair(side("a", 0.010), side("b", 0.020), lambda: None, rounds=4, steps=(1, 1))
+    assert a.busy.samples == pytest.approx((0.010,) * 4) and b.busy.samples == pytest.approx((0.020,) * 4)
