@@ -343,6 +343,7 @@ class FlagKind(str, Enum):
     THROTTLED_AT_END = "throttled_at_end"  # a throttle reason still active when the window closed
     FOREIGN_PROCESS = "foreign_process"  # another process appeared on the GPU during the window
     HOST_SLOWED = "host_slowed"  # set by the verdicts: a slower host slowed both sides alike
+    OVERLAP = "overlap"  # set by the verdicts: device busy time moved but the kernels' total time held
 
 
 @dataclass(frozen=True)

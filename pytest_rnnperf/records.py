@@ -357,7 +357,7 @@ def _flag_to_dict(flag: WindowFlag) -> dict[str, str]:
 
 def _device_to_dict(dev: DeviceTiming) -> dict[str, Any]:
     """A side's device timing as stored: busy samples, kernel time, launches, the kernel table."""
-    return {"busy": _measurement_to_dict(dev.busy), "kernel_sum_s": dev.kernel_sum_s,
+    return {"busy": _measurement_to_dict(dev.busy), "work": _measurement_to_dict(dev.work),
             "launches_per_step": dev.launches_per_step, "clock_scale": dev.clock_scale,
             "kernels": [{"name": k.name, "ms_per_step": k.ms_per_step, "launches_per_step": k.launches_per_step}
                         for k in dev.kernels]}
@@ -374,7 +374,7 @@ def _device_from_dict(data: Any, side: str) -> DeviceTiming | None:
         kernels.append(KernelStat(_text(k.get("name"), "kernel name"), _number(k.get("ms_per_step"), "ms_per_step"),
                                   _number(k.get("launches_per_step"), "launches_per_step")))
     return DeviceTiming(busy=_measurement_from_dict(d.get("busy"), f"{side} device"),
-                        kernel_sum_s=_number(d.get("kernel_sum_s"), f"{side}_device.kernel_sum_s"),
+                        work=_measurement_from_dict(d.get("work"), f"{side} device work"),
                         launches_per_step=_number(d.get("launches_per_step"), f"{side}_device.launches_per_step"),
                         kernels=tuple(kernels), clock_scale=_number(d.get("clock_scale", 1.0), "clock_scale"))
 

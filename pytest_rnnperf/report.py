@@ -201,7 +201,7 @@ def regression_failure(verdict: "CaseVerdict", run: "RnnperfSession") -> str:
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
     ]
-    lines += [_comparison_row(c) for c in (verdict.time, verdict.host, verdict.speedup) if c is not None]
+    lines += [_comparison_row(c) for c in (verdict.time, verdict.work, verdict.host, verdict.speedup) if c is not None]
     if verdict.host_regressed:
         lines.append(f"  {verdict.host_line()}")
     kernels = kernel_lines(verdict, run)

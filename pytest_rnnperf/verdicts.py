@@ -7,7 +7,10 @@ A case is judged against the stored baseline of this GPU model:
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
   and an ambiguous case is measured once more before its verdict stands (``judge_remeasuring``).
 - Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``:
-  it is what cuDNN, the driver and the GPU did, and it does not drift with the host. The host overhead (wall
+  it is what cuDNN, the driver and the GPU did, and it does not drift with the host. Busy time (the union of
+  kernel intervals) is what the step waits for, but it also moves when concurrent kernels overlap differently
+  (a host-bound cuDNN GRU step read 0.203 and 0.185 ms in two processes with the same kernels); a busy-time
+  regression whose summed kernel time did not regress too is flagged ``OVERLAP`` and reported, not failed. The host overhead (wall
   minus device time per step: dispatch, launches, host work the GPU waited for) gets its own verdict at
   ``host_effect``, where it is at least ``host_share`` of the baseline's wall step, and a regression there is
   named as such (a slower driver launch path or framework dispatch shows up here, not in device time). It
@@ -213,6 +216,7 @@ class CaseVerdict:
     remeasured: bool = False
     host_bound_busy: float | None = None  # the GPU-busy fraction when the host-bound wall threshold applied
     host: Comparison | None = None  # the cuDNN side's host overhead, where it is judged
+    work: Comparison | None = None  # the cuDNN side's summed kernel time, beside its busy time
     basis: str = "device"  # "device", or "wall" where either run has no device time
     fail_host: bool = False  # a host overhead regression fails (Policy.fail_host)
 
@@ -299,12 +303,18 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
     if baseline.cudnn_device is not None and current.cudnn_device is not None:
         time_cmp = compare("cudnn device time", baseline.cudnn_device.busy.samples,
                            current.cudnn_device.busy.samples, min_effect=policy.device_min_effect, **options)
+        work_cmp = compare("cudnn kernel time", baseline.cudnn_device.work.samples, current.cudnn_device.work.samples,
+                           min_effect=policy.device_min_effect, **options)
+        if time_cmp.verdict is Verdict.REGRESSED and work_cmp.verdict is not Verdict.REGRESSED:
+            flags = flags + (WindowFlag(FlagKind.OVERLAP, f"kernels overlapped differently: busy "
+                                        f"{_pct(time_cmp.ratio.estimate - 1)}, summed kernel time "
+                                        f"{_pct(work_cmp.ratio.estimate - 1)} ({work_cmp.verdict})"),)
         host_cmp = None
         base_host, cur_host = _host_samples(baseline), _host_samples(current)
         if base_host and cur_host and float(np.median(base_host)) >= policy.host_share * baseline.cudnn.median:
             host_cmp = compare("cudnn host overhead", base_host, cur_host, min_effect=policy.host_effect, **options)
         return CaseVerdict(current.id, time_cmp, speed_cmp, flags=flags, remeasured=remeasured, host=host_cmp,
-                           fail_host=policy.fail_host)
+                           fail_host=policy.fail_host, work=work_cmp)
     time_cmp = compare("cudnn time", baseline.cudnn.samples, current.cudnn.samples, min_effect=wall_effect, **options)
     if (host_bound and time_cmp.verdict is Verdict.REGRESSED and speed_cmp is not None
             and speed_cmp.verdict in (Verdict.UNCHANGED, Verdict.IMPROVED)):

@@ -73,7 +73,8 @@ class DeviceTiming:
     """What the GPU did for one side: busy time per step per round, kernel time, launches, the kernel table."""
 
     busy: Measurement  # samples: seconds of device busy time per step, one per traced round (timer "device")
-    kernel_sum_s: float  # median over rounds of summed kernel durations per step (> busy when kernels overlap)
+    # Summed kernel durations per step, per round (> busy where kernels overlap): the work, whatever the overlap.
+    work: Measurement
     launches_per_step: float
     kernels: tuple[KernelStat, ...]
     # Host nanoseconds per CUPTI timestamp unit over the traced rounds: 1 when CUPTI keeps nanoseconds; another
@@ -298,9 +299,8 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
     total_steps = steps * len(windows)
     # Durations in ns for the table, whatever CUPTI's unit.
     named = [(0, round((e - s) * scale * 1e9), _clean(display.get(n, n))) for s, e, n in mine]
-    kernel_sums.sort()
     return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME),
-                        kernel_sum_s=kernel_sums[len(kernel_sums) // 2],
+                        work=Measurement(name, tuple(kernel_sums), steps, timer=NAME + "-work"),
                         launches_per_step=len(mine) / total_steps,
                         kernels=kernel_table(named, total_steps), clock_scale=scale * 1e9)
 

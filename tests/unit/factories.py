@@ -17,21 +17,24 @@ from pytest_rnnperf.timing.device import DeviceTiming, KernelStat
 CASE = Case("torch", "lstm", Shape(28, 128, 28, 128), floor=2.0)
 
 
-def device(name: str, ms: float, seed: int = 0, n: int = 10, kernel: str = "RNN_blockPersist_fp_LSTM") -> DeviceTiming:
-    """A side's device timing: ``n`` rounds with 0.2% noise around ``ms``, one kernel doing all of it."""
+def device(name: str, ms: float, seed: int = 0, n: int = 10, kernel: str = "RNN_blockPersist_fp_LSTM",
+           work_ms: float | None = None) -> DeviceTiming:
+    """A side's device timing: ``n`` rounds with 0.2% noise around ``ms`` busy (``work_ms`` of kernel time)."""
     rng = np.random.default_rng(seed + 1000)
     busy = Measurement(name, tuple(ms / 1e3 * rng.lognormal(0, 0.002, n)), 4, timer="device")
-    return DeviceTiming(busy=busy, kernel_sum_s=ms / 1e3, launches_per_step=1.0, kernels=(KernelStat(kernel, ms, 1.0),))
+    work = Measurement(name, tuple(work_ms / 1e3 * rng.lognormal(0, 0.002, n)) if work_ms else busy.samples, 4,
+                       timer="device-work")
+    return DeviceTiming(busy=busy, work=work, launches_per_step=1.0, kernels=(KernelStat(kernel, ms, 1.0),))
 
 
 def record(case_id: str | None = None, cudnn_ms: float | None = 1.0, generic_ms: float = 4.0, seed: int = 0,
            n: int = 20, busy_pct: float | None = None, flags: tuple[WindowFlag, ...] = (),
            case: Any = None, cudnn_dev_ms: float | None = None, generic_dev_ms: float | None = None,
-           kernel: str = "RNN_blockPersist_fp_LSTM", **fields: Any) -> CaseRecord:
+           kernel: str = "RNN_blockPersist_fp_LSTM", cudnn_work_ms: float | None = None, **fields: Any) -> CaseRecord:
     """A record with ``n`` samples (1% lognormal noise) around the given medians; ``busy_pct`` sets NVML
     utilization; ``*_dev_ms`` add device timings."""
     if cudnn_dev_ms is not None:
-        fields["cudnn_device"] = device("cudnn", cudnn_dev_ms, seed, kernel=kernel)
+        fields["cudnn_device"] = device("cudnn", cudnn_dev_ms, seed, kernel=kernel, work_ms=cudnn_work_ms)
     if generic_dev_ms is not None:
         fields["generic_device"] = device("generic", generic_dev_ms, seed, kernel="elementwise_cell")
     rng = np.random.default_rng(seed)

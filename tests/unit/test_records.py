@@ -126,8 +126,8 @@ def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, mess
     ("case.cell", "lstmm", "unknown cell 'lstmm'"),
     ("telemetry", [1], "telemetry is a list ([1]), not an object"),
     ("flags", [{"kind": "hot", "message": "x"}], "flags[].kind 'hot' is not one of"),
-    ("cudnn_device", {"busy": {"samples_s": [], "timer": "device"}, "kernel_sum_s": 1e-3, "launches_per_step": 1},
-     "cudnn device samples_s is empty"),
+    ("cudnn_device", {"busy": {"samples_s": [], "timer": "device"}, "work": {"samples_s": [1e-3], "timer": "x"},
+                      "launches_per_step": 1}, "cudnn device samples_s is empty"),
     ("cost_s", {"wall": "long"}, "cost_s.wall holds text ('long'), not a number"),
 ])
 def test_a_hand_edited_record_is_refused_in_one_line(tmp_path: Path, field: str, value: Any, message: str) -> None:

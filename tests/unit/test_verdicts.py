@@ -298,3 +298,14 @@ def test_a_baseline_without_device_time_is_judged_on_wall_time() -> None:
     """An older baseline: the wall rule applies, and the verdict says which basis it used."""
     v = judge(record("a", 1.0, seed=1), record("a", 1.2, seed=2, cudnn_dev_ms=0.5))
     assert v is not None and v.basis == "wall" and v.time.metric == "cudnn time" and v.fails
+
+
+def test_busy_time_that_moved_while_the_kernels_did_not_is_overlap_reported_not_failed() -> None:
+    """Busy +9% with the same summed kernel time: the kernels overlapped differently; flagged, not failed."""
+    base = record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235)
+    v = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.236))
+    assert v is not None and v.verdict is Verdict.REGRESSED and not v.fails
+    assert [f.kind for f in v.flags] == [FlagKind.OVERLAP] and v.outcome is Outcome.REGRESSED_NOT_FAILED
+    assert v.flagged.startswith("kernels overlapped differently: busy +9.")
+    slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.26))
+    assert slower is not None and slower.fails and slower.work is not None
