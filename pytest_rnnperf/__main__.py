@@ -145,7 +145,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     """Exit code and the lines to print for ``compare``."""
     from .environment import diff_environments, format_diff
     from .records import BaselineError
-    from .report import verdict_counts
+    from .report import record_kernel_lines, verdict_counts
     from .verdicts import Outcome, Verdict, compare_runs
 
     try:
@@ -153,7 +153,8 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     verdicts = compare_runs(base, cur, policy)
-    lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {policy.min_effect:.0%}"]
+    lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {policy.min_effect:.0%} (wall), "
+             f"{policy.device_min_effect:.0%} (device), {policy.host_effect:.0%} (host overhead)"]
     for v in verdicts:
         label = "FLAGGED" if v.outcome is Outcome.REGRESSED_NOT_FAILED else str(v.verdict).upper()
         if v.host_regressed and v.verdict is not Verdict.REGRESSED:
@@ -163,6 +164,10 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
+        if v.moved:
+            kernels = record_kernel_lines(base.records.get(v.case_id), cur.records.get(v.case_id))
+            if kernels:
+                lines.append(f"{'':<10} kernels: " + "; ".join(kernels))
     missing = sorted(set(base.records) - set(cur.records))
     if missing:
         lines.append(f"not in {new.name}: {', '.join(missing)}")

@@ -181,10 +181,15 @@ def env_diff_lines(run: "RnnperfSession") -> list[str]:
 
 def kernel_lines(verdict: "CaseVerdict", run: "RnnperfSession", rows: int = 4) -> list[str]:
     """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
-    from .timing.device import kernel_changes
-
     base = run.baseline.records.get(verdict.case_id) if run.baseline is not None else None
     now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
+    return record_kernel_lines(base, now, rows)
+
+
+def record_kernel_lines(base: "CaseRecord | None", now: "CaseRecord | None", rows: int = 4) -> list[str]:
+    """What moved between two records' cuDNN kernel tables (empty where either has no device time)."""
+    from .timing.device import kernel_changes
+
     if base is None or now is None or base.cudnn_device is None or now.cudnn_device is None:
         return []
     changes = kernel_changes(base.cudnn_device.kernels, now.cudnn_device.kernels)

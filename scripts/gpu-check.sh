@@ -5,14 +5,21 @@
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
-# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (~9 MB with
+# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (~12 MB with
 # baselines/), so split the staged build into 40 MiB parts, not 56 MiB:
 #   (cd .gpu/tf && rm -rf ./* && split -b 40m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
-# A whole nightly run (torch + TF + cross) took ~9.5 min on an H100: run the suites in separate calls.
+# Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
+# <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
+# torch + TF + cross with device time took ~7.5 min on an H100 without energy windows: run the suites in separate calls.
+# Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
+# it the suites run and say device time is off.
 set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
+if ls .whl/cupti_python-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/cupti .whl/*.whl && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/cupti
+fi
 what=${1:-tests}; shift || true
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
 { python3 - <<'PY'

@@ -267,6 +267,7 @@ def test_offline_compare_gives_the_same_verdicts(project: pytest.Pytester, monke
     slow = cli(str(base), "slow.json")
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert slow.stdout.count("REGRESSED") == 2
+    assert slow.stdout.count("kernels: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step (+50%)") == 2
     same = cli(str(base), "same.json")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "REGRESSED" not in same.stdout
