@@ -70,7 +70,15 @@ class Policy:
                 raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
 
 
-class Verdict(str, Enum):
+class _Word(str, Enum):
+    """An enum that prints as its plain value ("regressed"), for messages and JSON."""
+
+    def __str__(self) -> str:
+        """The plain value."""
+        return self.value
+
+
+class Verdict(_Word):
     """Outcome of comparing current samples with a baseline."""
 
     REGRESSED = "regressed"
@@ -78,12 +86,8 @@ class Verdict(str, Enum):
     UNCHANGED = "unchanged"
     AMBIGUOUS = "ambiguous"
 
-    def __str__(self) -> str:
-        """The plain value ("regressed"), for messages and JSON."""
-        return self.value
 
-
-class Outcome(str, Enum):
+class Outcome(_Word):
     """A case's verdict as summaries count it: a regression in an untrusted window does not fail."""
 
     REGRESSED = "regressed"
@@ -93,10 +97,6 @@ class Outcome(str, Enum):
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     AMBIGUOUS = "ambiguous"
-
-    def __str__(self) -> str:
-        """The plain value, for messages and JSON."""
-        return self.value
 
 
 def _pct(x: float) -> str:

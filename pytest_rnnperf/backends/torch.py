@@ -345,14 +345,13 @@ def _restore_threads(count: int) -> None:
         _torch().set_num_threads(count)
 
 
-@dataclass
-class TorchPair:
-    """cuDNN and generic torch modules with identical weights on one device."""
+class _OnDevice:
+    """sync and close of a pair whose sides live on ``device`` (a dataclass with these fields)."""
 
-    cudnn: TorchImpl | None
-    generic: TorchImpl | None
+    cudnn: Any
+    generic: Any
     device: str
-    restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
+    restore_threads: int
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
@@ -360,12 +359,22 @@ class TorchPair:
             _torch().cuda.synchronize()
 
     def close(self) -> None:
-        """Drop the modules and return cached blocks to the driver, so the next case starts clean."""
+        """Drop the sides and return cached blocks to the driver, so the next case starts clean."""
         self.cudnn = self.generic = None
         if self.device.startswith("cuda"):
             _torch().cuda.empty_cache()
         _restore_threads(self.restore_threads)
         self.restore_threads = 0
+
+
+@dataclass
+class TorchPair(_OnDevice):
+    """cuDNN and generic torch modules with identical weights on one device."""
+
+    cudnn: TorchImpl | None
+    generic: TorchImpl | None
+    device: str
+    restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
 
 
 def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
@@ -429,7 +438,7 @@ class TorchModelImpl:
 
 
 @dataclass
-class TorchModelPair:
+class TorchModelPair(_OnDevice):
     """cuDNN, generic and float64 copies of one model with identical weights, on one device."""
 
     cudnn: TorchModelImpl | None
@@ -443,19 +452,6 @@ class TorchModelPair:
     def reference(self) -> dict[str, tuple[str, np.ndarray | None]]:
         """Outputs and gradients of the float64 copy on the generic path."""
         return self.reference_copy.result()
-
-    def sync(self) -> None:
-        """Wait for queued CUDA work; a no-op on the CPU."""
-        if self.device.startswith("cuda"):
-            _torch().cuda.synchronize()
-
-    def close(self) -> None:
-        """Drop the copies and return cached blocks to the driver."""
-        self.cudnn = self.generic = None
-        if self.device.startswith("cuda"):
-            _torch().cuda.empty_cache()
-        _restore_threads(self.restore_threads)
-        self.restore_threads = 0
 
 
 def _describe(model: Any) -> tuple[str, list[Any]]:

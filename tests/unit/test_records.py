@@ -26,7 +26,8 @@ from pytest_rnnperf.records import (
 from pytest_rnnperf.stats import Interval
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = sorted(REPO.glob("baselines/*/*/*.json"))
+COMMITTED = sorted(p for p in REPO.glob("baselines/*/*/*.json") if p.parent.name != "evidence")
+EVIDENCE = sorted(REPO.glob("baselines/*/evidence/*.json"))
 
 
 def _file(records: list[dict[str, Any]], fmt: int = FORMAT_VERSION, gpu: str = "NVIDIA_H200") -> dict[str, Any]:
@@ -179,11 +180,11 @@ def test_run_meta_carries_the_format() -> None:
 
 def test_the_repository_has_committed_baselines() -> None:
     """The files the next tests read exist (a broken glob would make them pass on nothing)."""
-    assert len(COMMITTED) >= 3 and all(p.parent.parent.parent.name == "baselines" for p in COMMITTED)
+    assert len(COMMITTED) >= 4 and all(p.parent.parent.parent.name == "baselines" for p in COMMITTED)
+    assert len(EVIDENCE) >= 10
 
 
-@pytest.mark.parametrize("path", COMMITTED + sorted(REPO.glob("baselines/*/evidence/*.json")),
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("path", COMMITTED + EVIDENCE, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_committed_run_loads_and_sits_in_its_gpus_folder(path: Path) -> None:
     """A corrupt committed baseline would otherwise pass CPU CI unnoticed: each loads, in its GPU's folder."""
     run = load_run(path)
@@ -193,7 +194,7 @@ def test_every_committed_run_loads_and_sits_in_its_gpus_folder(path: Path) -> No
     assert sum(r.cudnn is not None for r in run.records.values()) >= 1
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("path", COMMITTED + EVIDENCE, ids=lambda p: str(p.relative_to(REPO)))
 def test_format_1_flags_are_what_the_old_warnings_said(path: Path) -> None:
     """The migration's flags (from the counters) are exactly the warnings format 1 matched by their words."""
     data = json.loads(path.read_text())
