@@ -32,3 +32,21 @@ def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester
     else:
         result.stdout.fnmatch_lines(["generic path vs float64 reference:", f"{case} * - * ok * ok",
                                      f"warning: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
+
+
+@pytest.mark.parametrize("call, message", [
+    ("rnnperf.model(lambda: torch.nn.Linear(3, 3), inputs=torch.randn(2, 3))", "Linear has no nn.LSTM, nn.GRU or nn.RNN"),
+    ("rnnperf.model(lambda: torch.nn.LSTM(3, 5), inputs=torch.randn(4, 2, 7))", "LSTM failed on its inputs: RuntimeError"),
+    ("rnnperf.model(lambda: torch.nn.LSTM(3, 5), inputs=torch.randn(4, 2, 3), mode='training')",
+     "rnnperf.model(): unknown mode 'training'; expected one of train, infer"),
+    ("rnnperf.model(lambda: object(), inputs=torch.randn(4, 2, 3))", "builtins.object is no model a backend can check"),
+])
+def test_a_model_the_check_cannot_use_fails_in_one_line(pytester: pytest.Pytester, call: str, message: str) -> None:
+    """No RNN inside, inputs of the wrong shape, a misspelt mode, a non-torch object: one line, no traceback."""
+    if torch_sees_a_gpu() is None:
+        pytest.skip("needs torch")
+    pytester.makepyfile(test_bad_model=f"import torch\n\ndef test_model(rnnperf):\n    {call}\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*test_bad_model.py::test_model: *{message}*"])
+    assert "Traceback" not in result.stdout.str()
