@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..cases import Case, ModelCase
     from ..reference import RNNWeights
 
-# Op names the profiler shows for each path. cuDNN: aten::_cudnn_rnn (+ its backward). The generic
+# ATen op names each path dispatches. cuDNN: aten::_cudnn_rnn (+ its backward). The generic
 # CUDA path runs per-timestep fused cells or plain matmuls; on the CPU oneDNN would take over, so the
 # generic side also disables mkldnn to stay on the plain ATen loop.
 _CUDNN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
@@ -208,23 +208,36 @@ def _torch_info(torch: Any) -> dict[str, str]:
 
 
 
-def prove_path(impl: str, step: Any, device: str) -> PathProof:
-    """Profile one ``step`` and name the ops that ran; cuDNN must show aten::_cudnn_rnn, generic must not."""
+def dispatched_ops(step: Any, device: str) -> set[str]:
+    """Names ("aten::_cudnn_rnn", ...) of every ATen op that one ``step`` dispatched, backward included.
+
+    A dispatch mode sees each op below autograd, after aten::lstm chose its implementation, so it names the
+    kernel family that ran; it costs a Python call per op, where the profiler cost ~1-2 s per case.
+    """
     torch = _torch()
-    activities = [torch.profiler.ProfilerActivity.CPU]
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    names: set[str] = set()
+
+    class _Record(TorchDispatchMode):
+        """Collects op names and runs each op unchanged."""
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            """Note the op, then run it."""
+            names.add("aten::" + func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with _Record():
+        step()
     if device.startswith("cuda"):
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "profiler clears events at the end of each cycle"
-        with torch.profiler.profile(activities=activities) as prof:
-            step()
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-    names = {e.name for e in prof.events()}
+        torch.cuda.synchronize()
+    return names
+
+
+def prove_path(impl: str, step: Any, device: str) -> PathProof:
+    """Record the ops one ``step`` dispatched; cuDNN must show aten::_cudnn_rnn, generic neither it nor oneDNN's RNN."""
+    names = dispatched_ops(step, device)
     cudnn_ops = sorted(n for n in names if n in _CUDNN_OPS)
-    # cuDNN's RNN kernels are named RNN_* / *rnn* / cudnn*; count them as supporting evidence only.
-    kernels = sorted(n for n in names if not n.startswith(("aten::", "autograd::", "cuda", "Activity"))
-                     and ("rnn" in n.lower() or "cudnn" in n.lower()))
     onednn = sorted(n for n in names if n in _MKLDNN_OPS)
     if impl == "cudnn":
         ok = bool(cudnn_ops)
@@ -232,11 +245,10 @@ def prove_path(impl: str, step: Any, device: str) -> PathProof:
     else:
         ok = not cudnn_ops and not onednn
         generic = sorted(n for n in names if n.startswith("aten::_thnn_fused") or n in (
-            "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell", "aten::addmm"))
+            "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell", "aten::addmm",
+            "aten::mm"))
         evidence = ("cuDNN ops ran: " + ", ".join(cudnn_ops + onednn)) if not ok else (
             "no cuDNN op; generic ops " + (", ".join(generic[:4]) or "(matmul loop)"))
-    if kernels:
-        evidence += f"; {len(kernels)} RNN kernel name(s), e.g. {kernels[0][:60]}"
     return PathProof(impl=impl, ok=ok, evidence=evidence)
 
 

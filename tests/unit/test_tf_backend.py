@@ -156,11 +156,23 @@ def test_generic_matches_reference(tf_backend: TFBackend, cell: str, num_layers:
         assert proof.ok and proof.impl == "generic"
         assert "no CudnnRNNV3" in proof.evidence and "While" in proof.evidence
 
-        # Parity runs a smaller batch through a separate trace: the timed step keeps its single trace.
+        # A batch slice runs padded through the timed trace; another shape gets a trace of its own. Either
+        # way the timed step keeps its single trace.
         small_case = dataclasses.replace(case, shape=dataclasses.replace(case.shape, batch=2))
         small = reference.make_inputs(small_case, seed=7)
         got_small = pair.generic.result(small)
+        want = reference.backward(weights, small.x, small.d_output, small.d_h_n, small.d_c_n)
+        assert got_small.output.shape[1] == 2 and got_small.h_n.shape[1] == 2
         assert _err(got_small.output, reference.forward(weights, small.x).output) < 1e-4
+        assert got_small.d_input is not None and _err(got_small.d_input, want.d_input) < 1e-4
+        assert got_small.d_weights is not None
+        for name, a, b in zip(want.d_weights.flat_names(), got_small.d_weights.flat(), want.d_weights.flat()):
+            assert _err(a, b) < 1e-4, name
+        assert pair.generic._parity_fn.experimental_get_tracing_count() == 0
+        shorter_case = dataclasses.replace(case, shape=dataclasses.replace(case.shape, seq_len=3, batch=2))
+        shorter = reference.make_inputs(shorter_case, seed=8)
+        assert _err(pair.generic.result(shorter).output, reference.forward(weights, shorter.x).output) < 1e-4
+        assert pair.generic._parity_fn.experimental_get_tracing_count() == 1
         pair.generic.step()
         pair.sync()
         assert pair.generic._step_fn.experimental_get_tracing_count() == 1

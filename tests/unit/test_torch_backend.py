@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pytest_rnnperf import reference
@@ -81,3 +83,24 @@ def test_a_model_without_an_rnn_is_refused_in_one_line(two_threads: object) -> N
     with pytest.raises(ModelError, match="Linear has no nn.LSTM, nn.GRU or nn.RNN"):
         TorchBackend().build_model(ModelCase("m", "torch"), torch.nn.Linear(3, 3), torch.randn(2, 3),
                                    impls=("generic",))
+
+
+def test_the_path_proof_names_the_rnn_op_that_really_ran(two_threads: object) -> None:
+    from pytest_rnnperf.backends.torch import prove_path
+
+    lstm = torch.nn.LSTM(8, 16)
+    x = torch.randn(5, 3, 8)
+
+    def step(onednn: bool) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "TF32 acceleration on top of oneDNN ..."
+            with torch.backends.mkldnn.flags(enabled=onednn):
+                out, _ = lstm(x)
+                out.sum().backward()
+
+    plain = prove_path("generic", lambda: step(False), "cpu")
+    assert plain.ok and "aten::mm" in plain.evidence
+    # oneDNN's fused RNN is not the generic loop, and nothing here ran cuDNN: both proofs must fail.
+    fused = prove_path("generic", lambda: step(True), "cpu")
+    assert not fused.ok and "aten::mkldnn_rnn_layer" in fused.evidence
+    assert not prove_path("cudnn", lambda: step(False), "cpu").ok
