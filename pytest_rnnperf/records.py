@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -23,7 +23,7 @@ from .cases import Case, ModelCase, Shape, Subject, cross_id
 from .device import FlagKind, WindowFlag, is_unavailable, window_flags
 from .parity import ParityReport, ParityRow
 from .peaks import peak_tflops
-from .stats import Interval
+from .stats import Interval, speedup_interval
 from .timing import Measurement
 from .timing.device import DeviceTiming, KernelStat
 
@@ -114,6 +114,39 @@ class CaseRecord:
         if m is None or m.median <= 0 or flops is None:
             return None
         return flops / m.median / 1e12
+
+    def pooled_with(self, again: CaseRecord) -> CaseRecord:
+        """This record with the timed rounds of ``again`` (the same pair timed once more) added to its own.
+
+        The samples of both windows are pooled, so a case left ambiguous by one window is decided on twice
+        the rounds; either window's flags hold for the pooled record. Proofs, parity, energy and the kernel
+        tables stay those of the first window.
+        """
+        def pool(a: Measurement | None, b: Measurement | None) -> Measurement | None:
+            """Both windows' samples, or the first's alone where the second has none."""
+            if a is None or b is None:
+                return a
+            return Measurement(a.name, a.samples + b.samples, a.steps_per_block, timer=a.timer)
+
+        def pool_device(a: DeviceTiming | None, b: DeviceTiming | None) -> DeviceTiming | None:
+            """Busy and kernel-time samples of both traced windows; table and launches of the first."""
+            if a is None or b is None:
+                return a
+            return replace(a, busy=pool(a.busy, b.busy), work=pool(a.work, b.work))  # type: ignore[arg-type]
+
+        cudnn, generic = pool(self.cudnn, again.cudnn), pool(self.generic, again.generic)
+        assert generic is not None
+        speedup = self.speedup
+        if cudnn is not None and self.speedup is not None and again.speedup is not None:
+            speedup = speedup_interval(cudnn.samples, generic.samples, paired=True)
+        cost = dict(self.cost_s)
+        cost["remeasure"] = sum(again.cost_s.get(k, 0.0) for k in ("wall", "energy", "device"))
+        return replace(self, cudnn=cudnn, generic=generic, speedup=speedup,
+                       flags=tuple(dict.fromkeys(self.flags + again.flags)),
+                       device_flags=tuple(dict.fromkeys(self.device_flags + again.device_flags)),
+                       cudnn_device=pool_device(self.cudnn_device, again.cudnn_device),
+                       generic_device=pool_device(self.generic_device, again.generic_device),
+                       notes=tuple(dict.fromkeys(self.notes + again.notes)), cost_s=cost)
 
     @property
     def peak_tflops(self) -> float | None:

@@ -45,7 +45,9 @@ class RunConfig:
     # Seconds of steps per side inside a dedicated telemetry window for energy per step (0: off).
     # NVML's energy counter resolves ~100 ms, so shorter windows are flagged as rough.
     energy_s: float = 1.0
-    # Traced rounds per side for device time (CUPTI), after the wall rounds; 0 turns device time off.
+    # Traced rounds of the cuDNN side for device time (CUPTI), after the wall rounds; 0 turns device time off.
+    # The generic side gets half (at least 3): its device time is reported, never judged, and its steps
+    # launch thousands of kernels whose records cost host time to read.
     device_rounds: int = 8
     device_timer: DeviceTimer = field(default_factory=DeviceTimer)
     gpu_name: str = ""
@@ -129,7 +131,8 @@ def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement
         window.start()
     try:
         steps = (steps_for(wall[0].median), steps_for(wall[1].median))
-        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, config.device_rounds, steps)
+        rounds = (config.device_rounds, max(3, config.device_rounds // 2))
+        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, rounds, steps)
     except RuntimeError as exc:
         return None, None, f"device time not measured: {exc}", ()
     finally:
@@ -191,11 +194,28 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
                       device_note=device_note, device_flags=device_flags, cost_s=cost)
 
 
+# What the caller does with a fresh record while the pair is still built: judge it, and for a second look
+# call the function it is given, which times the same pair once more (wall and device time, no energy).
+Judge = Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord]
+
+
+def _timed_and_judged(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport,
+                      impls: tuple[str, ...], config: RunConfig, judge: Judge | None, notes: tuple[str, ...] = (),
+                      cost: dict[str, float] | None = None) -> CaseRecord:
+    """Time the pair, then hand the record to ``judge`` with a way to time the same pair again."""
+    record = _timed(case, pair, proofs, parity, impls, config, notes=notes, cost=cost)
+    if judge is None:
+        return record
+    again = replace(config, energy_s=0.0)
+    return judge(record, lambda: _timed(case, pair, proofs, parity, impls, again, notes=notes))
+
+
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
-             impls: tuple[str, ...] = IMPLS) -> CaseRecord:
+             impls: tuple[str, ...] = IMPLS, judge: Judge | None = None) -> CaseRecord:
     """Run ``case``: both sides on a GPU (``impls`` = IMPLS), or the generic side alone anywhere.
 
-    Raises BackendUnavailable / OutOfDeviceMemory with one-line reasons the caller turns into skips.
+    ``judge`` sees the record while the pair is built (see ``Judge``). Raises BackendUnavailable /
+    OutOfDeviceMemory with one-line reasons the caller turns into skips.
     """
     clock = _Phases()
     s = case.shape
@@ -219,18 +239,19 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         for name, side in sides.items():
             rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
         clock.lap("parity")
-        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
-                      cost=clock.laps)
+        return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
+                                 judge, cost=clock.laps)
     finally:
         pair.close()
 
 
 def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, config: RunConfig = RunConfig(),
-              impls: tuple[str, ...] = IMPLS) -> CaseRecord:
+              impls: tuple[str, ...] = IMPLS, judge: Judge | None = None) -> CaseRecord:
     """Run a team's model like a case: copies with identical weights, path proofs, parity, timing.
 
     Parity is cuDNN against generic, and each against a float64 copy of the model on the generic path.
-    Raises BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the model or inputs are unusable).
+    ``judge`` as in ``run_case``. Raises BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the
+    model or inputs are unusable).
     """
     clock = _Phases()
     pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed)
@@ -248,8 +269,8 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
         for name, result in results.items():
             rows += compare_results(f"{name} vs reference", result, ref, case.precision)
         clock.lap("parity")
-        return _timed(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
-                      notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
+        return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
+                                 judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
     finally:
         pair.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +55,7 @@ class RnnperfSession:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     baseline: StoredRun | None = None
     verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
+    unjudged: list[str] = field(default_factory=list)  # cuDNN cases the baseline has no record of
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     _backends: dict[str, Backend] = field(default_factory=dict)
@@ -158,9 +160,11 @@ class RnnperfSession:
         return reason
 
     def _judged(self, case_id: str, record: CaseRecord, remeasure: Callable[[], CaseRecord]) -> CaseRecord:
-        """Judge a record against the baseline (re-measuring an ambiguous case once); keep the verdict."""
+        """Judge a record against the baseline (timing an ambiguous case once more); keep the verdict."""
         stored = None if self.baseline is None else self.baseline.records.get(case_id)
         if stored is None:
+            if self.baseline is not None:
+                self.unjudged.append(case_id)
             return record
         record, verdict = judge_remeasuring(stored, record, remeasure, self.settings.policy())
         if verdict is not None:
@@ -177,9 +181,8 @@ class RnnperfSession:
         config = self.run_config(settings, disabled)
         backend = self.backend(case.framework)
         try:
-            record = run_case(case, backend, config, impls=impls)
-            if "cudnn" in impls and not disabled:
-                record = self._judged(case.id, record, lambda: run_case(case, backend, config, impls=impls))
+            judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
+            record = run_case(case, backend, config, impls=impls, judge=judge)
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
         self.results.append(record)
@@ -203,9 +206,8 @@ class RnnperfSession:
         config = self.run_config(settings, disabled)
         backend: Any = self.backend(case.framework)
         try:
-            record = run_model(case, backend, model, inputs, config, impls=impls)
-            if "cudnn" in impls and not disabled:
-                record = self._judged(case.id, record, lambda: run_model(case, backend, model, inputs, config, impls))
+            judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
+            record = run_model(case, backend, model, inputs, config, impls=impls, judge=judge)
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
         if cudnn_reason:

@@ -115,15 +115,15 @@ _POLICY = Policy()
 SETTINGS: tuple[Setting, ...] = (
     Setting("scale", "auto", to_str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
             "GPU, smoke without", choices=("auto",) + SCALES),
-    Setting("rounds", 12, to_int, "timed interleaved rounds per case and side", marker=True, check=at_least(1)),
+    Setting("rounds", 8, to_int, "timed interleaved wall-clock rounds per case and side", marker=True, check=at_least(1)),
     Setting("min_block_ms", 10.0, to_float, "minimum length of one timed block of steps, in ms (amortizes "
             "the device sync)", marker=True, check=at_least(0)),
     Setting("energy_s", 1.0, to_float, "seconds of steps per side in a dedicated NVML energy window (0: off)",
             marker=True, check=at_least(0)),
     Setting("max_case_s", 60.0, to_float, "time budget per case for the timed rounds, in s", marker=True,
             check=at_least(0, strict=True)),
-    Setting("device_rounds", 8, to_int, "traced rounds per side for device time (CUPTI, needs cupti-python); "
-            "0 turns device time off", marker=True, check=at_least(0)),
+    Setting("device_rounds", 8, to_int, "traced rounds of the cuDNN side for device time (CUPTI, needs "
+            "cupti-python; the generic side gets half, at least 3); 0 turns device time off", marker=True, check=at_least(0)),
     Setting("precision", "fp32", to_str, "precision of a model checked with rnnperf.model() (the ready suite "
             "sets its own per case)", marker=True, choices=PRECISIONS),
     Setting("baselines", "baselines", to_str, "folder of stored baselines, one subfolder per GPU model (relative "

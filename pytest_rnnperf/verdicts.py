@@ -5,9 +5,10 @@ A case is judged against the stored baseline of this GPU model:
 - ``compare`` puts a bootstrap interval on the ratio of medians (current / baseline) and runs a two-sided
   Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the threshold's
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
-  and an ambiguous case is measured once more before its verdict stands (``judge_remeasuring``).
-- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``:
-  it is what cuDNN, the driver and the GPU did, and it does not drift with the host. Busy time (the union of
+  and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
+- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``
+  and on its estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is
+  what cuDNN, the driver and the GPU did, and it does not drift with the host. Busy time (the union of
   kernel intervals) is what the step waits for, but it also moves when concurrent kernels overlap differently
   (a host-bound cuDNN GRU step read 0.203 and 0.185 ms in two processes with the same kernels); a busy-time
   regression whose summed kernel time did not regress too is flagged ``OVERLAP`` and reported, not failed. The host overhead (wall
@@ -150,6 +151,7 @@ def compare(
     alpha: float = 0.01,
     seed: int = DEFAULT_SEED,
     n_resamples: int = DEFAULT_RESAMPLES,
+    whole_interval: bool = True,
 ) -> Comparison:
     """Compare current samples with baseline samples and decide regressed/improved/unchanged/ambiguous.
 
@@ -158,7 +160,9 @@ def compare(
     -4.8% weigh the same). "Worse" means r > 1 for times (higher_is_better=False) and r < 1 for speedups.
 
     - regressed: the whole interval lies beyond the band on the worse side AND the two-sided Mann-Whitney U
-      test gives p < alpha; improved: the same on the better side.
+      test gives p < alpha; improved: the same on the better side. With ``whole_interval=False`` it is
+      enough that the estimate lies beyond the band and the whole interval on that side of no change: a
+      shift of about the threshold's size is then called, not left ambiguous (the device-time rule).
     - unchanged: the whole interval lies inside the band (an equivalence test: a shift may be
       statistically significant yet too small to matter).
     - ambiguous: anything else -- the interval straddles a band edge, the shift is beyond the band but not
@@ -183,8 +187,11 @@ def compare(
 
     upper = 1.0 + min_effect
     lower = 1.0 / upper
-    beyond_upper = interval.low > upper
-    beyond_lower = interval.high < lower
+    if whole_interval:
+        beyond_upper, beyond_lower = interval.low > upper, interval.high < lower
+    else:
+        beyond_upper = interval.estimate >= upper and interval.low > 1.0
+        beyond_lower = interval.estimate <= lower and interval.high < 1.0
     worse, better = (beyond_lower, beyond_upper) if higher_is_better else (beyond_upper, beyond_lower)
     significant = p_value is not None and p_value < alpha
 
@@ -301,10 +308,14 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
                             min_effect=wall_effect, **options)
     flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
     if baseline.cudnn_device is not None and current.cudnn_device is not None:
+        # Device time is called on its estimate: within one process it is steady to well under the threshold
+        # (a 5% spin moved 26 of 30 H100 cases by +3.8% to +15% with tight intervals, and the interval rule
+        # left two at +3.9% and +4.2% ambiguous), so what moved by the threshold is reported as moved.
+        device_options = dict(options, whole_interval=False, min_effect=policy.device_min_effect)
         time_cmp = compare("cudnn device time", baseline.cudnn_device.busy.samples,
-                           current.cudnn_device.busy.samples, min_effect=policy.device_min_effect, **options)
+                           current.cudnn_device.busy.samples, **device_options)
         work_cmp = compare("cudnn kernel time", baseline.cudnn_device.work.samples, current.cudnn_device.work.samples,
-                           min_effect=policy.device_min_effect, **options)
+                           **device_options)
         if time_cmp.verdict is Verdict.REGRESSED and work_cmp.verdict is not Verdict.REGRESSED:
             flags = flags + (WindowFlag(FlagKind.OVERLAP, f"kernels overlapped differently: busy "
                                         f"{_pct(time_cmp.ratio.estimate - 1)}, summed kernel time "
@@ -329,10 +340,14 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
 
 def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],
                       policy: Policy = Policy()) -> tuple[CaseRecord, CaseVerdict | None]:
-    """Judge; an ambiguous case is measured once more (``remeasure``) and that measurement decides."""
+    """Judge; an ambiguous case is timed once more (``remeasure``) and both windows' rounds, pooled, decide.
+
+    Pooling rather than replacing: a true shift near the threshold (a 5% spin in a step that moved +4%) left
+    the interval across the band edge in each window alone; twice the rounds narrow it.
+    """
     verdict = judge(baseline, current, policy)
     if verdict is not None and verdict.verdict is Verdict.AMBIGUOUS:
-        current = remeasure()
+        current = current.pooled_with(remeasure())
         verdict = judge(baseline, current, policy, remeasured=True)
     return current, verdict
 

@@ -7,7 +7,8 @@ runs with the same knobs measure the same samples. Knobs are environment variabl
 (FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
 FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. The time knobs may be comma lists:
-the n-th build of a case gets the n-th value (the last one repeats), to script a re-measurement.
+the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
+one repeats), to script a re-measurement.
 """
 
 from __future__ import annotations
@@ -65,14 +66,15 @@ class FakeImpl:
     def __init__(self, name: str, case: Any, weights: Any, inputs: CaseInputs, build: int = 0) -> None:
         self.name, self.case, self.weights, self.inputs = name, case, weights, inputs
         self.delay = nominal_ms(name, build) / 1e3
-        self.device_s = nominal_ms(name, build, device=True) / 1e3
+        self.windows_before = CUPTI.windows  # traced windows of earlier cases
         self.kernel = knob("CUDNN_KERNEL", "RNN_blockPersist_fp_LSTM") if name == "cudnn" else "elementwise_cell"
         # Seeded by side and case only: the same knobs give the same samples in every run.
         self.rng = random.Random(f"{name}:{case.id}")
 
     def step(self) -> None:
         """Stand-in for one step: a kernel of the side's device time, and the fake clock moves by its wall time."""
-        device = self.device_s * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
+        window = max(0, CUPTI.windows - self.windows_before - 1)  # this pair's traced window now (or next)
+        device = nominal_ms(self.name, window, device=True) / 1e3 * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
         CUPTI.launch(self.kernel, device)
         CLOCK.advance(max(device, self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0))))
 

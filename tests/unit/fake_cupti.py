@@ -29,6 +29,7 @@ class FakeCupti:
         self.pending: list[SimpleNamespace] = []
         self.completed: Callable[[list[Any]], None] | None = None
         self.lost = False  # True: another profiler took the buffers, nothing is delivered
+        self.windows = 0  # traced windows so far (each registers its callbacks once)
 
     def get_timestamp(self) -> int:
         """Now, in CUPTI units."""
@@ -45,6 +46,7 @@ class FakeCupti:
     def activity_register_callbacks(self, requested: Callable[[], Any], completed: Callable[[list[Any]], None]) -> None:
         """Keep the completed-buffer callback."""
         self.completed = completed
+        self.windows += 1
 
     def activity_enable(self, kind: int) -> None:
         """Start recording ``kind``."""

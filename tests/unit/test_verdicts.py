@@ -229,23 +229,37 @@ def test_thresholds_come_from_the_policy() -> None:
     assert judge(base, now, Policy(min_effect=0.10)).verdict is Verdict.UNCHANGED  # type: ignore[union-attr]
 
 
-def test_an_ambiguous_case_is_measured_once_more_and_that_decides() -> None:
-    """Ambiguous (interval straddling 5%): one re-measure; it decides and is marked; a clear case is not re-measured."""
+def test_an_ambiguous_case_is_timed_once_more_and_both_windows_decide() -> None:
+    """Ambiguous (+6% against 5%, four rounds): one more window; the eight pooled rounds call it regressed."""
     base = record("a", 1.0, seed=1, n=20)
-    ambiguous = record("a", 1.05, seed=2, n=20)
-    assert judge(base, ambiguous).verdict is Verdict.AMBIGUOUS  # type: ignore[union-attr]
+    first = record("a", 1.06, seed=5, n=4)
+    assert judge(base, first).verdict is Verdict.AMBIGUOUS  # type: ignore[union-attr]
     calls: list[int] = []
 
     def remeasure() -> object:
         calls.append(1)
-        return record("a", 1.0, seed=3)
+        return record("a", 1.06, seed=105, n=4)
 
-    current, verdict = judge_remeasuring(base, ambiguous, remeasure)  # type: ignore[arg-type]
-    assert calls == [1] and verdict is not None and verdict.remeasured and verdict.verdict is Verdict.UNCHANGED
-    assert current.cudnn is not None and current.cudnn.samples[0] != ambiguous.cudnn.samples[0]  # type: ignore[union-attr]
+    current, verdict = judge_remeasuring(base, first, remeasure)  # type: ignore[arg-type]
+    assert calls == [1] and verdict is not None and verdict.remeasured and verdict.verdict is Verdict.REGRESSED
+    assert current.cudnn is not None and len(current.cudnn.samples) == 8
+    assert current.cudnn.samples[:4] == first.cudnn.samples  # type: ignore[union-attr]
+    assert len(current.generic.samples) == 8 and "remeasure" in current.cost_s
     calls.clear()
     _, clear = judge_remeasuring(base, record("a", 1.5, seed=4), remeasure)  # type: ignore[arg-type]
     assert calls == [] and clear is not None and not clear.remeasured
+
+
+def test_device_time_is_called_on_its_estimate_wall_time_on_its_whole_interval() -> None:
+    """The same +3.6% [+2.6%, +4.6%]-like shift: regressed on device time at 3%, ambiguous on wall time at 3%."""
+    base, now = times(1.0e-3, 8, seed=31, sigma=0.01), times(1.036e-3, 8, seed=32, sigma=0.01)
+    loose = compare("cudnn device time", base, now, min_effect=0.03, whole_interval=False)
+    strict = compare("cudnn time", base, now, min_effect=0.03)
+    assert loose.ratio.low < 1.03 < loose.ratio.estimate and loose.ratio.low > 1.0
+    assert loose.verdict is Verdict.REGRESSED and strict.verdict is Verdict.AMBIGUOUS
+    # No change at all is never called on the estimate: the interval must clear 1.
+    assert compare("t", base, times(1.0e-3, 8, seed=33, sigma=0.01), min_effect=0.03,
+                   whole_interval=False).verdict is not Verdict.REGRESSED
 
 
 def test_comparison_explains_itself_in_one_line() -> None:
