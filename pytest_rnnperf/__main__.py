@@ -2,7 +2,9 @@
 
 ``compare OLD NEW``: the plugin's verdicts; exit 0 no regression, 1 a case regressed.
 ``spread RUN RUN [RUN...]``: run-to-run spread per case; exit 0 within target, 1 not.
-Both exit 2 on unusable input (a file, an option), with a one-line error on stderr, and 3 on an internal
+``noise RUN RUN [RUN...] --out FILE``: each case's device-time spread over null runs, stored as the per-case
+thresholds of that GPU model (``baselines/<gpu>/noise.json``); exit 0.
+All exit 2 on unusable input (a file, an option), with a one-line error on stderr, and 3 on an internal
 error (a bug: the traceback follows), so a crash is never read as "a case regressed".
 """
 
@@ -69,12 +71,19 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
+    cmp.add_argument("--noise", type=Path, default=None,
+                     help="per-case device-time thresholds of this GPU model (baselines/<gpu>/noise.json)")
     spr = sub.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
     spr.add_argument("runs", type=Path, nargs="+", help="two or more stored runs of the same GPU model")
     spr.add_argument("--target", type=positive, default=0.03, help="spread to aim for (default 0.03)")
     spr.add_argument("--min-step-ms", type=_number(at_least(0)), default=1.0, help="cases with cuDNN steps "
                      "shorter than this are listed but not held to the target (default 1.0)")
     spr.add_argument("--allow-other-gpu", action="store_true", help="spread over runs of different GPU models")
+    nse = sub.add_parser("noise", help="each case's device-time spread over null runs of one GPU model, "
+                                       "written as its per-case thresholds")
+    nse.add_argument("runs", type=Path, nargs="+", help="two or more stored null runs (same GPU model and software)")
+    nse.add_argument("--out", type=Path, default=None,
+                     help="write the thresholds here, e.g. baselines/<gpu>/noise.json (refuses to replace a file)")
     return parser
 
 
@@ -141,15 +150,53 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     return (0 if within == len(held) else 1), lines
 
 
-def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_gpu: bool = False) -> tuple[int, list[str]]:
-    """Exit code and the lines to print for ``compare``."""
+def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]]:
+    """Exit code and lines for ``noise``: per case, the device-time spread and the threshold it justifies."""
+    from .noise import measure
+    from .records import BaselineError
+
+    if len(paths) < 2:
+        return 2, ["error: noise needs at least two stored runs"]
+    if out is not None and out.exists():
+        return 2, [f"error: {out} exists; move it away first (it is never replaced by accident)"]
+    try:
+        runs = _load(paths, allow_other_gpu=False)
+    except (BaselineError, ValueError) as exc:
+        return 2, [f"error: {exc}"]
+    result = measure(runs)
+    if not result.spread:
+        return 2, ["error: no case has device time in two or more of these runs"]
+    floor = _DEFAULT.device_min_effect
+    lines = [f"{'case':<52} {'device spread':>13} {'threshold':>9}"]
+    for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1]):
+        lines.append(f"{case_id:<52} {value:>13.1%} {result.effect(case_id, floor):>9.1%}")
+    raised = sum(result.effect(c, floor) > floor for c in result.spread)
+    lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {raised} judged above {floor:.0%}")
+    if out is not None:
+        from .baselines import write_json
+
+        write_json(out, result.to_dict())
+        lines.append(f"written: {out}")
+    return 0, lines
+
+
+def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_gpu: bool = False,
+                  noise_file: Path | None = None) -> tuple[int, list[str]]:
+    """Exit code and the lines to print for ``compare`` (per-case device thresholds from ``noise_file``)."""
+    from dataclasses import replace
+
     from .environment import diff_environments, format_diff
+    from .noise import load as load_noise
     from .records import BaselineError
     from .report import record_kernel_lines, verdict_counts
     from .verdicts import Outcome, Verdict, compare_runs
 
     try:
         base, cur = _load([old, new], allow_other_gpu)
+        if noise_file is not None:
+            measured = load_noise(noise_file)
+            policy = replace(policy, device_effects={case_id: measured.effect(case_id, policy.device_min_effect)
+                                                     for case_id in measured.spread})
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     verdicts = compare_runs(base, cur, policy)
@@ -183,11 +230,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "spread":
             code, lines = spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu)
+        elif args.command == "noise":
+            code, lines = noise_files(args.runs, args.out)
         else:
             policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
                             device_min_effect=args.device_effect, host_effect=args.host_effect,
                             fail_host=args.fail_host)
-            code, lines = compare_files(args.old, args.new, policy, args.allow_other_gpu)
+            code, lines = compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise)
     except Exception:  # a bug, not bad input: say so, and never exit 1 ("regressed") by accident
         traceback.print_exc()
         print(f"{_prog()}: internal error (please report it with the traceback above)", file=sys.stderr)

@@ -65,14 +65,8 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
     problem = tag_problem(tag)
     if problem:
         raise ValueError(f"baseline tag: {problem}")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=folder)
+    tmp = _temp_json(folder, data)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=True)
-            fh.flush()
-            os.fsync(fh.fileno())
         for _ in range(1000):
             numbers = [_number(p) for p in folder.glob("*.json") if _NAME.match(p.name)]
             target = folder / f"{max(numbers, default=0) + 1:04d}_{tag}.json"
@@ -84,6 +78,31 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
         raise BaselineError(f"{folder}: could not find a free baseline number")
     finally:
         os.unlink(tmp)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically; FileExistsError if ``path`` exists (nothing is replaced)."""
+    tmp = _temp_json(path.parent, data)
+    try:
+        os.link(tmp, path)  # fails if the name exists, where a rename would replace it
+    finally:
+        os.unlink(tmp)
+
+
+def _temp_json(folder: Path, data: dict[str, Any]) -> str:
+    """``data`` as JSON in a new fsynced temporary file in ``folder`` (made on demand), with umask permissions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=folder)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
 
 
 def _umask() -> int:

@@ -24,7 +24,9 @@ from .settings import Settings
 from .timing import Timer, TimingConfig
 from .timing.device import DeviceTimer
 from .timing.wall import WallTimer
-from .verdicts import CaseVerdict, judge_remeasuring
+from . import noise
+from .noise import Noise
+from .verdicts import CaseVerdict, Policy, judge_remeasuring
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
 
@@ -56,6 +58,7 @@ class RnnperfSession:
     baseline: StoredRun | None = None
     verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
     unjudged: list[str] = field(default_factory=list)  # cuDNN cases the baseline has no record of
+    noise: Noise | None = None  # this GPU model's per-case device-time noise (baselines/<gpu>/noise.json)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     _backends: dict[str, Backend] = field(default_factory=dict)
@@ -106,14 +109,34 @@ class RnnperfSession:
             raise UsageProblem(f"{latest}: recorded on {run.gpu_slug or 'an unknown GPU'} but stored in the folder of "
                                f"{self.device.gpu_slug}; move it under {self.root / (run.gpu_slug or 'its GPU')}/")
         self.baseline = run
+        noise_file = self.root / self.device.gpu_slug / noise.FILE_NAME
+        if noise_file.exists():
+            try:
+                self.noise = noise.load(noise_file)
+            except BaselineError as exc:
+                raise UsageProblem(str(exc)) from None
         return latest
+
+    def policy(self, settings: Settings | None = None) -> Policy:
+        """The verdict policy of ``settings`` (default: the session's), with this GPU's per-case noise thresholds."""
+        policy = (settings or self.settings).policy()
+        if self.noise is None:
+            return policy
+        effects = {case_id: self.noise.effect(case_id, policy.device_min_effect) for case_id in self.noise.spread}
+        return replace(policy, device_effects=effects)
 
     def baseline_status(self) -> str:
         """One line: which baseline this run was compared with, or why none, and how to record one."""
         if not self.device.available:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
-            return f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+            line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+            if self.noise is not None:
+                raised = sum(self.noise.effect(c, self.settings.device_effect) > self.settings.device_effect
+                             for c in self.noise.spread)
+                line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
+                         f"({noise.FILE_NAME}): {raised} judged above {self.settings.device_effect:.0%}")
+            return line
         others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug]
         where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
         return f"baseline: none for {self.device.gpu_slug} yet{where}; {RECORD_HINT}"
@@ -166,7 +189,7 @@ class RnnperfSession:
             if self.baseline is not None:
                 self.unjudged.append(case_id)
             return record
-        record, verdict = judge_remeasuring(stored, record, remeasure, self.settings.policy())
+        record, verdict = judge_remeasuring(stored, record, remeasure, self.policy())
         if verdict is not None:
             self.verdicts[case_id] = verdict
         return record

@@ -7,7 +7,7 @@ A case is judged against the stored baseline of this GPU model:
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
   and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
 - Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``
-  and on its estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is
+  (or higher, at the case's own between-process noise measured by null runs: ``noise``) and on its estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is
   what cuDNN, the driver and the GPU did, and it does not drift with the host. Busy time (the union of
   kernel intervals) is what the step waits for, but it also moves when concurrent kernels overlap differently
   (a host-bound cuDNN GRU step read 0.203 and 0.185 ms in two processes with the same kernels); a busy-time
@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -58,6 +58,9 @@ class Policy:
     fail_host: bool = False  # a host overhead regression fails the case (else it is reported by name)
     alpha: float = 0.01  # significance level of the Mann-Whitney test
     confidence: float = 0.95  # of the bootstrap intervals
+    # Case id -> device-time threshold measured for that case on this GPU model (see ``noise``); a case
+    # without one is judged at device_min_effect, and none is judged below it.
+    device_effects: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Refuse thresholds that would make every verdict meaningless (0, negative, inf, nan)."""
@@ -65,10 +68,18 @@ class Policy:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for case_id, value in self.device_effects.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"device threshold of {case_id} must be a finite number > 0, got {value!r}")
         for name in ("host_bound_below", "host_share", "alpha", "confidence"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < 1):
                 raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+
+
+    def device_effect(self, case_id: str) -> float:
+        """The device-time threshold of one case: its measured one where larger than ``device_min_effect``."""
+        return max(self.device_min_effect, self.device_effects.get(case_id, 0.0))
 
 
 class _Word(str, Enum):
@@ -130,7 +141,7 @@ class Comparison:
             p = f"p={self.p_value:.4f}"
         return (
             f"{self.metric} {_pct(r.estimate - 1)} [{_pct(r.low - 1)}, {_pct(r.high - 1)}] "
-            f"({p}, threshold {self.min_effect * 100:g}%): {self.verdict.value}"
+            f"({p}, threshold {self.min_effect * 100:.3g}%): {self.verdict.value}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -311,7 +322,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
         # Device time is called on its estimate: within one process it is steady to well under the threshold
         # (a 5% spin moved 26 of 30 H100 cases by +3.8% to +15% with tight intervals, and the interval rule
         # left two at +3.9% and +4.2% ambiguous), so what moved by the threshold is reported as moved.
-        device_options = dict(options, whole_interval=False, min_effect=policy.device_min_effect)
+        device_options = dict(options, whole_interval=False, min_effect=policy.device_effect(current.id))
         time_cmp = compare("cudnn device time", baseline.cudnn_device.busy.samples,
                            current.cudnn_device.busy.samples, **device_options)
         work_cmp = compare("cudnn kernel time", baseline.cudnn_device.work.samples, current.cudnn_device.work.samples,

@@ -320,3 +320,12 @@ def test_reference_results_of_xdist_workers_reach_the_summary_and_report(project
     report = load_json(project.path / "out" / "rnnperf.json")
     assert sorted(r["case"]["id"] for r in report["results"]) == ["torch-gru-train-fp32-T4-B2-I3-H5-L1",
                                                                  "torch-lstm-train-fp32-T4-B2-I3-H5-L1"]
+
+
+def test_a_broken_noise_file_stops_the_run_in_one_line_and_stays_as_it_was(project: pytest.Pytester) -> None:
+    """baselines/<gpu>/noise.json that cannot be read would silently judge every case at 3%: refused at the start."""
+    _record(project)
+    path = project.path / GPU_DIR / "noise.json"
+    path.write_text('{"format": 1, "device_spread": {"torch-lstm": "wide"}}')
+    _usage_error(run(project), str(path), "device_spread must map case ids to finite numbers >= 0")
+    assert path.read_text().endswith('"wide"}}')

@@ -74,6 +74,25 @@ def test_cases_the_baseline_never_saw_are_named_not_passed_silently(project: pyt
     assert "torch-lstm" not in result.stdout.str().split("not judged:")[1].splitlines()[0]
 
 
+def test_a_case_within_its_measured_noise_is_not_failed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """+8% device time fails at 3%; with a noise file from null runs that saw the case move 8%, it passes."""
+    first = _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.54")
+    run(project).assert_outcomes(failed=2)
+    second = _record(project, "--rnnperf-no-fail-regression")  # a null run that landed 8% higher
+    noise_file = project.path / GPU_DIR / "noise.json"
+    done = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "noise", str(first), str(second), "--out",
+                           str(noise_file)], capture_output=True, text=True, cwd=project.path)
+    assert done.returncode == 0, done.stderr
+    monkeypatch.delenv("FAKE_CUDNN_DEV_MS")
+    _record(project)  # the newest baseline is at 0.5 ms again
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.54")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*verdicts: 2 unchanged*", "*device-time noise of 2 case(s) from 2 stored runs "
+                                 "(noise.json): 2 judged above 3%*"])
+
+
 def test_compare_does_not_warn_about_our_own_section(project: pytest.Pytester) -> None:
     """Same machine, same software: pytest-benchmark's machine_info check stays quiet on --benchmark-compare."""
     _record(project)

@@ -1,0 +1,88 @@
+"""Per-case device-time noise: measured from stored runs, written once, and the thresholds it raises."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories import record
+
+from pytest_rnnperf import noise
+from pytest_rnnperf.__main__ import compare_files, noise_files
+from pytest_rnnperf.records import BaselineError, FORMAT_VERSION, load_run
+from pytest_rnnperf.verdicts import Policy, judge
+
+
+def _stored(tmp_path: Path, name: str, records: list[Any]) -> Path:
+    """A stored run of ``records`` on one GPU model, as the plugin writes it."""
+    data = {"machine_info": {"rnnperf": {"format": FORMAT_VERSION, "gpu_slug": "NVIDIA_H100_80GB_HBM3"}},
+            "benchmarks": [{"extra_info": {"rnnperf": r.to_dict()}} for r in records]}
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _runs(tmp_path: Path) -> list[Path]:
+    """Three null runs: "steady" within 0.4%, "bimodal" at 17.1 or 18.8 ms."""
+    return [_stored(tmp_path, f"run{i}.json", [record("steady", 1.0, seed=i, cudnn_dev_ms=0.5 + 0.001 * i),
+                                               record("bimodal", 20.0, seed=i, cudnn_dev_ms=ms)])
+            for i, ms in enumerate((17.1, 18.8, 17.1))]
+
+
+def test_each_case_gets_the_threshold_its_own_spread_justifies(tmp_path: Path) -> None:
+    measured = noise.measure([load_run(p) for p in _runs(tmp_path)])
+    assert measured.runs == 3 and measured.sources == ("run0.json", "run1.json", "run2.json")
+    assert measured.spread["bimodal"] == pytest.approx(18.8 / 17.1 - 1, rel=0.02)
+    assert measured.effect("bimodal", 0.03) == pytest.approx(noise.MARGIN * measured.spread["bimodal"])
+    assert measured.effect("steady", 0.03) == 0.03  # never below the policy's threshold
+    assert measured.effect("never measured", 0.03) == 0.03
+
+
+def test_a_bimodal_case_is_not_failed_for_landing_in_its_other_mode(tmp_path: Path) -> None:
+    base = record("bimodal", 20.0, seed=1, cudnn_dev_ms=17.1)
+    other_mode = record("bimodal", 20.0, seed=2, cudnn_dev_ms=18.8)
+    assert judge(base, other_mode).fails  # type: ignore[union-attr]
+    measured = noise.measure([load_run(p) for p in _runs(tmp_path)])
+    policy = Policy(device_effects={"bimodal": measured.effect("bimodal", 0.03)})
+    verdict = judge(base, other_mode, policy)
+    assert verdict is not None and not verdict.fails and "threshold 12" in verdict.time.explain()
+    # A slowdown beyond the case's own noise still fails.
+    assert judge(base, record("bimodal", 20.0, seed=3, cudnn_dev_ms=21.0), policy).fails  # type: ignore[union-attr]
+
+
+def test_the_noise_command_writes_once_and_never_replaces(tmp_path: Path) -> None:
+    out = tmp_path / "gpu" / "noise.json"
+    code, lines = noise_files(_runs(tmp_path), out)
+    assert code == 0 and lines[1].startswith("bimodal") and lines[-1] == f"written: {out}"
+    assert noise.load(out).spread.keys() == {"steady", "bimodal"}
+    before = out.read_bytes()
+    code, lines = noise_files(_runs(tmp_path), out)
+    assert code == 2 and "exists" in lines[0] and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not a readable noise file"),
+    ('{"format": 9}', "not a noise file of format 1"),
+    ('{"format": 1, "device_spread": {"a": -1}}', "finite numbers >= 0"),
+    ('{"format": 1, "device_spread": {"a": "wide"}}', "finite numbers >= 0"),
+])
+def test_a_broken_noise_file_is_refused_in_one_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "noise.json"
+    path.write_text(content)
+    with pytest.raises(BaselineError, match=message):
+        noise.load(path)
+
+
+def test_noise_needs_two_runs_and_compare_takes_the_file(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    assert noise_files(runs[:1], None)[0] == 2
+    out = tmp_path / "noise.json"
+    assert noise_files(runs, out)[0] == 0
+    # run1 is in the other mode of "bimodal": a regression at 3%, within the noise the file measured.
+    assert compare_files(runs[0], runs[1])[0] == 1
+    code, lines = compare_files(runs[0], runs[1], noise_file=out)
+    assert code == 0, lines
+    (tmp_path / "bad.json").write_text("{")
+    assert compare_files(runs[0], runs[1], noise_file=tmp_path / "bad.json")[0] == 2
