@@ -10,7 +10,7 @@
 #   (cd .gpu/tf && rm -rf ./* && split -b 40m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
-# torch + TF + cross with device time took ~7.5 min on an H100 without energy windows: run the suites in separate calls.
+# torch + TF + cross with device time took 6:11 on an H100 with energy windows (evidence README): one call fits.
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
 # it the suites run and say device time is off.
 set -uo pipefail
