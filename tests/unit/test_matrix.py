@@ -16,3 +16,11 @@ def test_nightly_checks_against_float64_only_what_no_paired_case_covers() -> Non
     assert tf and {c.cell for c in tf} == {"rnn_tanh", "rnn_relu"}
     paired_cells = {c.cell for c in paired_cases("tf", "nightly")}
     assert not paired_cells & {c.cell for c in tf}
+
+
+def test_wide_hidden_training_is_held_to_not_slower_in_fp32_and_tf32() -> None:
+    wide = {c.precision: c.floor for c in paired_cases("torch", "nightly")
+            if c.mode == "train" and c.cell == "lstm" and c.shape.hidden_size == 1024}
+    assert wide["fp32"] == wide["tf32"] == 1.0
+    assert all(c.floor == 2.0 for c in paired_cases("torch", "nightly")
+               if c.mode == "train" and c.shape.hidden_size == 512 and c.precision == "tf32")
