@@ -18,7 +18,7 @@ from .parity import ParityReport, ParityRow, compare_results
 from .records import CaseRecord, CrossRecord
 from .stats import Interval, speedup_interval
 from .timing import Measurement, Timer, TimingConfig
-from .timing.device import DeviceTimer, DeviceTiming, steps_for
+from .timing.device import DeviceTimer, DeviceTiming, kernel_proof, steps_for
 from .timing.wall import WallTimer
 
 
@@ -140,6 +140,17 @@ def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement
     return a, b, "", flags
 
 
+def _with_kernel_proofs(proofs: tuple[Any, ...], cudnn: DeviceTiming, generic: DeviceTiming,
+                        train: bool) -> tuple[Any, ...]:
+    """Each side's proof with what its traced kernels showed: both must hold (ops can be called and dropped)."""
+    out = []
+    for proof in proofs:
+        mine, other = (cudnn, generic) if proof.impl == "cudnn" else (generic, cudnn)
+        ok, evidence = kernel_proof(proof.impl, mine, other, train)
+        out.append(replace(proof, ok=proof.ok and ok, evidence=f"{proof.evidence}; {evidence}"))
+    return tuple(out)
+
+
 def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
            config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None) -> CaseRecord:
     """Time the pair (interleaved when both sides run) inside a telemetry window, then energy, then device time."""
@@ -187,6 +198,8 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
         cudnn_dev, generic_dev, device_note, device_flags = _device_timing(
             pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config)
     cost["device"] = time.perf_counter() - started
+    if cudnn_dev is not None and generic_dev is not None:
+        proofs = _with_kernel_proofs(proofs, cudnn_dev, generic_dev, case.mode == "train")
     return CaseRecord(case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m,
                       cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),

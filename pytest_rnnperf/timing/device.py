@@ -80,6 +80,47 @@ class DeviceTiming:
     # Host nanoseconds per CUPTI timestamp unit over the traced rounds: 1 when CUPTI keeps nanoseconds; another
     # client of CUPTI in the process may have registered a clock of its own (see the H100 evidence README).
     clock_scale: float = 1.0
+    # Launches per step of cuDNN's RNN forward and backward kernels and of ATen's fused generic cells, over
+    # every record (the table keeps only the longest): the kernel-level path proof. Not stored.
+    rnn_forward: float = 0.0
+    rnn_backward: float = 0.0
+    generic_cells: float = 0.0
+
+
+# cuDNN's RNN kernels (cuDNN 9): the persistent kernels and the per-timestep cell of its standard algorithm run
+# the forward pass; the *_elementWise_bp kernels and the persistent bp kernels the backward pass.
+CUDNN_RNN_FORWARD = re.compile(r"^(elemWiseRNNcell|RNN_blockPersist_fp_)")
+CUDNN_RNN_BACKWARD = re.compile(r"^(\w*_elementWise_bp\d|RNN_blockPersist_bp_)")
+# ATen's fused per-timestep cells: the generic torch loop (a layer that ran cuDNN and then its fallback shows them).
+GENERIC_CELLS = re.compile(r"(lstm_cell_forward|lstm_cell_backward|gru_cell_forward|gru_cell_backward)")
+
+
+def kernel_proof(impl: str, mine: DeviceTiming, other: DeviceTiming, train: bool) -> tuple[bool, str]:
+    """Whether ``impl``'s kernels show its path, and what they showed; ``other`` is the opposite side's timing.
+
+    cuDNN: its RNN forward kernels ran (and backward ones when training), no generic cell kernel ran, and it
+    launched fewer kernels per step than the generic side, so a layer that calls cuDNN, drops the result and
+    runs a per-timestep fallback fails. Generic: no cuDNN RNN kernel ran.
+    """
+    if impl != "cudnn":
+        ok = mine.rnn_forward == 0 and mine.rnn_backward == 0
+        return ok, ("kernels: no cuDNN RNN kernel" if ok else
+                    f"kernels: cuDNN RNN kernels ran on the generic side ({mine.rnn_forward:g} forward, "
+                    f"{mine.rnn_backward:g} backward per step)")
+    problems = []
+    if mine.rnn_forward == 0:
+        problems.append("no cuDNN RNN forward kernel ran")
+    if train and mine.rnn_backward == 0:
+        problems.append("no cuDNN RNN backward kernel ran")
+    if mine.generic_cells > 0:
+        problems.append(f"generic cell kernels ran too ({mine.generic_cells:g} per step)")
+    if mine.launches_per_step >= other.launches_per_step:
+        problems.append(f"{mine.launches_per_step:g} launches per step, no fewer than the generic side's "
+                        f"{other.launches_per_step:g}: a per-timestep loop ran beside cuDNN")
+    if problems:
+        return False, "kernels: " + "; ".join(problems)
+    return True, (f"kernels: cuDNN RNN forward {mine.rnn_forward:g}" + (f", backward {mine.rnn_backward:g}" if train else "")
+                  + f" per step, no generic cell; {mine.launches_per_step:g} vs {other.launches_per_step:g} launches")
 
 
 @dataclass(frozen=True)
@@ -300,10 +341,18 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
     total_steps = steps * len(windows)
     # Durations in ns for the table, whatever CUPTI's unit.
     named = [(0, round((e - s) * scale * 1e9), _clean(display.get(n, n))) for s, e, n in mine]
+
+    def per_step(pattern: re.Pattern[str], search: bool = False) -> float:
+        """Launches per step of the kernels whose readable name matches ``pattern``."""
+        test = pattern.search if search else pattern.match
+        return sum(1 for _, _, n in named if test(n)) / total_steps
+
     return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME),
                         work=Measurement(name, tuple(kernel_sums), steps, timer=NAME + "-work"),
                         launches_per_step=len(mine) / total_steps,
-                        kernels=kernel_table(named, total_steps), clock_scale=scale * 1e9)
+                        kernels=kernel_table(named, total_steps), clock_scale=scale * 1e9,
+                        rnn_forward=per_step(CUDNN_RNN_FORWARD), rnn_backward=per_step(CUDNN_RNN_BACKWARD),
+                        generic_cells=per_step(GENERIC_CELLS, search=True))
 
 
 def steps_for(per_step_s: float, target_s: float = 0.005, cap: int = 200) -> int:

@@ -5,7 +5,7 @@ project's conftest hands to both timers) by its nominal wall time times a seeded
 its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded the test machine is, and two
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
 (FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
-FAKE_WRONG_PATH, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
+FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. The time knobs may be comma lists:
 the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
 one repeats), to script a re-measurement.
@@ -49,6 +49,7 @@ CLOCK = FakeClock()
 CUPTI = FakeCupti(CLOCK)
 JITTER = 0.01
 DEVICE_JITTER = 0.002
+GENERIC_LAUNCHES = 4  # kernels per generic step (a per-timestep loop launches more than cuDNN does)
 BUILDS: Counter[str] = Counter()  # builds per case id, for the time knobs' lists
 DEFAULTS = {"CUDNN_MS": "1", "GENERIC_MS": "4", "CUDNN_DEV_MS": "0.5", "GENERIC_DEV_MS": "2"}
 
@@ -72,10 +73,24 @@ class FakeImpl:
         self.rng = random.Random(f"{name}:{case.id}")
 
     def step(self) -> None:
-        """Stand-in for one step: a kernel of the side's device time, and the fake clock moves by its wall time."""
+        """Stand-in for one step: kernels of the side's device time, and the fake clock moves by its wall time.
+
+        cuDNN: its forward kernel (all the time) and, training, a backward one; generic: GENERIC_LAUNCHES cell
+        kernels sharing the time. FAKE_FALLBACK=1 makes the cuDNN side also launch the generic cells, as a layer
+        that calls cuDNN, drops the result and runs its fallback would.
+        """
         window = max(0, CUPTI.windows - self.windows_before - 1)  # this pair's traced window now (or next)
         device = nominal_ms(self.name, window, device=True) / 1e3 * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
-        CUPTI.launch(self.kernel, device)
+        if self.name == "cudnn":
+            CUPTI.launch(self.kernel, device)
+            if self.case.mode == "train":
+                CUPTI.launch("RNN_blockPersist_bp_LSTM_FMA", 0.0)
+            if knob("FALLBACK") == "1":
+                for _ in range(GENERIC_LAUNCHES):
+                    CUPTI.launch("elementwise_cell", 0.0)
+        else:
+            for _ in range(GENERIC_LAUNCHES):
+                CUPTI.launch(self.kernel, device / GENERIC_LAUNCHES)
         CLOCK.advance(max(device, self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0))))
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:

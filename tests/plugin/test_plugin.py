@@ -107,6 +107,25 @@ def test_wrong_path_fails_with_the_evidence(project: pytest.Pytester, monkeypatc
                                  "*cudnn    expected cuDNN; saw: fake: no cuDNN kernel ran*"])
 
 
+def test_a_cudnn_call_whose_result_is_dropped_for_a_fallback_fails(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its ops show cuDNN, its kernels show the per-timestep loop beside it: the kernel-level proof fails it."""
+    monkeypatch.setenv("FAKE_FALLBACK", "1")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*the implementation that ran is not the one claimed*",
+                                 "*fake cudnn kernels; kernels: 6 launches per step, no fewer than the generic side's 4: "
+                                 "a per-timestep loop ran beside cuDNN*"])
+    monkeypatch.delenv("FAKE_FALLBACK")
+    clean = run(project, "--benchmark-json=clean.json")
+    clean.assert_outcomes(passed=2)
+    proofs = [p["evidence"] for b in load_json(project.path / "clean.json")["benchmarks"]
+              for p in b["extra_info"]["rnnperf"].get("paths", [])]
+    assert any("kernels: cuDNN RNN forward 1, backward 1 per step, no generic cell; 2 vs 4 launches" in e
+               for e in proofs), proofs
+    assert any("kernels: no cuDNN RNN kernel" in e for e in proofs), proofs
+
+
 def test_parity_failure_is_a_table(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """An output off by 1e-2 in FP32 fails with obtained error and tolerance per comparison."""
     monkeypatch.setenv("FAKE_PARITY_ERROR", "1e-2")

@@ -6,11 +6,14 @@ import pytest
 from fake_cupti import FakeCupti
 from fake_nvml import FakeClock
 
+from pytest_rnnperf.timing import Measurement
 from pytest_rnnperf.timing.device import (
     DeviceTimer,
+    DeviceTiming,
     KernelStat,
     _short,
     kernel_changes,
+    kernel_proof,
     kernel_table,
     steps_for,
     union_ns,
@@ -121,3 +124,48 @@ def test_each_side_is_traced_warm_not_in_the_state_the_other_side_left() -> None
     timer = DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9))
     a, b = timer.pair(side("a", 0.010), side("b", 0.020), lambda: None, rounds=4, steps=(1, 1))
     assert a.busy.samples == pytest.approx((0.010,) * 4) and b.busy.samples == pytest.approx((0.020,) * 4)
+
+
+def _timing(launches: float, forward: float = 0.0, backward: float = 0.0, cells: float = 0.0) -> DeviceTiming:
+    """A side's device timing with only what the kernel-level proof reads."""
+    busy = Measurement("x", (0.001,), 1, timer="device")
+    return DeviceTiming(busy=busy, work=busy, launches_per_step=launches, kernels=(), rnn_forward=forward,
+                        rnn_backward=backward, generic_cells=cells)
+
+
+def test_the_kernels_prove_cudnn_ran_forward_and_backward_and_nothing_generic_beside_it() -> None:
+    """A clean pair passes; each way of faking the cuDNN path fails with what the kernels showed."""
+    generic = _timing(400)
+    ok, evidence = kernel_proof("cudnn", _timing(16, forward=1, backward=2), generic, train=True)
+    assert ok and evidence == "kernels: cuDNN RNN forward 1, backward 2 per step, no generic cell; 16 vs 400 launches"
+    assert kernel_proof("generic", generic, _timing(16, forward=1), train=True) == (True, "kernels: no cuDNN RNN kernel")
+    failures = {
+        "no cuDNN RNN forward kernel ran": _timing(16, backward=2),
+        "no cuDNN RNN backward kernel ran": _timing(16, forward=1),
+        "generic cell kernels ran too (50 per step)": _timing(66, forward=1, backward=2, cells=50),
+        "416 launches per step, no fewer than the generic side's 400": _timing(416, forward=1, backward=2),
+    }
+    for message, timing in failures.items():
+        ok, evidence = kernel_proof("cudnn", timing, generic, train=True)
+        assert not ok and message in evidence, evidence
+    assert kernel_proof("cudnn", _timing(4, forward=1), generic, train=False)[0]  # inference needs no backward
+    ok, evidence = kernel_proof("generic", _timing(400, forward=1), generic, train=False)
+    assert not ok and "cuDNN RNN kernels ran on the generic side" in evidence
+
+
+def test_the_traced_records_are_sorted_into_cudnn_kernels_and_generic_cells() -> None:
+    """Every record counts, not only the table's longest rows: 1 forward, 2 backward, 3 generic cells per step."""
+    clock = FakeClock()
+    cupti = FakeCupti(clock)
+    timer = DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9))
+
+    def step() -> None:
+        cupti.launch("RNN_blockPersist_fp_LSTM<float, float, float, (int)128>", 0.0002)
+        cupti.launch("LSTM_elementWise_bp1<float, float, float>", 0.0001)
+        cupti.launch("RNN_blockPersist_bp_LSTM_FMA<float, float, float, (int)128>", 0.0001)
+        for _ in range(3):
+            cupti.launch("void at::native::<unnamed>::lstm_cell_forward<float, float, int, 2>(int)", 0.0001)
+        clock.advance(0.001)
+
+    side, _ = timer.pair(step, step, lambda: None, rounds=2, steps=(2, 2))
+    assert (side.rnn_forward, side.rnn_backward, side.generic_cells) == (1.0, 2.0, 3.0)
