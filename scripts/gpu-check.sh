@@ -5,9 +5,9 @@
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
-# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (~12 MB with
-# baselines/), so split the staged build into 40 MiB parts, not 56 MiB:
-#   (cd .gpu/tf && rm -rf ./* && split -b 40m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
+# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (25 MB with
+# baselines/ and their evidence on 2026-11-23), so split the staged build into 30 MiB parts:
+#   (cd .gpu/tf && rm -rf ./* && split -b 30m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # torch + TF + cross with device time took 6:11 on an H100 with energy windows (evidence README): one call fits.
