@@ -175,7 +175,10 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
     if out is not None:
         from .baselines import write_json
 
-        write_json(out, result.to_dict())
+        try:
+            write_json(out, result.to_dict())
+        except OSError as exc:  # a read-only folder, a file where a folder should be, a file that appeared
+            return 2, [f"error: cannot write {out}: {exc.strerror or exc}"]
         lines.append(f"written: {out}")
     return 0, lines
 
