@@ -69,7 +69,7 @@ def test_paired_case_passes_and_reaches_benchmark_json(project: pytest.Pytester)
     assert cudnn["name"] == f"test_pair[cudnn-{case_id}]"
     assert cudnn["stats"]["rounds"] == 8
     record = cudnn["extra_info"]["rnnperf"]
-    assert record["paths"][0]["evidence"] == "fake cudnn kernels"
+    assert record["paths"][0]["evidence"].startswith("fake cudnn kernels; kernels: cuDNN RNN forward 1, backward 1")
     # 4 ms vs 1 ms of fake device time with 1% jitter: the speedup interval must sit tight around 4x.
     assert 3.9 < record["speedup"]["low"] <= record["speedup"]["estimate"] <= record["speedup"]["high"] < 4.1
     assert generic["stats"]["median"] > 3 * cudnn["stats"]["median"]
