@@ -170,8 +170,7 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
     lines = [f"{'case':<52} {'device spread':>13} {'threshold':>9}"]
     for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1]):
         lines.append(f"{case_id:<52} {value:>13.1%} {result.effect(case_id, floor):>9.1%}")
-    raised = sum(result.effect(c, floor) > floor for c in result.spread)
-    lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {raised} judged above {floor:.0%}")
+    lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {result.raised(floor)} judged above {floor:.0%}")
     if out is not None:
         from .baselines import write_json
 
@@ -186,8 +185,6 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
 def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_gpu: bool = False,
                   noise_file: Path | None = None) -> tuple[int, list[str]]:
     """Exit code and the lines to print for ``compare`` (per-case device thresholds from ``noise_file``)."""
-    from dataclasses import replace
-
     from .environment import diff_environments, format_diff
     from .noise import load as load_noise
     from .records import BaselineError
@@ -197,9 +194,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     try:
         base, cur = _load([old, new], allow_other_gpu)
         if noise_file is not None:
-            measured = load_noise(noise_file)
-            policy = replace(policy, device_effects={case_id: measured.effect(case_id, policy.device_min_effect)
-                                                     for case_id in measured.spread})
+            policy = load_noise(noise_file).applied_to(policy)
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     verdicts = compare_runs(base, cur, policy)

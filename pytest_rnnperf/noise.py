@@ -1,9 +1,9 @@
 """Per-case device-time noise of one GPU model, measured from stored runs, and the thresholds it justifies.
 
 Within one process a case's device time is steady to well under 1%, but some cases settle differently from
-process to process: kernels that run concurrently on cuDNN's streams overlap one way or another, and one
-GEMM then takes 3.9 or 4.9 ms (an H100 LSTM at batch 4700 read 17.1 or 18.8 ms per step in five processes
-with nothing changed). One run cannot tell that from a regression, but null runs can: ``measure`` takes
+process to process: kernels that run concurrently on cuDNN's streams overlap one way or another, and a kernel
+then takes a different time (baselines/<gpu>/evidence/README.md has the runs). One run cannot tell that from a
+regression, but null runs can: ``measure`` takes
 the spread (max/min - 1) of each case's cuDNN device time over several stored runs of the same GPU model
 and software, and ``Noise.effect`` raises that case's threshold to ``MARGIN`` times its spread.
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .records import BaselineError, StoredRun
+from .verdicts import Policy
 
 FORMAT = 1
 FILE_NAME = "noise.json"
@@ -38,6 +39,15 @@ class Noise:
     def effect(self, case_id: str, floor: float) -> float:
         """The device-time threshold of a case: ``floor``, or MARGIN times its measured spread if larger."""
         return max(floor, MARGIN * self.spread.get(case_id, 0.0))
+
+    def raised(self, floor: float) -> int:
+        """How many cases this noise judges above ``floor``."""
+        return sum(self.effect(case_id, floor) > floor for case_id in self.spread)
+
+    def applied_to(self, policy: Policy) -> Policy:
+        """``policy`` with each measured case's device-time threshold."""
+        return replace(policy, device_effects={case_id: self.effect(case_id, policy.device_min_effect)
+                                               for case_id in self.spread})
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form."""

@@ -237,14 +237,14 @@ def _change(c: "Comparison") -> str:
 
 def verdict_lines(run: "RnnperfSession") -> list[str]:
     """The verdict table against the baseline, the cases it cannot judge, and the environment diff when anything moved."""
-    unjudged = []
+    unjudged: list[str] = []
     if run.unjudged and run.baseline is not None:
         # A baseline recorded with -k (one framework, say) silently judging nothing would look like a pass.
         shown = ", ".join(run.unjudged[:3]) + (", ..." if len(run.unjudged) > 3 else "")
-        unjudged = ["", f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {run.baseline.path.name} "
-                        f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {shown}"]
+        unjudged = [f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {run.baseline.path.name} "
+                    f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {shown}"]
     if not run.verdicts:
-        return unjudged
+        return [""] + unjudged if unjudged else []
     rows = []
     for v in run.verdicts.values():
         s, h = v.speedup, v.host
@@ -262,7 +262,7 @@ def verdict_lines(run: "RnnperfSession") -> list[str]:
     lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see README):"]
     lines += _table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
-    lines += unjudged[1:]
+    lines += unjudged
     for v in run.verdicts.values():
         if v.host_regressed and not v.fails:
             lines.append(f"host overhead of {v.case_id}: {v.host_line()} (reported, not failed; --rnnperf-fail-host "

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from . import noise
 from .backends import INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
 from .backends import model_backend_for, spec
 from .baselines import find_latest, gpus_with_baselines, write_new
 from .cases import Case, ModelCase
 from .device import DeviceInfo, TelemetryWindow, nvml_index
+from .noise import Noise
 from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
 from .settings import Settings
 from .timing import Timer, TimingConfig
 from .timing.device import DeviceTimer
 from .timing.wall import WallTimer
-from . import noise
-from .noise import Noise
 from .verdicts import CaseVerdict, Policy, judge_remeasuring
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
@@ -117,13 +117,10 @@ class RnnperfSession:
                 raise UsageProblem(str(exc)) from None
         return latest
 
-    def policy(self, settings: Settings | None = None) -> Policy:
-        """The verdict policy of ``settings`` (default: the session's), with this GPU's per-case noise thresholds."""
-        policy = (settings or self.settings).policy()
-        if self.noise is None:
-            return policy
-        effects = {case_id: self.noise.effect(case_id, policy.device_min_effect) for case_id in self.noise.spread}
-        return replace(policy, device_effects=effects)
+    def policy(self) -> Policy:
+        """The verdict policy of the session's settings, with this GPU's per-case noise thresholds."""
+        policy = self.settings.policy()
+        return policy if self.noise is None else self.noise.applied_to(policy)
 
     def baseline_status(self) -> str:
         """One line: which baseline this run was compared with, or why none, and how to record one."""
@@ -132,10 +129,9 @@ class RnnperfSession:
         if self.baseline is not None:
             line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
             if self.noise is not None:
-                raised = sum(self.noise.effect(c, self.settings.device_effect) > self.settings.device_effect
-                             for c in self.noise.spread)
+                floor = self.settings.device_effect
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
-                         f"({noise.FILE_NAME}): {raised} judged above {self.settings.device_effect:.0%}")
+                         f"({noise.FILE_NAME}): {self.noise.raised(floor)} judged above {floor:.0%}")
             return line
         others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug]
         where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""

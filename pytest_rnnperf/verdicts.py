@@ -7,12 +7,13 @@ A case is judged against the stored baseline of this GPU model:
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
   and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
 - Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``
-  (or higher, at the case's own between-process noise measured by null runs: ``noise``) and on its estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is
-  what cuDNN, the driver and the GPU did, and it does not drift with the host. Busy time (the union of
-  kernel intervals) is what the step waits for, but it also moves when concurrent kernels overlap differently
-  (a host-bound cuDNN GRU step read 0.203 and 0.185 ms in two processes with the same kernels); a busy-time
-  regression whose summed kernel time did not regress too is flagged ``OVERLAP`` and reported, not failed. The host overhead (wall
-  minus device time per step: dispatch, launches, host work the GPU waited for) gets its own verdict at
+  (or at the case's own between-process noise measured by null runs, where higher: ``noise``) and on its
+  estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is what cuDNN,
+  the driver and the GPU did, and it does not drift with the host. Busy time (the union of kernel intervals)
+  is what the step waits for, but it also moves when concurrent kernels overlap differently; a busy-time
+  regression whose summed kernel time did not regress too is flagged ``OVERLAP`` and reported, not failed.
+  The host overhead (wall minus device time per step: dispatch, launches, host work the GPU waited for) gets
+  its own verdict at
   ``host_effect``, where it is at least ``host_share`` of the baseline's wall step, and a regression there is
   named as such (a slower driver launch path or framework dispatch shows up here, not in device time). It
   fails the case only with ``fail_host``: host time drifts with the runner (up to 2x between null runs on a
@@ -319,9 +320,8 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(),
                             min_effect=wall_effect, **options)
     flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
     if baseline.cudnn_device is not None and current.cudnn_device is not None:
-        # Device time is called on its estimate: within one process it is steady to well under the threshold
-        # (a 5% spin moved 26 of 30 H100 cases by +3.8% to +15% with tight intervals, and the interval rule
-        # left two at +3.9% and +4.2% ambiguous), so what moved by the threshold is reported as moved.
+        # Device time is called on its estimate: within one process it is steady to well under the threshold,
+        # so the whole-interval rule would leave a true shift just past it ambiguous (evidence README: 5% spin).
         device_options = dict(options, whole_interval=False, min_effect=policy.device_effect(current.id))
         time_cmp = compare("cudnn device time", baseline.cudnn_device.busy.samples,
                            current.cudnn_device.busy.samples, **device_options)
@@ -353,8 +353,8 @@ def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Call
                       policy: Policy = Policy()) -> tuple[CaseRecord, CaseVerdict | None]:
     """Judge; an ambiguous case is timed once more (``remeasure``) and both windows' rounds, pooled, decide.
 
-    Pooling rather than replacing: a true shift near the threshold (a 5% spin in a step that moved +4%) left
-    the interval across the band edge in each window alone; twice the rounds narrow it.
+    Pooling rather than replacing: a true shift near the threshold leaves the interval across the band edge
+    in either window alone; twice the rounds narrow it.
     """
     verdict = judge(baseline, current, policy)
     if verdict is not None and verdict.verdict is Verdict.AMBIGUOUS:

@@ -8,9 +8,9 @@ cuDNN 9.19, TF 2.21 + Keras 3.15): LSTM and GRU training ran 4x-12x faster on cu
 frameworks, so those cases get 2.0x, half of the lowest figure. At batch 4700 torch's cuDNN GRU was barely
 faster, so those cases get 0.8x: cuDNN must not fall far behind. At hidden size >= 1024 both sides are bound by
 the same matmuls, so those get 1.0x: ~1.15x in IEEE FP32, and in TF32 1.58x of device time on an H100 and an
-H200 alike, while the wall speedup (1.8x-2.9x) rides on how fast the host dispatches the generic side's steps. Cases the measurements do not cover (inference,
-plain RNNs, half precision, small batches) get 1.0x: cuDNN must not be slower. Raise a floor only from measured
-baselines, never from hope.
+H200 alike, while the wall speedup (1.8x-2.9x) rides on how fast the host dispatches the generic side's steps.
+Cases the measurements do not cover (inference, plain RNNs, half precision, small batches) get 1.0x: cuDNN must
+not be slower. Raise a floor only from measured baselines, never from hope.
 """
 
 from __future__ import annotations
