@@ -18,11 +18,9 @@ import contextlib
 import gc
 import importlib.metadata
 import importlib.util
-import json
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
@@ -30,6 +28,11 @@ import numpy as np
 from ..environment import get_value, loaded_cudnn, runtime_info
 from ..device import unavailable
 from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from .keras_layers import (
+    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, keras_dtype, layer_variables,
+    to_batch_major, to_keras,
+)
+from .padding import padded_to
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..cases import Case
@@ -43,10 +46,6 @@ _CUDNN_BACKWARD_OP = "CudnnRNNBackpropV3"
 _CUDNN_PREFIX = "CudnnRNN"
 # The generic Keras loop is a tf.while_loop: "While" (stateful body) or "StatelessWhile".
 _WHILE_OPS = ("While", "StatelessWhile")
-
-_SIMPLE_RNN_NO_CUDNN = (
-    "Keras SimpleRNN has no cuDNN path; compare it with torch's cuDNN RNN through the shared canonical weights"
-)
 
 TF_KEYS: tuple[str, ...] = (
     "tf.version", "tf.keras_version", "tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.gpus",
@@ -64,100 +63,6 @@ SPEC = BackendSpec(
 
 # Result of the one-time memory-growth setup, shown by runtime_info (None until TF was first used here).
 _MEMORY_GROWTH: str | None = None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Weight converters (pure NumPy): canonical (PyTorch layout) <-> Keras get_weights()/set_weights() arrays.
-# ---------------------------------------------------------------------------------------------------------
-
-# Canonical GRU gate blocks are r, z, n; Keras stores z, r, h (h is the candidate = canonical n).
-_GRU_TO_KERAS = (1, 0, 2)  # Keras block k takes canonical block _GRU_TO_KERAS[k]
-_GRU_FROM_KERAS = (1, 0, 2)  # canonical block k takes Keras block _GRU_FROM_KERAS[k] (the swap is its own inverse)
-
-
-def _reorder_blocks(a: np.ndarray, order: Sequence[int], axis: int) -> np.ndarray:
-    """Split ``a`` into len(order) equal gate blocks along ``axis`` and reassemble them in ``order``."""
-    blocks = np.split(np.asarray(a), len(order), axis=axis)
-    return np.concatenate([blocks[i] for i in order], axis=axis)
-
-
-def _layer_to_keras(
-    cell: str, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray, b_hh: np.ndarray
-) -> list[np.ndarray]:
-    """One layer/direction in Keras order [kernel (in, G*H), recurrent_kernel (H, G*H), bias]."""
-    kernel, recurrent = np.asarray(w_ih).T, np.asarray(w_hh).T
-    if cell == "gru":
-        # reset_after=True keeps two bias vectors, exactly the canonical b_ih and b_hh, stacked as rows.
-        return [
-            np.ascontiguousarray(_reorder_blocks(kernel, _GRU_TO_KERAS, axis=1)),
-            np.ascontiguousarray(_reorder_blocks(recurrent, _GRU_TO_KERAS, axis=1)),
-            np.stack([_reorder_blocks(b_ih, _GRU_TO_KERAS, 0), _reorder_blocks(b_hh, _GRU_TO_KERAS, 0)]),
-        ]
-    # LSTM (gate order i, f, c, o in both layouts) and SimpleRNN: one bias, which only ever appears as
-    # the sum b_ih + b_hh in the cell's pre-activation.
-    return [np.ascontiguousarray(kernel), np.ascontiguousarray(recurrent), np.asarray(b_ih) + np.asarray(b_hh)]
-
-
-def to_keras(weights: "RNNWeights") -> list[list[list[np.ndarray]]]:
-    """Canonical weights as ``[layer][direction] -> [kernel, recurrent_kernel, bias]`` in Keras layout.
-
-    Per direction, the list is what ``layer.set_weights`` of a Keras LSTM/GRU(reset_after=True)/SimpleRNN
-    expects; a ``Bidirectional`` wrapper takes the forward list followed by the backward list.
-    """
-    return [
-        [_layer_to_keras(weights.cell, *lw.arrays()) for lw in dirs]
-        for dirs in weights.layers
-    ]
-
-
-def _layer_from_keras(
-    cell: str, kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray, gradients: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One layer/direction back to canonical (w_ih, w_hh, b_ih, b_hh)."""
-    if cell == "gru":
-        bias = np.asarray(bias)
-        return (
-            np.ascontiguousarray(_reorder_blocks(np.asarray(kernel).T, _GRU_FROM_KERAS, axis=0)),
-            np.ascontiguousarray(_reorder_blocks(np.asarray(recurrent).T, _GRU_FROM_KERAS, axis=0)),
-            _reorder_blocks(bias[0], _GRU_FROM_KERAS, 0),
-            _reorder_blocks(bias[1], _GRU_FROM_KERAS, 0),
-        )
-    bias = np.asarray(bias)
-    # Weights: only the sum b_ih + b_hh is known, so the split is a convention (all of it in b_ih).
-    # Gradients: dL/db_ih = dL/db_hh = dL/dbias, because both enter the pre-activation only through the sum.
-    b_hh = bias.copy() if gradients else np.zeros_like(bias)
-    w_ih = np.ascontiguousarray(np.asarray(kernel).T)
-    return (w_ih, np.ascontiguousarray(np.asarray(recurrent).T), bias.copy(), b_hh)
-
-
-def from_keras(
-    cell: str,
-    input_size: int,
-    hidden_size: int,
-    num_layers: int,
-    bidirectional: bool,
-    keras_weights: Sequence[Sequence[Sequence[np.ndarray]]],
-    *,
-    gradients: bool = False,
-) -> "RNNWeights":
-    """Inverse of :func:`to_keras`: ``[layer][direction] -> [kernel, recurrent_kernel, bias]`` to canonical.
-
-    LSTM and SimpleRNN keep one bias (= b_ih + b_hh), so the canonical split is not recoverable: weights come
-    back with b_ih = bias and b_hh = 0 (same forward function). With ``gradients=True`` the arrays are
-    gradients, and the single bias gradient goes into both b_ih and b_hh, since each of them receives
-    exactly dL/dbias. GRU(reset_after=True) has both biases and round-trips exactly.
-    """
-    from ..reference import LayerWeights, RNNWeights
-
-    directions = 2 if bidirectional else 1
-    if len(keras_weights) != num_layers or any(len(d) != directions for d in keras_weights):
-        raise ValueError(f"expected {num_layers} layers x {directions} directions of Keras weights")
-    layers = tuple(
-        tuple(LayerWeights(*_layer_from_keras(cell, arrays[0], arrays[1], arrays[2], gradients=gradients))
-              for arrays in dirs)
-        for dirs in keras_weights
-    )
-    return RNNWeights(cell, input_size, hidden_size, num_layers, bidirectional, layers)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -197,11 +102,6 @@ def _keras() -> Any:
     return keras
 
 
-def _dtype(precision: str) -> str:
-    """Keras dtype policy name of a precision mode (TF32 is float32 with a global math flag)."""
-    return {"fp16": "float16", "bf16": "bfloat16"}.get(precision, "float32")
-
-
 @contextlib.contextmanager
 def precision_flags(precision: str) -> Iterator[None]:
     """Pin TF32 on (precision "tf32") or off (everything else) around a run, and restore it afterwards.
@@ -222,67 +122,16 @@ def precision_flags(precision: str) -> Iterator[None]:
             experimental.enable_tensor_float_32_execution(saved)
 
 
-def _make_layer(cell: str, hidden_size: int, impl: str, dtype: str, bidirectional: bool) -> Any:
-    """One Keras recurrent layer (wrapped in Bidirectional when asked) for a canonical cell and side."""
-    keras = _keras()
-    common: dict[str, Any] = dict(
-        units=hidden_size,
-        return_sequences=True,
-        return_state=True,
-        dtype=dtype,
-        # The weights are overwritten from the canonical arrays; zeros skip an orthogonal init (a QR).
-        kernel_initializer="zeros",
-        recurrent_initializer="zeros",
-        bias_initializer="zeros",
-    )
-    if cell == "lstm":
-        layer = keras.layers.LSTM(use_cudnn=(impl == "cudnn"), unit_forget_bias=False, **common)
-    elif cell == "gru":
-        layer = keras.layers.GRU(use_cudnn=(impl == "cudnn"), reset_after=True, **common)
-    else:
-        if impl == "cudnn":
-            raise BackendUnavailable(_SIMPLE_RNN_NO_CUDNN)
-        layer = keras.layers.SimpleRNN(activation="tanh" if cell == "rnn_tanh" else "relu", **common)
-    if bidirectional:
-        # Returns [output, *forward_states, *backward_states]; the backward output is flipped back to time order.
-        layer = keras.layers.Bidirectional(layer, merge_mode="concat", dtype=dtype)
-    return layer
-
-
 def build_layers(case: "Case", weights: "RNNWeights", impl: str, device: str) -> list[Any]:
     """A stack of ``num_layers`` built Keras layers on ``device`` holding exactly the canonical ``weights``."""
     tf = _tf()
-    s = case.shape
-    dtype = _dtype(case.precision)
-    keras_weights = to_keras(weights)
-    layers = []
     with tf.device(device):
-        for index in range(s.num_layers):
-            layer = _make_layer(case.cell, s.hidden_size, impl, dtype, s.bidirectional)
-            in_size = weights.layer_input_size(index)
-            layer.build((None, None, in_size))
-            # Bidirectional.set_weights takes the forward arrays, then the backward ones.
-            arrays = [a for direction in keras_weights[index] for a in direction]
-            # float32 on the host; assign() rounds to the variable's dtype (bf16/fp16), as torch's .to(dtype) does.
-            layer.set_weights([np.asarray(a, dtype=np.float32) for a in arrays])
-            layers.append(layer)
-    return layers
-
-
-def _layer_variables(layer: Any, directions: int) -> list[list[Any]]:
-    """Trainable variables of one stacked layer as ``[direction] -> [kernel, recurrent_kernel, bias]``."""
-    subs = [layer.forward_layer, layer.backward_layer] if directions == 2 else [layer]
-    return [list(sub.trainable_weights) for sub in subs]
+        return build_stack(_keras(), case, weights, impl)
 
 
 def _to_numpy(t: Any) -> np.ndarray:
     """Move a tensor to the host and widen it to float64."""
     return np.asarray(t.numpy(), dtype=np.float64)
-
-
-def _to_batch_major(a: np.ndarray) -> np.ndarray:
-    """(T, B, F) canonical time-major to Keras batch-major (B, T, F)."""
-    return np.ascontiguousarray(np.swapaxes(a, 0, 1))
 
 
 def _graph_op_types(concrete: Any) -> list[str]:
@@ -313,7 +162,7 @@ class TFImpl:
         """Move the timing inputs to the device once and wrap the computation in tf.functions."""
         tf = _tf()
         directions = self.case.shape.directions
-        self._variables = [_layer_variables(layer, directions) for layer in self.layers]
+        self._variables = [layer_variables(layer, directions) for layer in self.layers]
         self._args = self._device_inputs(self.inputs)
         # Two functions over the same computation: the timed one keeps a single trace for the timing
         # shapes, the parity one takes inputs of any other shape (a trace costs ~1 s per side on a GPU).
@@ -330,37 +179,21 @@ class TFImpl:
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
         """Input and upstream gradients as batch-major device tensors of the case's dtype (host transposes)."""
         tf = _tf()
-        dtype = _dtype(self.case.precision)
+        dtype = keras_dtype(self.case.precision)
 
         def dev(a: np.ndarray) -> Any:
             """A host array as a device tensor of the case's dtype."""
             return tf.cast(tf.constant(np.asarray(a, dtype=np.float32)), dtype)
 
         with tf.device(self.device):
-            x = dev(_to_batch_major(inputs.x))
+            x = dev(to_batch_major(inputs.x))
             if not self._train:
                 return (x,)
             # States are (B, H) per layer/direction already; one tensor per state in canonical order.
-            d_out = dev(_to_batch_major(inputs.d_output))
+            d_out = dev(to_batch_major(inputs.d_output))
             d_h = tuple(dev(inputs.d_h_n[k]) for k in range(inputs.d_h_n.shape[0]))
             d_c = () if inputs.d_c_n is None else tuple(dev(inputs.d_c_n[k]) for k in range(inputs.d_c_n.shape[0]))
             return (x, d_out, d_h, d_c)
-
-    def _forward(self, x: Any) -> tuple[Any, list[Any], list[Any]]:
-        """Run the stack; returns (batch-major output, h per layer*D+direction, c likewise for LSTM)."""
-        lstm = self.case.cell == "lstm"
-        per_direction = 2 if lstm else 1
-        h_list: list[Any] = []
-        c_list: list[Any] = []
-        y = x
-        for layer in self.layers:
-            y, *states = layer(y)
-            # Unidirectional: [h(, c)]; Bidirectional: [h_f(, c_f), h_b(, c_b)] -> canonical layer*D + direction.
-            for d in range(0, len(states), per_direction):
-                h_list.append(states[d])
-                if lstm:
-                    c_list.append(states[d + 1])
-        return y, h_list, c_list
 
     def _compute(
         self, x: Any, d_out: Any = None, d_h: tuple[Any, ...] = (), d_c: tuple[Any, ...] = ()
@@ -368,12 +201,12 @@ class TFImpl:
         """Forward, plus in train mode the gradients w.r.t. x and every weight for the given upstream grads."""
         tf = _tf()
         if d_out is None:
-            y, h_list, c_list = self._forward(x)
+            y, h_list, c_list = forward(self.layers, self.case.cell, x)
             return (y, tuple(h_list), tuple(c_list))
         flat_vars = [v for layer in self._variables for direction in layer for v in direction]
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y, h_list, c_list = self._forward(x)
+            y, h_list, c_list = forward(self.layers, self.case.cell, x)
         grads = tape.gradient(
             [y, *h_list, *c_list],
             [x, *flat_vars],
@@ -448,33 +281,8 @@ class TFImpl:
             evidence = (f"graph ops: no {_CUDNN_FORWARD_OP}; generic {loop_text}" if not cudnn
                         else f"cuDNN ops in the generic graph: {seen}; {loop_text}")
         evidence += f" ({len(ops)} ops in graph + library)"
-        return PathProof(impl=self.name, ok=ok, evidence=evidence)
-
-
-def padded_to(inputs: CaseInputs, like: CaseInputs) -> CaseInputs | None:
-    """``inputs`` with zero sequences appended up to ``like``'s batch, or None when only the batch is not what differs.
-
-    Sequences of a batch never interact in an RNN and a zero upstream gradient contributes zero to every
-    gradient, so the first sequences of the padded result are the result of ``inputs`` alone.
-    """
-    fields = [(inputs.x, like.x), (inputs.d_output, like.d_output), (inputs.d_h_n, like.d_h_n)]
-    if (inputs.d_c_n is None) != (like.d_c_n is None):
-        return None
-    if inputs.d_c_n is not None and like.d_c_n is not None:
-        fields.append((inputs.d_c_n, like.d_c_n))
-    for mine, theirs in fields:
-        if mine.ndim != 3 or mine.shape[0] != theirs.shape[0] or mine.shape[2] != theirs.shape[2]:
-            return None
-        if not 0 < mine.shape[1] < theirs.shape[1]:
-            return None
-
-    def pad(a: np.ndarray, like_a: np.ndarray) -> np.ndarray:
-        """``a`` with zeros along axis 1 up to ``like_a``'s length there."""
-        return np.concatenate([a, np.zeros((a.shape[0], like_a.shape[1] - a.shape[1], a.shape[2]), a.dtype)], axis=1)
-
-    return CaseInputs(x=pad(inputs.x, like.x), d_output=pad(inputs.d_output, like.d_output),
-                      d_h_n=pad(inputs.d_h_n, like.d_h_n),
-                      d_c_n=None if inputs.d_c_n is None or like.d_c_n is None else pad(inputs.d_c_n, like.d_c_n))
+        flags_ok, flags = flag_check(self.layers, self.name)
+        return PathProof(impl=self.name, ok=ok and flags_ok, evidence=f"{evidence}; {flags}")
 
 
 def _first_sequences(res: Sequence[Any], batch: int) -> tuple[Any, ...]:
@@ -565,24 +373,6 @@ def _tf_info(tf: Any) -> dict[str, str]:
 
 
 
-def _keras_backend_setting() -> str | None:
-    """The Keras backend this process will use: KERAS_BACKEND, else keras.json, else None (= tensorflow)."""
-    env = os.environ.get("KERAS_BACKEND")
-    if env:
-        return env
-    keras = sys.modules.get("keras")
-    if keras is not None and hasattr(keras, "backend") and hasattr(keras.backend, "backend"):
-        try:
-            return str(keras.backend.backend())
-        except Exception:  # noqa: BLE001 - a half-imported keras must not break the skip reason
-            pass
-    home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
-    try:
-        return json.loads((home / "keras.json").read_text()).get("backend")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 class TFBackend:
     """Builds TF/Keras pairs; says why it cannot (TF or Keras 3 missing, other Keras backend, no GPU)."""
 
@@ -599,7 +389,7 @@ class TFBackend:
         major = keras_version.split(".")[0]
         if not major.isdigit() or int(major) < 3:
             return f"keras {keras_version} is installed; the tf backend needs Keras 3 (pip install 'keras>=3.15')"
-        backend = _keras_backend_setting()
+        backend = keras_backend_setting()
         if backend and backend != "tensorflow":
             return (f"Keras is set to the {backend!r} backend (KERAS_BACKEND or keras.json); "
                     "the tf backend needs 'tensorflow'")
@@ -633,7 +423,7 @@ class TFBackend:
         if reason:
             raise BackendUnavailable(reason)
         if "cudnn" in impls and case.cell.startswith("rnn_"):
-            raise BackendUnavailable(_SIMPLE_RNN_NO_CUDNN)
+            raise BackendUnavailable(SIMPLE_RNN_NO_CUDNN)
         if "cudnn" in impls:
             reason = self.gpu_unavailable_reason()
             if reason:
