@@ -18,6 +18,7 @@ from .cases import Case, ModelCase
 from .records import CaseRecord, CrossRecord
 from .session import RnnperfSession, Skipped
 from .settings import Settings
+from .workers import WorkerError
 
 
 class RnnperfFixture:
@@ -63,6 +64,8 @@ class RnnperfFixture:
             record = self._session.measure(case, impls, self._settings, self._disabled)
         except Skipped as exc:
             pytest.skip(str(exc))
+        except WorkerError as exc:  # a worker process died: say which and quote its log, no traceback
+            pytest.fail(f"{case.id}: {exc}", pytrace=False)
         return self._recorded(record)
 
     def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
@@ -97,6 +100,8 @@ class RnnperfFixture:
             return self._session.measure_cross(case, other)
         except Skipped as exc:
             pytest.skip(str(exc))
+        except WorkerError as exc:
+            pytest.fail(f"{case.id} against {other}: {exc}", pytrace=False)
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""

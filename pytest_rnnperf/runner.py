@@ -253,7 +253,7 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
             rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
         clock.lap("parity")
         return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
-                                 judge, cost=clock.laps)
+                                 judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
     finally:
         pair.close()
 
@@ -306,7 +306,13 @@ def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Back
         results = []
         proofs = []
         for framework, backend, impl in sides:
-            pair = backend.build(replace(case, framework=framework), weights, inputs, impls=(impl,))
+            side_case = replace(case, framework=framework)
+            if hasattr(backend, "cross_side"):  # a backend in a worker process builds and runs its side there
+                remote = backend.cross_side(side_case, weights, inputs, impl)
+                proofs.append(remote.proof)
+                results.append(remote.result)
+                continue
+            pair = backend.build(side_case, weights, inputs, impls=(impl,))
             pairs.append(pair)
             side = getattr(pair, impl)
             proofs.append(side.prove_path())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,7 @@ from .baselines import find_latest, gpus_with_baselines, write_new
 from .cases import Case, ModelCase
 from .device import DeviceInfo, TelemetryWindow, nvml_index
 from .noise import Noise
+from .workers import RemoteBackend, WorkerPool
 from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
 from .settings import Settings
 from .timing import Timer, TimingConfig
@@ -62,13 +64,23 @@ class RnnperfSession:
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     _backends: dict[str, Backend] = field(default_factory=dict)
+    _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
+    def worker_pool(self) -> WorkerPool:
+        """The session's worker processes (one per backend that needs an environment this process lacks)."""
+        if self._pool is None:
+            folder = self.settings.report_dir or Path(tempfile.mkdtemp(prefix="rnnperf-workers-"))
+            self._pool = WorkerPool(Path(folder), nvml_index() if self.device.available else None)
+        return self._pool
+
     def backend(self, name: str) -> Backend:
-        """The backend for ``name``, loaded once; its runtime info is recorded on first use."""
+        """The backend for ``name``, loaded once (in a worker when it needs its own environment); runtime info on first use."""
         if name not in self._backends:
-            backend = load_backend(name)
+            backend_spec = spec(name)
+            backend = (load_backend(name) if backend_spec.in_process(os.environ)
+                       else RemoteBackend(backend_spec, self.worker_pool()))
             self._backends[name] = backend
             if backend.unavailable_reason() is None:
                 self.runtime[name] = backend.runtime_info()
@@ -201,7 +213,10 @@ class RnnperfSession:
         backend = self.backend(case.framework)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
-            record = run_case(case, backend, config, impls=impls, judge=judge)
+            if isinstance(backend, RemoteBackend):
+                record = backend.run_case(case, config, impls, judge)
+            else:
+                record = run_case(case, backend, config, impls=impls, judge=judge)
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
         self.results.append(record)
@@ -289,6 +304,11 @@ class RnnperfSession:
     def meta(self) -> dict[str, Any]:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
         return run_meta(self.device.gpu_slug, self.environment(), self.fingerprint())
+
+    def close(self) -> None:
+        """Stop the worker processes (the end of the run)."""
+        if self._pool is not None:
+            self._pool.close()
 
     def finish(self, step_summary: str = "") -> None:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""

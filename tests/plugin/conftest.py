@@ -36,6 +36,10 @@ else:
 _read = device.read_device_info
 device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
 session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+if os.environ.get("FAKE_WORKER_BACKEND"):
+    # Another framework that needs its own environment: its cases run in a worker process started with it.
+    backends.register(dataclasses.replace(backends.spec("torch"), name="faraway", runtime_prefix="faraway.",
+                                          module="fake_backend", env={{"RNNPERF_FAKE_WORKER": "1"}}))
 if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
     import time
     from types import SimpleNamespace
@@ -61,7 +65,7 @@ def pytest_configure(config):
     run = config.stash[SESSION_KEY]
     run.timer = WallTimer(clock=fake_backend.CLOCK)
     if not os.environ.get("FAKE_NO_CUPTI"):
-        run.device_timer = DeviceTimer(cupti=fake_backend.CUPTI, host_clock=lambda: int(fake_backend.CLOCK() * 1e9))
+        run.device_timer = DeviceTimer(cupti=fake_backend.CUPTI, host_clock=fake_backend.host_ns)
 """
 
 TEST_FILE = """
@@ -81,9 +85,10 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
     for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
-                 "GPU_NAME", "DRIVER", "BUSY"):
+                 "GPU_NAME", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("RNNPERF_FAKE_WORKER", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)

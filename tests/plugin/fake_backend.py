@@ -44,9 +44,36 @@ class FakeClock:
         """Let time pass, as a device step would."""
         self.now += seconds
 
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Sent to a worker process, it is that process's own clock (the one its fake steps advance)."""
+        return (_clock, ())
+
+
+def _clock() -> FakeClock:
+    """This process's fake clock."""
+    return CLOCK
+
+
+def _cupti() -> FakeCupti:
+    """This process's fake CUPTI."""
+    return CUPTI
+
+
+def host_ns() -> int:
+    """The fake clock in nanoseconds: the device timer's host clock."""
+    return int(CLOCK() * 1e9)
+
+
+class _ProcessCupti(FakeCupti):
+    """The fake CUPTI, sent to a worker process as that process's own."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Unpickle as the receiving process's CUPTI."""
+        return (_cupti, ())
+
 
 CLOCK = FakeClock()
-CUPTI = FakeCupti(CLOCK)
+CUPTI = _ProcessCupti(CLOCK)
 JITTER = 0.01
 DEVICE_JITTER = 0.002
 GENERIC_LAUNCHES = 4  # kernels per generic step (a per-timestep loop launches more than cuDNN does)
@@ -149,6 +176,9 @@ class FakeBackend:
 
     def build(self, case: Any, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = ("cudnn", "generic")) -> FakePair:
         """Build the pair, or fail the way a real backend would for FAKE_OOM / missing GPU."""
+        if knob("WORKER_CRASH") and os.environ.get("RNNPERF_FAKE_WORKER"):  # a worker dying mid-run
+            print("fake worker: native crash in build", flush=True)
+            os._exit(3)
         if knob("OOM") and fnmatch.fnmatch(case.id, knob("OOM")):
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: fake allocation of 200 GiB")
         if "cudnn" in impls and self.gpu_unavailable_reason():

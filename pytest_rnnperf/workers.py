@@ -1,0 +1,321 @@
+"""Worker processes for backends that need an environment of their own (Keras picks its backend once per process).
+
+A backend whose spec carries ``env`` (``KERAS_BACKEND=torch``, ...) that this process lacks runs its cases in a
+worker: a child Python started with that environment, one per backend, kept for the whole session. The case is
+still a test of this session: the worker builds the pair, proves, checks parity and times it exactly as
+``runner.run_case`` does here, and sends the record back; the judge (this session's baseline comparison)
+stays here and may ask the worker to time the still-built pair again. Records come back as the same
+dataclasses, so reports, baselines and pytest-benchmark see one run.
+
+Messages are pickled over a pipe (``multiprocessing.connection``); the worker's own output goes to a log file
+whose last lines are quoted when it dies. Nothing here knows pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
+from typing import Any, Callable
+
+from .backends import IMPLS, BackendSpec, CaseInputs, ImplResult, PathProof, register
+from .cases import Case
+from .records import CaseRecord
+
+# Seconds a worker may stay silent before we look at whether it is still alive (it is never killed for
+# being slow: a case may take minutes).
+_POLL_S = 5.0
+_LOG_TAIL = 6
+
+
+class WorkerError(RuntimeError):
+    """A worker process could not be started or died; the message says which and quotes its log."""
+
+
+@dataclass(frozen=True)
+class SideResult:
+    """One side of a cross check, built in a worker: its path proof and results."""
+
+    proof: PathProof
+    result: ImplResult
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL) -> str:
+    """The last non-empty lines of a log file, joined with ' | ' (empty when unreadable)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    return " | ".join(kept)
+
+
+@dataclass
+class Worker:
+    """One live worker process for one backend."""
+
+    spec: BackendSpec
+    process: subprocess.Popen[bytes]
+    conn: Connection
+    log: Path
+
+    @classmethod
+    def start(cls, spec: BackendSpec, log_dir: Path) -> Worker:
+        """Start a worker with the spec's environment and register the spec there; WorkerError if it fails."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"worker-{spec.name}.log"
+        ours, theirs = Pipe()
+        env = dict(os.environ)
+        env.update(spec.env)
+        # The worker imports exactly what this process imports (the checkout under test, test helpers).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).exists())
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from pytest_rnnperf.workers import serve; serve(int(sys.argv[1]))",
+                 str(theirs.fileno())],
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+            )
+        theirs.close()
+        worker = cls(spec, process, ours, log)
+        worker.call("register", spec)
+        return worker
+
+    def _receive(self) -> tuple[str, Any]:
+        """The next message, or WorkerError once the process has exited without sending one."""
+        while not self.conn.poll(_POLL_S):
+            code = self.process.poll()
+            if code is not None:
+                raise self._died(code)
+        try:
+            message: tuple[str, Any] = self.conn.recv()
+        except (EOFError, OSError):
+            raise self._died(self.process.wait()) from None
+        return message
+
+    def _died(self, code: int | None) -> WorkerError:
+        """The error that says this worker is gone, with the end of its log."""
+        tail = _tail(self.log)
+        return WorkerError(f"the {self.spec.name} worker process exited (code {code})"
+                           + (f"; its log {self.log} ends: {tail}" if tail else f"; log {self.log}"))
+
+    def _send(self, kind: str, payload: Any) -> None:
+        """Send one message; WorkerError when the worker is already gone."""
+        try:
+            self.conn.send((kind, payload))
+        except (BrokenPipeError, OSError):
+            raise self._died(self.process.wait()) from None
+
+    def call(self, op: str, *args: Any, judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None = None
+             ) -> Any:
+        """Run ``op`` in the worker and return its answer; its exceptions are raised here.
+
+        While a case runs the worker may hand over a record to judge: ``judge`` gets it with a function that
+        has the worker time the same pair again, and its answer goes back as the case's record.
+        """
+        self._send(op, args)
+        while True:
+            kind, payload = self._receive()
+            if kind == "ok":
+                return payload
+            if kind == "raise":
+                raise payload
+            if kind == "judge":
+                verdict = payload if judge is None else judge(payload, self._again)
+                self._send("judged", verdict)
+            else:
+                raise WorkerError(f"the {self.spec.name} worker sent {kind!r}, which no request asked for")
+
+    def _again(self) -> CaseRecord:
+        """Have the worker time the pair it is judging once more."""
+        self._send("again", None)
+        kind, payload = self._receive()
+        if kind == "raise":
+            raise payload
+        record: CaseRecord = payload
+        return record
+
+    def close(self) -> None:
+        """Ask the worker to exit and wait briefly; kill it if it does not."""
+        try:
+            self.conn.send(("exit", ()))
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.conn.close()
+
+
+@dataclass
+class WorkerPool:
+    """The session's workers, started on first use, one per backend; closed at the session's end."""
+
+    log_dir: Path
+    telemetry_index: int | None = None  # NVML index of the GPU, or None without one (no telemetry windows)
+    workers: dict[str, Worker] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # backend -> why its worker is unusable
+
+    def get(self, spec: BackendSpec) -> Worker:
+        """The running worker for ``spec`` (started now if needed); WorkerError once it failed."""
+        if spec.name in self.broken:
+            raise WorkerError(self.broken[spec.name])
+        worker = self.workers.get(spec.name)
+        if worker is not None and worker.process.poll() is None:
+            return worker
+        try:
+            worker = Worker.start(spec, self.log_dir)
+        except (WorkerError, OSError) as exc:
+            self.broken[spec.name] = str(exc)
+            raise WorkerError(str(exc)) from None
+        self.workers[spec.name] = worker
+        return worker
+
+    def close(self) -> None:
+        """Stop every worker."""
+        for worker in self.workers.values():
+            worker.close()
+        self.workers.clear()
+
+
+class RemoteBackend:
+    """A backend whose framework lives in a worker process: the ``Backend`` questions, answered there."""
+
+    def __init__(self, spec: BackendSpec, pool: WorkerPool) -> None:
+        """Bind to the spec and the session's workers; nothing starts until the first question."""
+        self.name = spec.name
+        self.spec = spec
+        self.pool = pool
+        self._answers: dict[str, Any] = {}
+
+    def _ask(self, op: str) -> Any:
+        """A cached answer of the worker (reasons and runtime info do not change within a run)."""
+        if op not in self._answers:
+            self._answers[op] = self.pool.get(self.spec).call(op)
+        return self._answers[op]
+
+    def unavailable_reason(self) -> str | None:
+        """The worker's reason, or why no worker could be started."""
+        try:
+            reason: str | None = self._ask("unavailable_reason")
+        except WorkerError as exc:
+            return str(exc)
+        return reason
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """The worker's reason for skipping cuDNN cases, or None."""
+        try:
+            reason: str | None = self._ask("gpu_unavailable_reason")
+        except WorkerError as exc:
+            return str(exc)
+        return reason
+
+    def runtime_info(self) -> dict[str, str]:
+        """The framework fields as the worker sees them (its environment included)."""
+        info: dict[str, str] = dict(self._ask("runtime_info"))
+        for key, value in self.spec.env.items():
+            info[f"{self.spec.runtime_prefix}env.{key}"] = value
+        return info
+
+    def build(self, case: Case, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = IMPLS) -> Any:
+        """Pairs live in the worker and cannot cross the pipe: use ``run_case`` and ``cross_side``."""
+        raise WorkerError(f"{self.name} runs in a worker process; its pairs are built there")
+
+    def run_case(self, case: Case, config: Any, impls: tuple[str, ...],
+                 judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None) -> CaseRecord:
+        """``runner.run_case`` in the worker, judged here."""
+        sent = replace(config, window_factory=None)
+        record: CaseRecord = self.pool.get(self.spec).call("run_case", case, sent, impls, self.pool.telemetry_index,
+                                                          judge is not None, judge=judge)
+        return record
+
+    def cross_side(self, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
+        """Build one side of a cross check in the worker; its proof and results."""
+        side: SideResult = self.pool.get(self.spec).call("cross_side", case, weights, inputs, impl)
+        return side
+
+
+# ------------------------------------------------------------------------------------------- the worker side
+
+
+def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tuple[str, ...],
+              telemetry_index: int | None, judged: bool) -> CaseRecord:
+    """Run a case here, handing its record to the parent's judge over ``conn`` while the pair is built."""
+    from .device import TelemetryWindow
+    from .runner import run_case
+
+    if telemetry_index is not None:
+        config = replace(config, window_factory=lambda: TelemetryWindow(index=telemetry_index))
+
+    def judge(record: CaseRecord, again: Callable[[], CaseRecord]) -> CaseRecord:
+        """Send the record; time the pair again as often as the parent asks; return its verdict record."""
+        conn.send(("judge", record))
+        while True:
+            kind, payload = conn.recv()
+            if kind == "judged":
+                final: CaseRecord = payload
+                return final
+            try:
+                conn.send(("record", again()))
+            except Exception as exc:  # noqa: BLE001 - the parent re-raises it
+                conn.send(("raise", _sendable(exc)))
+
+    return run_case(case, backend, config, impls=impls, judge=judge if judged else None)
+
+
+def _cross_side(backend: Any, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
+    """Build one side, prove its path, take its results, free it."""
+    pair = backend.build(case, weights, inputs, impls=(impl,))
+    try:
+        side = getattr(pair, impl)
+        return SideResult(side.prove_path(), side.result())
+    finally:
+        pair.close()
+
+
+def _sendable(exc: BaseException) -> BaseException:
+    """``exc`` when it pickles (skip reasons keep their type), else a WorkerError carrying its text."""
+    import pickle
+
+    try:
+        pickle.dumps(exc)
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return WorkerError(f"{type(exc).__name__}: {exc}")
+
+
+def serve(fd: int) -> None:
+    """The worker's loop: answer requests from the parent on file descriptor ``fd`` until told to exit."""
+    conn = Connection(fd)
+    backend: Any = None
+    while True:
+        try:
+            op, args = conn.recv()
+        except EOFError:
+            return
+        if op == "exit":
+            return
+        try:
+            if op == "register":
+                register(args[0])
+                backend = args[0].load()
+                answer: Any = os.getpid()
+            elif op == "run_case":
+                answer = _run_case(backend, conn, *args)
+            elif op == "cross_side":
+                answer = _cross_side(backend, *args)
+            elif op in ("unavailable_reason", "gpu_unavailable_reason", "runtime_info"):
+                answer = getattr(backend, op)()
+            else:
+                raise WorkerError(f"unknown request {op!r}")
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent
+            conn.send(("raise", _sendable(exc)))
+            continue
+        conn.send(("ok", answer))
+
+
+__all__ = ["RemoteBackend", "SideResult", "Worker", "WorkerError", "WorkerPool", "serve"]

@@ -1,0 +1,65 @@
+"""End-to-end: a backend that needs an environment of its own (Keras's backend is chosen once per process).
+
+The fake ``faraway`` backend carries ``env={"RNNPERF_FAKE_WORKER": "1"}``, which the test process lacks, so its
+cases run in a worker process started with it, while the session here judges, reports and stores them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import load_json, run
+
+WORKER_CASES = """
+import pytest
+from pytest_rnnperf.cases import Case, Shape
+
+CASES = [Case("faraway", "lstm", Shape(4, 2, 3, 5), floor=2.0), Case("faraway", "gru", Shape(4, 2, 3, 5), floor=2.0)]
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_pair(case, rnnperf):
+    rnnperf.check(rnnperf.measure(case))
+"""
+
+
+@pytest.fixture
+def faraway(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The fake project with the worker backend registered and its two cases as the test file."""
+    monkeypatch.setenv("FAKE_WORKER_BACKEND", "1")
+    project.makepyfile(test_cases=WORKER_CASES)
+    return project
+
+
+def test_cases_of_a_backend_with_its_own_environment_run_in_a_worker_and_land_in_this_report(
+        faraway: pytest.Pytester) -> None:
+    """Both cases pass with wall and device time measured there; the report, environment and log are here."""
+    result = run(faraway, "--rnnperf-report-dir=out")
+    result.assert_outcomes(passed=2)
+    report = load_json(faraway.path / "out" / "rnnperf.json")
+    records = {r["case"]["id"]: r for r in report["results"]}
+    assert sorted(records) == ["faraway-gru-train-fp32-T4-B2-I3-H5-L1", "faraway-lstm-train-fp32-T4-B2-I3-H5-L1"]
+    for record in records.values():
+        assert record["cudnn"]["median_s"] > 0 and record["cudnn_device"] is not None
+    assert report["environment"]["faraway.env.RNNPERF_FAKE_WORKER"] == "1"
+    assert (faraway.path / "out" / "worker-faraway.log").exists()
+
+
+def test_a_slower_worker_case_is_judged_here_against_the_baseline(faraway: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline recorded through the worker; +20% device time in the worker fails both cases as regressed."""
+    run(faraway, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.6")
+    result = run(faraway)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*faraway-lstm-train-fp32-T4-B2-I3-H5-L1*regressed*"])
+
+
+def test_a_worker_that_dies_fails_its_cases_in_one_line_quoting_its_log(faraway: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native crash in the worker: each case fails with which worker, its exit code and its last log line."""
+    monkeypatch.setenv("FAKE_WORKER_CRASH", "1")
+    result = run(faraway, "--rnnperf-report-dir=out")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*faraway-lstm-*: the faraway worker process exited (code 3)*"
+                                 "fake worker: native crash in build*"])
+    assert "Traceback" not in result.stdout.str()
