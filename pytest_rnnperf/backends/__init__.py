@@ -175,6 +175,13 @@ class BackendSpec:
     cross: bool = True  # takes part in the cross-framework checks
     # Top-level modules whose objects this backend checks with rnnperf.model() (empty: it checks none).
     model_modules: tuple[str, ...] = ()
+    # Cells it builds at all (generic side included); the suite's reference cases come from these.
+    cells: tuple[str, ...] = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+    # False when its generic side is another backend's (compiled torch): no reference cases of its own.
+    reference: bool = True
+    # Environment the framework must be imported under (Keras picks its backend once per process from
+    # KERAS_BACKEND). A process without it runs this backend's cases in a worker process started with it.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Names become parts of case ids and baseline keys: keep them plain."""
@@ -184,13 +191,26 @@ class BackendSpec:
             raise ValueError(f"backend {self.name}: runtime_prefix must end with '.', got {self.runtime_prefix!r}")
 
     def load(self) -> Backend:
-        """Import the backend module and return its backend (the framework itself still loads lazily)."""
-        factory: Callable[[], Backend] = importlib.import_module(self.module).get_backend
+        """Import the backend module and return its backend (the framework itself still loads lazily).
+
+        ``module`` names a module with ``get_backend()``, or ``module:factory`` when one module serves several specs.
+        """
+        module, _, name = self.module.partition(":")
+        factory: Callable[[], Backend] = getattr(importlib.import_module(module), name or "get_backend")
         return factory()
+
+    def in_process(self, environ: Mapping[str, str]) -> bool:
+        """Whether this process (environment ``environ``) can run the backend itself, without a worker."""
+        return all(environ.get(key) == value for key, value in self.env.items())
 
 
 # Built into this package; the entry-point group adds (or replaces) more.
-_BUILTIN: tuple[str, ...] = ("pytest_rnnperf.backends.torch:SPEC", "pytest_rnnperf.backends.tensorflow:SPEC")
+_BUILTIN: tuple[str, ...] = (
+    "pytest_rnnperf.backends.torch:SPEC", "pytest_rnnperf.backends.tensorflow:SPEC",
+    "pytest_rnnperf.backends.keras:KERAS_TORCH", "pytest_rnnperf.backends.keras:KERAS_JAX",
+    "pytest_rnnperf.backends.jax:SPEC", "pytest_rnnperf.backends.torch_compile:SPEC",
+    "pytest_rnnperf.backends.torch_compile:SPEC_RNN",
+)
 _registry: dict[str, BackendSpec] | None = None
 _broken: dict[str, str] = {}  # entry-point name -> why it did not load
 

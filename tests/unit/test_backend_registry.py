@@ -57,9 +57,14 @@ def _installed(tmp_path: Path, entry_points: str, module: str = "") -> dict[str,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+BUILT_IN = ["torch", "tf", "keras_torch", "keras_jax", "jax", "torch_compile", "torch_compile_rnn"]
+
+
 def test_the_built_in_backends_are_registered_in_order() -> None:
-    """torch first (the cross checks' anchor), then TensorFlow/Keras; each declares its cuDNN cells."""
-    assert [s.name for s in specs()][:2] == ["torch", "tf"]
+    """torch first (the cross checks' anchor), then Keras on each backend, JAX, compiled torch; each with its cells."""
+    assert [s.name for s in specs()][:len(BUILT_IN)] == BUILT_IN
+    assert spec("keras_jax").cudnn_cells == ("lstm",) and spec("jax").cells == ("lstm",)
+    assert not spec("torch_compile").reference and not spec("torch_compile").cross
     assert spec("tf").cudnn_cells == ("lstm", "gru") and "rnn_tanh" in spec("torch").cudnn_cells
     assert ("torch", "tf") in cross_pairs()
 
@@ -67,7 +72,7 @@ def test_the_built_in_backends_are_registered_in_order() -> None:
 def test_another_package_adds_a_backend_with_one_module_and_one_entry_point(tmp_path: Path) -> None:
     """Its cases, cross pair, fingerprint distribution and runtime key fields all come from its spec."""
     got = _installed(tmp_path, "mxnet = extra_backend:SPEC", EXTRA)
-    assert got["names"] == ["torch", "tf", "mxnet"] and ["torch", "mxnet"] in got["cross"]  # type: ignore[operator]
+    assert got["names"] == [*BUILT_IN, "mxnet"] and ["torch", "mxnet"] in got["cross"]  # type: ignore[operator]
     assert got["keys"] == ["mxnet", "mxnet.cudnn"] and got["dists"] is True and got["problems"] == []
     assert got["reason"] == "mxnet is not installed"
     assert got["cases"] == ["mxnet-lstm-train-fp32-T8-B4-I8-H16-L1"]
@@ -76,7 +81,7 @@ def test_another_package_adds_a_backend_with_one_module_and_one_entry_point(tmp_
 def test_a_broken_entry_point_is_reported_and_the_others_still_load(tmp_path: Path) -> None:
     """A backend that does not import is a header warning, not a crash of every run."""
     got = _installed(tmp_path, "broken = no_such_module:SPEC\nmxnet = extra_backend:SPEC", EXTRA)
-    assert got["names"] == ["torch", "tf", "mxnet"]
+    assert got["names"] == [*BUILT_IN, "mxnet"]
     assert got["problems"] == ["backend entry point broken: no_such_module:SPEC does not load "
                                "(ModuleNotFoundError: No module named 'no_such_module')"]
 

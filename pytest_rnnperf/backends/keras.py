@@ -1,0 +1,510 @@
+"""Keras 3 on the torch and JAX backends: ``LSTM/GRU(use_cudnn=True)`` against ``use_cudnn=False``.
+
+Keras picks its backend once per process from ``KERAS_BACKEND``, so these specs carry that variable in their
+``env`` and a session whose process lacks it runs their cases in a worker process started with it (see
+``workers.py``). Layers, weights and the forward pass are shared with the TensorFlow backend
+(``keras_layers.py``); what differs per framework is how a step is differentiated, synchronized and proven:
+
+- torch: eager layers, gradients with ``torch.autograd.grad``; proof by the ATen ops a step dispatches
+  (``aten::_cudnn_rnn`` and its backward on the cuDNN side, neither on the generic side).
+- JAX: ``layer.stateless_call`` inside one ``jax.jit`` with ``jax.vjp``, as ``model.fit`` runs it; proof by the
+  cuDNN RNN custom calls of the compiled step's HLO. Keras 3.15 has a cuDNN path for LSTM only on JAX (its GRU
+  raises with ``use_cudnn=True``), so GRU and SimpleRNN run generic there.
+
+Keras, torch and JAX are imported only when a pair is built or runtime info is read.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..environment import get_value
+from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from .keras_layers import (
+    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, layer_variables,
+    split_states, to_batch_major,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..cases import Case
+    from ..reference import RNNWeights
+
+_KERAS = {"keras": ("keras",)}
+KERAS_TORCH = BackendSpec(
+    name="keras_torch", title="Keras 3 on PyTorch", module=f"{__name__}:torch_backend", cudnn_cells=("lstm", "gru"),
+    distributions={**_KERAS, "torch": ("torch",)}, runtime_prefix="keras_torch.",
+    key_fields=("keras_torch.cudnn_version", "keras_torch.cudnn_allow_tf32", "keras_torch.matmul_allow_tf32"),
+    env={"KERAS_BACKEND": "torch"},
+)
+# JAX preallocates 75% of the GPU at its first use; the suite's other frameworks share the card.
+KERAS_JAX = BackendSpec(
+    name="keras_jax", title="Keras 3 on JAX", module=f"{__name__}:jax_backend", cudnn_cells=("lstm",),
+    distributions={**_KERAS, "jax": ("jax",), "jaxlib": ("jaxlib",)}, runtime_prefix="keras_jax.",
+    key_fields=("keras_jax.jax_version", "keras_jax.default_matmul_precision"),
+    env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+)
+
+# Matmul precision each mode traces under: XLA runs fp32 matmuls as TF32 on a GPU unless told "highest".
+JAX_MATMUL_PRECISION = {"tf32": "tensorfloat32", "fp16": "default", "bf16": "default"}
+
+
+def _keras(framework: str) -> Any:
+    """Import Keras, refusing when this process was set up for another Keras backend."""
+    setting = keras_backend_setting() or "tensorflow"
+    if setting != framework:
+        raise BackendUnavailable(f"this process runs Keras on {setting!r}; Keras on {framework} needs "
+                                 f"KERAS_BACKEND={framework} (the session starts a worker process for it)")
+    import keras
+
+    return keras
+
+
+def _keras_reason(framework: str) -> str | None:
+    """Why Keras 3 on ``framework`` cannot run in this process, or None."""
+    module = {"torch": "torch", "jax": "jax"}[framework]
+    if importlib.util.find_spec("keras") is None:
+        return "keras is not installed (pip install 'keras>=3.15')"
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed (Keras on {framework} needs it)"
+    try:
+        version = importlib.metadata.version("keras")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) < 3:
+        return f"keras {version} is installed; Keras on {framework} needs Keras 3 (pip install 'keras>=3.15')"
+    setting = keras_backend_setting() or "tensorflow"
+    if setting != framework:
+        return f"this process runs Keras on {setting!r}; Keras on {framework} needs KERAS_BACKEND={framework}"
+    return None
+
+
+def _canonical_grads(case: "Case", grads: list[list[list[Any]]], to_numpy: Callable[[Any], np.ndarray]) -> "RNNWeights":
+    """Keras variable gradients ``[layer][direction][kernel, recurrent, bias]`` as canonical weight gradients."""
+    s = case.shape
+    arrays = [[[to_numpy(g) for g in direction] for direction in layer] for layer in grads]
+    return from_keras(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional, arrays, gradients=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Keras on torch.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _torch_numpy(t: Any) -> np.ndarray:
+    """A torch tensor on the host as float64."""
+    return np.asarray(t.detach().float().cpu().numpy(), dtype=np.float64)
+
+
+@dataclass
+class KerasTorchImpl:
+    """One side: a Keras layer stack on the torch backend, its inputs on the device."""
+
+    name: str
+    case: "Case"
+    layers: list[Any]
+    device: str
+    inputs: CaseInputs
+    _args: tuple[Any, ...] = field(default=(), repr=False)
+    _variables: list[list[list[Any]]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        """Move the timing inputs to the device once, so no step copies from the host."""
+        self._variables = [layer_variables(layer, self.case.shape.directions) for layer in self.layers]
+        self._args = self._device_inputs(self.inputs)
+
+    @property
+    def _train(self) -> bool:
+        """Forward + backward (train) or forward only (infer)."""
+        return self.case.mode == "train"
+
+    def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
+        """Batch-major input and upstream gradients as device tensors of the case's dtype."""
+        from .torch import _dtype, _torch
+
+        torch = _torch()
+        dt = _dtype(self.case.precision)
+
+        def dev(a: np.ndarray) -> Any:
+            """A host array as a device tensor of the case's dtype."""
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).to(self.device, dtype=dt)
+
+        x = dev(to_batch_major(inputs.x)).requires_grad_(self._train)
+        d_h = tuple(dev(inputs.d_h_n[k]) for k in range(inputs.d_h_n.shape[0]))
+        d_c = () if inputs.d_c_n is None else tuple(dev(inputs.d_c_n[k]) for k in range(inputs.d_c_n.shape[0]))
+        return (x, dev(to_batch_major(inputs.d_output)), d_h, d_c)
+
+    def _run(self, args: tuple[Any, ...], want_grads: bool) -> tuple[Any, list[Any], list[Any], Any, list[Any]]:
+        """Forward (+ gradients of x and every variable for the upstream gradients)."""
+        from .torch import _torch, precision_flags
+
+        torch = _torch()
+        x, d_out, d_h, d_c = args
+        # cuDNN stays enabled on both sides: only the Keras flag may decide the path, else a generic side
+        # that ignored use_cudnn=False would still pass. TF32 is pinned for cuDNN and matmuls alike.
+        with precision_flags("cudnn", self.case.precision, self.device):
+            if not want_grads:
+                with torch.no_grad():
+                    y, h, c = forward(self.layers, self.case.cell, x)
+                return y, h, c, None, []
+            y, h, c = forward(self.layers, self.case.cell, x)
+            flat = [v.value for layer in self._variables for direction in layer for v in direction]
+            grads = torch.autograd.grad([y, *h, *c], [x, *flat], [d_out, *d_h[: len(h)], *d_c[: len(c)]],
+                                        allow_unused=True)
+            return y, h, c, grads[0], list(grads[1:])
+
+    def step(self) -> None:
+        """One timed step; nothing is copied to the host and the device is not synchronized here."""
+        self._run(self._args, want_grads=self._train)
+
+    def result(self, inputs: CaseInputs | None = None) -> ImplResult:
+        """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
+        args = self._args if inputs is None else self._device_inputs(inputs)
+        y, h, c, d_x, d_vars = self._run(args, want_grads=self._train)
+        d_weights = None
+        if self._train:
+            it = iter(d_vars)
+            nested = [[[next(it) for _ in direction] for direction in layer] for layer in self._variables]
+            d_weights = _canonical_grads(self.case, nested, _torch_numpy)
+        return ImplResult(
+            output=np.swapaxes(_torch_numpy(y), 0, 1),
+            h_n=np.stack([_torch_numpy(t) for t in h]),
+            c_n=np.stack([_torch_numpy(t) for t in c]) if c else None,
+            d_input=None if d_x is None else np.swapaxes(_torch_numpy(d_x), 0, 1),
+            d_weights=d_weights,
+        )
+
+    def prove_path(self) -> PathProof:
+        """The ATen ops of one step: cuDNN needs aten::_cudnn_rnn (+ backward when training), generic neither."""
+        from .torch import dispatched_ops
+
+        names = dispatched_ops(self.step, self.device)
+        cudnn = sorted(n for n in names if n.startswith("aten::_cudnn_rnn"))
+        if self.name == "cudnn":
+            wanted = ["aten::_cudnn_rnn"] + (["aten::_cudnn_rnn_backward"] if self._train else [])
+            missing = [op for op in wanted if op not in names]
+            ok = not missing
+            evidence = f"ops {', '.join(cudnn) or 'none of cuDNN'}" + (f"; missing {', '.join(missing)}" if missing else "")
+        else:
+            ok = not cudnn
+            evidence = "no cuDNN op; Keras's own loop" if ok else f"cuDNN ops on the generic side: {', '.join(cudnn)}"
+        flags_ok, flags = flag_check(self.layers, self.name)
+        return PathProof(impl=self.name, ok=ok and flags_ok, evidence=f"{evidence}; {flags}")
+
+
+@dataclass
+class KerasTorchPair:
+    """cuDNN and generic Keras stacks (torch backend) with identical weights on one device."""
+
+    cudnn: KerasTorchImpl | None
+    generic: KerasTorchImpl | None
+    device: str
+    restore_threads: int = 0
+
+    def sync(self) -> None:
+        """Wait for queued CUDA work; a no-op on the CPU."""
+        from .torch import _torch
+
+        if self.device.startswith("cuda"):
+            _torch().cuda.synchronize()
+
+    def close(self) -> None:
+        """Drop the layers and return cached blocks to the driver."""
+        from .torch import _restore_threads, _torch
+
+        self.cudnn = self.generic = None
+        gc.collect()
+        if self.device.startswith("cuda"):
+            _torch().cuda.empty_cache()
+        _restore_threads(self.restore_threads)
+
+
+class KerasTorchBackend:
+    """Builds Keras-on-torch pairs; says why it cannot (Keras or torch missing, another Keras backend, no GPU)."""
+
+    name = "keras_torch"
+
+    def unavailable_reason(self) -> str | None:
+        """None when Keras 3 runs on torch in this process, else a one-line reason."""
+        return _keras_reason("torch")
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """None when torch sees a CUDA GPU with cuDNN, else a one-line reason."""
+        from .torch import TorchBackend
+
+        return self.unavailable_reason() or TorchBackend().gpu_unavailable_reason()
+
+    def runtime_info(self) -> dict[str, str]:
+        """Keras version and backend, and the torch fields (CUDA, cuDNN, TF32 flags) this process runs with."""
+        from .torch import torch_runtime_info
+
+        keras = _keras("torch")
+        info = {f"keras_torch.{k.split('.', 1)[1]}": v for k, v in torch_runtime_info().items()}
+        info["keras_torch.keras_version"] = get_value(lambda: keras.__version__)
+        info["keras_torch.backend"] = get_value(keras.backend.backend)
+        return info
+
+    def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
+              impls: tuple[str, ...] = IMPLS) -> KerasTorchPair:
+        """Build the requested sides on the GPU (cuDNN needs one), or generic-only on the CPU."""
+        from .torch import _pin_cpu_threads, _torch
+
+        reason = self.unavailable_reason()
+        if reason:
+            raise BackendUnavailable(reason)
+        if "cudnn" in impls and case.cell.startswith("rnn_"):
+            raise BackendUnavailable(SIMPLE_RNN_NO_CUDNN)
+        if "cudnn" in impls and (reason := self.gpu_unavailable_reason()):
+            raise BackendUnavailable(reason)
+        torch = _torch()
+        keras = _keras("torch")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if case.precision in ("fp16", "bf16") and device == "cpu":
+            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        pair = KerasTorchPair(cudnn=None, generic=None, device=device, restore_threads=_pin_cpu_threads(device))
+        try:
+            with keras.device(device):
+                for impl in impls:
+                    side = KerasTorchImpl(impl, case, build_stack(keras, case, weights, impl), device, inputs)
+                    setattr(pair, impl, side)
+                    side.step()  # the first call builds Keras's state and surfaces out-of-memory here
+            pair.sync()
+        except torch.cuda.OutOfMemoryError as exc:
+            pair.close()
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+        return pair
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Keras on JAX.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _jax() -> Any:
+    """Import JAX (the worker's environment has turned preallocation off before this)."""
+    import jax
+
+    return jax
+
+
+def _jax_numpy(a: Any) -> np.ndarray:
+    """A JAX array on the host as float64."""
+    return np.asarray(np.asarray(a, dtype=np.float32), dtype=np.float64)
+
+
+def _on_gpu_jax() -> bool:
+    """Whether JAX's default backend is a GPU."""
+    return bool(_jax().default_backend() == "gpu")
+
+
+@dataclass
+class KerasJaxImpl:
+    """One side: a Keras layer stack on JAX, run statelessly inside one jitted step."""
+
+    name: str
+    case: "Case"
+    layers: list[Any]
+    inputs: CaseInputs
+    last: Any = field(default=None, repr=False)  # outputs of the last step (what sync waits for)
+    _args: tuple[Any, ...] = field(default=(), repr=False)
+    _trainable: list[list[Any]] = field(default_factory=list, repr=False)
+    _fixed: list[list[Any]] = field(default_factory=list, repr=False)
+    _fn: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Take the variables' values, move the timing inputs to the device, and jit the step once."""
+        jax = _jax()
+        self._trainable = [[v.value for v in layer.trainable_variables] for layer in self.layers]
+        self._fixed = [[v.value for v in layer.non_trainable_variables] for layer in self.layers]
+        self._args = self._device_inputs(self.inputs)
+        self._fn = jax.jit(self._compute)
+
+    @property
+    def _train(self) -> bool:
+        """Forward + backward (train) or forward only (infer)."""
+        return self.case.mode == "train"
+
+    def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
+        """Batch-major input and upstream gradients as device arrays of the case's dtype."""
+        jnp = _jax().numpy
+        dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16}.get(self.case.precision, jnp.float32)
+
+        def dev(a: np.ndarray) -> Any:
+            """A host array as a device array of the case's dtype."""
+            return jnp.asarray(np.asarray(a, dtype=np.float32), dtype=dtype)
+
+        d_h = tuple(dev(inputs.d_h_n[k]) for k in range(inputs.d_h_n.shape[0]))
+        d_c = () if inputs.d_c_n is None else tuple(dev(inputs.d_c_n[k]) for k in range(inputs.d_c_n.shape[0]))
+        return (dev(to_batch_major(inputs.x)), dev(to_batch_major(inputs.d_output)), d_h, d_c)
+
+    def _forward(self, trainable: list[list[Any]], x: Any) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+        """The stack as a pure function of its trainable values (non-trainable ones are fixed)."""
+        h_list: list[Any] = []
+        c_list: list[Any] = []
+        y = x
+        for layer, values, fixed in zip(self.layers, trainable, self._fixed):
+            outputs, _ = layer.stateless_call(values, fixed, y)
+            y, h, c = split_states(self.case.cell, outputs)
+            h_list += h
+            c_list += c
+        return y, tuple(h_list), tuple(c_list)
+
+    def _compute(self, trainable: list[list[Any]], x: Any, d_out: Any, d_h: tuple[Any, ...],
+                 d_c: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Forward, plus in train mode the gradients of x and every trainable value (one vjp)."""
+        jax = _jax()
+        with jax.default_matmul_precision(JAX_MATMUL_PRECISION.get(self.case.precision, "highest")):
+            if not self._train:
+                return self._forward(trainable, x)
+            (y, h, c), pullback = jax.vjp(self._forward, trainable, x)
+            d_trainable, d_x = pullback((d_out, d_h[: len(h)], d_c[: len(c)]))
+            return y, h, c, d_x, d_trainable
+
+    def step(self) -> None:
+        """One timed step: the jitted function, asynchronously; nothing is copied to the host."""
+        self.last = self._fn(self._trainable, *self._args)
+
+    def result(self, inputs: CaseInputs | None = None) -> ImplResult:
+        """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
+        args = self._args if inputs is None else self._device_inputs(inputs)
+        res = self._fn(self._trainable, *args)
+        y, h, c = res[:3]
+        d_input = d_weights = None
+        if self._train:
+            d_input = np.swapaxes(_jax_numpy(res[3]), 0, 1)
+            directions = self.case.shape.directions
+            # Each stacked layer's trainable list is its directions' [kernel, recurrent, bias] in turn.
+            nested = [[list(layer[3 * d:3 * d + 3]) for d in range(directions)] for layer in res[4]]
+            d_weights = _canonical_grads(self.case, nested, _jax_numpy)
+        return ImplResult(
+            output=np.swapaxes(_jax_numpy(y), 0, 1),
+            h_n=np.stack([_jax_numpy(t) for t in h]),
+            c_n=np.stack([_jax_numpy(t) for t in c]) if c else None,
+            d_input=d_input,
+            d_weights=d_weights,
+        )
+
+    def prove_path(self) -> PathProof:
+        """The compiled step's HLO (as for native JAX): cuDNN's RNN custom calls and no loop, or a loop and no call."""
+        from .jax import hlo_proof
+
+        lowered = self._fn.lower(self._trainable, *self._args)
+        proof = hlo_proof(self.name, lowered.as_text(), lowered.compile().as_text(), self._train)
+        ok, evidence = proof.ok, proof.evidence
+        flags_ok, flags = flag_check(self.layers, self.name)
+        return PathProof(impl=self.name, ok=ok and flags_ok, evidence=f"{evidence}; {flags}")
+
+
+@dataclass
+class KerasJaxPair:
+    """cuDNN and generic Keras stacks (JAX backend) with identical weights."""
+
+    cudnn: KerasJaxImpl | None
+    generic: KerasJaxImpl | None
+    device: str
+
+    def sync(self) -> None:
+        """Block until the last step of each side is computed (no copy to the host)."""
+        jax = _jax()
+        for side in (self.cudnn, self.generic):
+            if side is not None and side.last is not None:
+                jax.block_until_ready(side.last)
+
+    def close(self) -> None:
+        """Drop the layers and arrays; JAX frees device buffers when nothing refers to them."""
+        self.cudnn = self.generic = None
+        gc.collect()
+
+
+def _jax_oom(exc: BaseException) -> str | None:
+    """A one-line out-of-memory reason when ``exc`` is XLA's RESOURCE_EXHAUSTED, else None."""
+    text = str(exc)
+    if "RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text:
+        return None
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)[:160]
+
+
+class KerasJaxBackend:
+    """Builds Keras-on-JAX pairs (cuDNN for LSTM only); says why it cannot."""
+
+    name = "keras_jax"
+
+    def unavailable_reason(self) -> str | None:
+        """None when Keras 3 runs on JAX in this process, else a one-line reason."""
+        return _keras_reason("jax")
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """None when JAX's default backend is a CUDA GPU, else a one-line reason."""
+        reason = self.unavailable_reason()
+        if reason:
+            return reason
+        jax = _jax()
+        if not _on_gpu_jax():
+            return f"no GPU visible to jax {jax.__version__} (default backend {jax.default_backend()!r})"
+        return None
+
+    def runtime_info(self) -> dict[str, str]:
+        """Keras version and backend, JAX/jaxlib versions, devices and the default matmul precision."""
+        import os
+
+        keras = _keras("jax")
+        jax = _jax()
+        return {
+            "keras_jax.keras_version": get_value(lambda: keras.__version__),
+            "keras_jax.backend": get_value(keras.backend.backend),
+            "keras_jax.jax_version": get_value(lambda: jax.__version__),
+            "keras_jax.jaxlib_version": get_value(lambda: importlib.metadata.version("jaxlib")),
+            "keras_jax.devices": get_value(lambda: ", ".join(sorted({d.device_kind for d in jax.devices()}))),
+            "keras_jax.default_matmul_precision": get_value(lambda: jax.config.jax_default_matmul_precision),
+            "keras_jax.preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "unset (JAX preallocates 75%)"),
+        }
+
+    def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
+              impls: tuple[str, ...] = IMPLS) -> KerasJaxPair:
+        """Build and compile the requested sides (cuDNN needs a GPU; generic runs where JAX runs)."""
+        reason = self.unavailable_reason()
+        if reason:
+            raise BackendUnavailable(reason)
+        if "cudnn" in impls and case.cell not in KERAS_JAX.cudnn_cells:
+            raise BackendUnavailable(f"Keras on JAX has no cuDNN {case.cell.upper()} (use_cudnn=True raises there)"
+                                     if case.cell == "gru" else SIMPLE_RNN_NO_CUDNN)
+        if "cudnn" in impls and (reason := self.gpu_unavailable_reason()):
+            raise BackendUnavailable(reason)
+        keras = _keras("jax")
+        on_gpu = _on_gpu_jax()
+        if case.precision in ("fp16", "bf16") and not on_gpu:
+            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        pair = KerasJaxPair(cudnn=None, generic=None, device="cuda:0" if on_gpu else "cpu")
+        try:
+            for impl in impls:
+                side = KerasJaxImpl(impl, case, build_stack(keras, case, weights, impl), inputs)
+                setattr(pair, impl, side)
+                side.step()  # compiles the step and surfaces out-of-memory here
+            pair.sync()
+        except Exception as exc:
+            oom = _jax_oom(exc)
+            if oom is None:
+                raise
+            pair.close()
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {oom}") from None
+        return pair
+
+
+def torch_backend() -> KerasTorchBackend:
+    """Keras 3 on torch (the factory ``KERAS_TORCH.module`` names)."""
+    return KerasTorchBackend()
+
+
+def jax_backend() -> KerasJaxBackend:
+    """Keras 3 on JAX (the factory ``KERAS_JAX.module`` names)."""
+    return KerasJaxBackend()
+
+
+__all__ = ["KERAS_JAX", "KERAS_TORCH", "KerasJaxBackend", "KerasTorchBackend", "jax_backend",
+           "torch_backend"]
