@@ -1,0 +1,444 @@
+"""torch.compile backend: does a compiled module holding ``nn.LSTM``/``nn.GRU`` still run cuDNN, and how fast is it?
+
+Two specs share this module. ``torch_compile`` compiles with dynamo's default config: in torch 2.13
+``torch._dynamo.config.allow_rnn`` is False, dynamo refuses to wrap RNN modules (a graph break) and they run
+eagerly, on cuDNN. ``torch_compile_rnn`` compiles with ``allow_rnn=True``: dynamo traces into the RNN and AOT
+autograd's decomposition turns ``aten.lstm``/``aten.gru`` into a per-timestep cell loop that Inductor compiles
+(pytorch#140845), so no cuDNN RNN runs unless a later torch keeps one.
+
+A pair's "cudnn" side is the compiled module (cuDNN enabled, precision pinned as the torch backend pins it);
+its "generic" side is the torch backend's eager module with cuDNN disabled; both hold the same canonical weights.
+Compilation and its first call happen in ``build`` and are timed into ``pair.notes``, so a timed step only
+ever runs graphs already compiled; a step that would compile again is caught (see ``CompiledPair.sync``).
+
+Each spec runs in a worker process of its own (its ``env`` marks it), and each build calls ``torch._dynamo.reset()`` first, which also drops graphs compiled by anything else in the
+process: dynamo keeps its caches and "skip this frame" marks per code object, shared by every ``nn.LSTM``.
+Without a reset an earlier default-config case makes a later ``allow_rnn`` case run eagerly (seen on torch
+2.13), a second shape is compiled with dynamic sizes (automatic dynamic shapes), and enough cases reach the
+recompile limit (``cache_size_limit``, 8), past which dynamo runs the module eagerly. One graph per build
+stays far from it.
+
+torch is imported only when a pair is built or runtime info is read, never when this module loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+
+from ..environment import get_value, runtime_info
+from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from .torch import (
+    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _pin_cpu_threads, _restore_threads, _torch, _torch_info,
+    build_module,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..cases import Case
+    from ..reference import RNNWeights
+
+COMPILED_CELLS: tuple[str, ...] = ("lstm", "gru")
+# Inductor is what torch.compile runs by default; tests choose "eager" or "aot_eager" (the same dynamo graph,
+# run by ATen ops), because Inductor spends ~30 s compiling even a 4-step LSTM on a CPU.
+DEFAULT_COMPILE_BACKEND = "inductor"
+# The eager cuDNN figure of the notes: a few synchronized steps after a warm-up, median (reported, never judged).
+EAGER_WARMUP = 3
+EAGER_STEPS = 10
+_CUDNN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
+_RNN_OPS = ("aten::lstm", "aten::gru", "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward")
+_MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul")
+# Fields copied from the torch backend's runtime info that make compiled timings comparable (under our prefix).
+_TORCH_KEY_FIELDS: tuple[str, ...] = (
+    "cuda_build", "cudnn_version", "cudnn_allow_tf32", "matmul_allow_tf32", "float32_matmul_precision",
+    "cudnn_rnn_fp32_precision", "cudnn_benchmark", "cudnn_deterministic", "deterministic_algorithms",
+)
+_COMPILE_FIELDS: tuple[str, ...] = ("dynamo_allow_rnn", "compile_backend", "triton_version", "torch_version")
+
+
+def _spec(name: str, title: str, factory: str) -> BackendSpec:
+    """One of the two specs: they differ in name, title, factory and runtime prefix only."""
+    prefix = f"{name}."
+    return BackendSpec(
+        name=name, title=title, module=f"{__name__}:{factory}", cudnn_cells=COMPILED_CELLS,
+        distributions={"torch": ("torch",)}, runtime_prefix=prefix,
+        key_fields=tuple(prefix + k for k in ("dynamo_allow_rnn", "compile_backend", "triton_version",
+                                              *_TORCH_KEY_FIELDS)),
+        cross=False, cells=COMPILED_CELLS, reference=False,
+        # A process of its own: dynamo's resets, caches and the profiler of the proof never touch eager cases.
+        env={"RNNPERF_WORKER": name},
+    )
+
+
+SPEC = _spec("torch_compile", "PyTorch torch.compile", "get_backend")
+SPEC_RNN = _spec("torch_compile_rnn", "PyTorch torch.compile (allow_rnn)", "get_rnn_backend")
+
+
+def _dynamo() -> Any:
+    """torch._dynamo, imported on first use (it pulls in much of torch's compiler stack)."""
+    return importlib.import_module("torch._dynamo")
+
+
+def _triton_version() -> str:
+    """The installed Triton distribution's version (Inductor's GPU code generator), from its metadata."""
+    from importlib import metadata
+
+    for dist in ("triton", "pytorch-triton"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    raise LookupError("triton is not installed")
+
+
+def compile_runtime_info(prefix: str, allow_rnn: bool | None, compile_backend: str) -> dict[str, str]:
+    """The torch fields of the torch backend under ``prefix``, plus dynamo's allow_rnn, the compiler and Triton."""
+    keys = tuple(prefix + k.split(".", 1)[1] for k in TORCH_KEYS) + tuple(prefix + k for k in _COMPILE_FIELDS)
+
+    def read(torch: Any) -> dict[str, str]:
+        """torch's own fields re-keyed, then the compile fields."""
+        info = {prefix + k.split(".", 1)[1]: v for k, v in _torch_info(torch).items()}
+        info[prefix + "dynamo_allow_rnn"] = get_value(
+            lambda: allow_rnn if allow_rnn is not None else _dynamo().config.allow_rnn)
+        info[prefix + "compile_backend"] = compile_backend
+        info[prefix + "triton_version"] = get_value(_triton_version)
+        info[prefix + "torch_version"] = get_value(lambda: torch.__version__)
+        return info
+
+    return runtime_info("torch", keys, read)
+
+
+@dataclass
+class DynamoLog:
+    """What dynamo did while compiling one module: the graphs it handed the compiler and its graph breaks."""
+
+    compile_backend: str
+    graphs: list[list[str]] = field(default_factory=list)  # per FX graph: the functions it calls
+    breaks: dict[str, int] = field(default_factory=dict)  # first line of each graph-break reason -> count
+    compiled_after_build: int = 0  # graphs compiled after build finished (must stay 0: see CompiledPair.sync)
+    built: bool = False
+
+    def backend(self) -> Any:
+        """A torch.compile backend that records each FX graph, then hands it to the real compiler unchanged."""
+        compiler = _dynamo().lookup_backend(self.compile_backend)
+
+        def record(gm: Any, example_inputs: Any) -> Any:
+            """Note the graph's called functions (torch.lstm when dynamo traced the RNN) and compile it."""
+            if self.built:
+                self.compiled_after_build += 1
+            self.graphs.append([getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes
+                                if n.op == "call_function"])
+            return compiler(gm, example_inputs)
+
+        return record
+
+    def summary(self) -> str:
+        """E.g. "dynamo: 0 graphs; graph break 'Attempted to wrap RNN, GRU, or LSTM' x1 (the RNN ran eagerly)"."""
+        rnn_calls = sorted({f"torch.{name}" for g in self.graphs for name in g if name in ("lstm", "gru")})
+        text = f"dynamo ({self.compile_backend}): {len(self.graphs)} graph(s)"
+        if rnn_calls:
+            text += f" calling {', '.join(rnn_calls)} (dynamo traced the RNN)"
+        if not self.breaks:
+            return text + "; no graph break"
+        reasons = "; ".join(f"'{reason}' x{count}" for reason, count in self.breaks.items())
+        rnn_break = any("RNN" in reason or "LSTM" in reason for reason in self.breaks)
+        return text + f"; graph break {reasons}" + (" (the RNN module ran eagerly)" if rnn_break else "")
+
+
+def _graph_breaks() -> Counter[str]:
+    """Dynamo's graph-break counter (reason -> count), copied."""
+    from torch._dynamo.utils import counters
+
+    return Counter(counters["graph_break"])
+
+
+def _cache_counts() -> tuple[int, int]:
+    """Hits and misses of the compile caches (AOT autograd, Inductor's FX graph cache) so far in this process."""
+    from torch._dynamo.utils import counters
+
+    hits = misses = 0
+    for group in counters.values():
+        for key, count in group.items():
+            hits += count if key.endswith("cache_hit") else 0
+            misses += count if key.endswith("cache_miss") else 0
+    return hits, misses
+
+
+@contextlib.contextmanager
+def _no_recompile() -> Iterator[None]:
+    """Raise rather than compile again: a result or proof must come from the graph the timed steps run."""
+    with _torch().compiler.set_stance("fail_on_recompile"):
+        yield
+
+
+@dataclass
+class CompiledImpl(TorchImpl):
+    """The compiled side: ``module`` is the ``torch.compile`` wrapper of an nn.LSTM/GRU, run on the cuDNN flags."""
+
+    dynamo: DynamoLog | None = None
+    # Dynamo reads allow_rnn when it traces; the patch is entered around every call (a patch object made
+    # once costs ~8 us to enter, one made per call ~130 us, which the timed step would pay).
+    _config: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Move the timing inputs to the device once; no injected delays (the spec says can_inject=False)."""
+        self._x, self._grads = self._device_inputs(self.inputs)
+
+    def _run(self, x: Any, grads: tuple[Any, ...], want_grads: bool) -> tuple[Any, Any, Any, tuple[Any, ...]]:
+        """The torch backend's forward (+ backward) under this side's dynamo config."""
+        with self._config if self._config is not None else contextlib.nullcontext():
+            return super()._run(x, grads, want_grads)
+
+    def result(self, inputs: CaseInputs | None = None) -> ImplResult:
+        """Outputs and gradients for ``inputs``, run through the compiled graph of the timing inputs' shape.
+
+        A smaller batch would make dynamo compile again (a dynamic-batch graph that later steps might pick),
+        so it is padded with the timing inputs' other sequences under zero upstream gradients: sequences are
+        independent, the padding adds exact zeros to the weight gradients, and the sliced rows are the answer.
+        """
+        with _no_recompile():
+            if inputs is None:
+                return super().result()
+            n, full = inputs.x.shape[1], self.inputs.x.shape[1]
+            if inputs.x.shape[0] != self.inputs.x.shape[0] or inputs.x.shape[2:] != self.inputs.x.shape[2:] or n > full:
+                raise ValueError(f"compiled for inputs of shape {self.inputs.x.shape}; {inputs.x.shape} would "
+                                 "compile again (same length, at most as many sequences)")
+            got = super().result(_padded(inputs, self.inputs) if n < full else inputs)
+        return ImplResult(
+            output=got.output[:, :n], h_n=got.h_n[:, :n], c_n=None if got.c_n is None else got.c_n[:, :n],
+            d_input=None if got.d_input is None else got.d_input[:, :n], d_weights=got.d_weights,
+        )
+
+    def prove_path(self) -> PathProof:
+        """Profile one step of the compiled module and combine the ops that ran with what dynamo reported.
+
+        Not the torch backend's dispatch-mode recorder: dynamo skips frames while a TorchDispatchMode is active
+        and marks them to be skipped from then on, so the recorder would see (and leave behind) an eager module.
+        """
+        with _no_recompile():
+            names = profiled_ops(self.step, self.device)
+        return compiled_proof(names, self.dynamo, self.case.shape.seq_len)
+
+
+def _padded(small: CaseInputs, full: CaseInputs) -> CaseInputs:
+    """``small``'s sequences, then ``full``'s remaining ones under zero upstream gradients (``full``'s batch)."""
+    n = small.x.shape[1]
+
+    def pad(a: np.ndarray, rest: np.ndarray, zero: bool) -> np.ndarray:
+        """``a`` followed by ``rest``'s sequences from ``n`` on, or zeros of their shape."""
+        return np.concatenate([a, np.zeros_like(rest[:, n:]) if zero else rest[:, n:]], axis=1)
+
+    return CaseInputs(
+        x=pad(small.x, full.x, zero=False), d_output=pad(small.d_output, full.d_output, zero=True),
+        d_h_n=pad(small.d_h_n, full.d_h_n, zero=True),
+        d_c_n=None if small.d_c_n is None or full.d_c_n is None else pad(small.d_c_n, full.d_c_n, zero=True),
+    )
+
+
+def profiled_ops(step: Any, device: str) -> Counter[str]:
+    """How often each profiler event (ATen ops, "Torch-Compiled Region ...", ...) occurred in one ``step``.
+
+    The profiler sees the ATen ops a compiled graph calls (its extern kernels such as mm, or an RNN op left
+    eager) but not the code Inductor generated itself (fused pointwise kernels are no ATen ops).
+    """
+    torch = _torch()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return Counter(event.name for event in prof.events())
+
+
+def compiled_proof(names: Counter[str], dynamo: DynamoLog | None, seq_len: int) -> PathProof:
+    """ok when a cuDNN RNN op ran; the evidence says what dynamo compiled and which RNN ops the step ran."""
+    cudnn = sorted(n for n in names if n in _CUDNN_OPS)
+    regions = sum(c for n, c in names.items() if n.startswith("Torch-Compiled Region"))
+    parts = [dynamo.summary()] if dynamo is not None else []
+    parts.append(f"compiled region ran {regions}x in the step" if regions else "no compiled region ran in the step")
+    if cudnn:
+        parts.append(f"ops {', '.join(cudnn)}")
+    else:
+        rnn = sorted(n for n in names if n in _RNN_OPS)
+        matmuls = ", ".join(f"{n} x{names[n]}" for n in sorted(names) if n in _MATMUL_OPS)
+        parts.append("no aten::_cudnn_rnn op" + (f"; RNN ops {', '.join(rnn)}" if rnn else "; no RNN op")
+                     + (f"; matmul ops {matmuls} (T={seq_len})" if matmuls and not rnn else ""))
+    if dynamo is not None and dynamo.compiled_after_build:
+        parts.append(f"{dynamo.compiled_after_build} graph(s) compiled after build")
+    return PathProof(impl="cudnn", ok=bool(cudnn), evidence="; ".join(parts))
+
+
+def _median_step_s(run: Any, device: str) -> float:
+    """Median seconds of EAGER_STEPS synchronized calls of ``run`` after EAGER_WARMUP unmeasured ones."""
+    torch = _torch()
+    times = []
+    for i in range(EAGER_WARMUP + EAGER_STEPS):
+        started = time.perf_counter()
+        run()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if i >= EAGER_WARMUP:
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def compile_side(case: "Case", weights: "RNNWeights", inputs: CaseInputs, device: str, allow_rnn: bool | None,
+                 compile_backend: str = DEFAULT_COMPILE_BACKEND) -> tuple[CompiledImpl, tuple[str, ...]]:
+    """The compiled side on ``device`` (a CPU too: tests put it where cuDNN would be) and its notes.
+
+    ``allow_rnn`` None keeps dynamo's own setting (the default config); True or False is patched in around
+    the compile and every call. The first call (forward and, in train mode, backward) compiles and is timed.
+    """
+    torch = _torch()
+    dynamo = _dynamo()
+    dynamo.reset()  # see the module docstring: caches and skip marks are per code object, shared by all LSTMs
+    log = DynamoLog(compile_backend)
+    config = dynamo.config.patch(allow_rnn=allow_rnn) if allow_rnn is not None else None
+    module = build_module(case, weights, device)
+    with config if config is not None else contextlib.nullcontext():
+        compiled = torch.compile(module, backend=log.backend())
+    impl = CompiledImpl("cudnn", case, compiled, device, inputs, weights, dynamo=log, _config=config)
+    breaks, caches = _graph_breaks(), _cache_counts()
+    started = time.perf_counter()
+    impl.step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    log.breaks = {reason.strip().splitlines()[0]: count for reason, count in (_graph_breaks() - breaks).items()}
+    log.built = True
+    hits, misses = (now - before for now, before in zip(_cache_counts(), caches))
+    what = "forward and backward" if case.mode == "train" else "forward"
+    notes = [f"compiled in {seconds:.2f} s (first call, {what}; {len(log.graphs)} dynamo graph(s), "
+             f"compile caches {hits} hit(s), {misses} miss(es))"]
+    if device.startswith("cuda"):
+        # The same module uncompiled, on the same flags: what torch.compile adds or saves against eager cuDNN.
+        eager = TorchImpl("cudnn", case, compiled._orig_mod, device, inputs, weights)
+        train = case.mode == "train"
+        eager_s = _median_step_s(lambda: eager._run(eager._x, eager._grads, train), device)
+        compiled_s = _median_step_s(lambda: impl._run(impl._x, impl._grads, train), device)
+        notes.append(f"eager cuDNN {eager_s * 1e3:.3g} ms per step, compiled {compiled_s * 1e3:.3g} ms "
+                     f"(same module, median of {EAGER_STEPS} synchronized steps; the timing compares compiled "
+                     "with generic)")
+    if log.compiled_after_build:
+        raise RuntimeError(f"{case.id}: dynamo compiled again after the first call")
+    return impl, tuple(notes)
+
+
+@dataclass
+class CompiledPair(_OnDevice):
+    """The compiled module (cuDNN flags) and the eager generic module, with identical weights, on one device."""
+
+    cudnn: CompiledImpl | None
+    generic: TorchImpl | None
+    device: str
+    notes: tuple[str, ...] = ()
+    restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
+
+    def sync(self) -> None:
+        """Wait for queued CUDA work; fail if the compiled side compiled anything since build (timed a compile)."""
+        super().sync()
+        if self.cudnn is not None and self.cudnn.dynamo is not None and self.cudnn.dynamo.compiled_after_build:
+            raise RuntimeError(f"{self.cudnn.case.id}: dynamo compiled {self.cudnn.dynamo.compiled_after_build} "
+                               "graph(s) after build, so a timed step included compilation")
+
+    def close(self) -> None:
+        """Drop the sides and dynamo's compiled graphs (they hold the module), then free cached GPU memory."""
+        self.cudnn = self.generic = None
+        _dynamo().reset()
+        super().close()
+
+
+class TorchCompileBackend:
+    """Builds compiled-versus-generic torch pairs; says why it cannot (torch, dynamo, Triton, GPU)."""
+
+    def __init__(self, spec: BackendSpec, allow_rnn: bool | None,
+                 compile_backend: str = DEFAULT_COMPILE_BACKEND) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.allow_rnn = allow_rnn  # None: dynamo's own setting
+        self.compile_backend = compile_backend
+        self._torch_backend = TorchBackend()
+
+    def unavailable_reason(self) -> str | None:
+        """None when torch.compile can be used here, else a one-line reason."""
+        reason = self._torch_backend.unavailable_reason()
+        if reason:
+            return reason
+        torch = _torch()
+        check = getattr(importlib.import_module("torch._dynamo.eval_frame"), "check_if_dynamo_supported", None)
+        try:
+            if check is not None:
+                check()
+        except Exception as exc:  # e.g. a Python version this torch's dynamo does not support yet
+            return f"torch.compile is not usable with torch {torch.__version__}: {str(exc).strip()[:160]}"
+        if self.compile_backend == "inductor" and torch.cuda.is_available():
+            from torch.utils._triton import has_triton
+
+            if not has_triton():
+                return (f"torch.compile's Inductor needs Triton for CUDA and torch {torch.__version__} finds none "
+                        "usable (torch.utils._triton.has_triton() is False)")
+        return None
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """None when a CUDA GPU with cuDNN (and Triton, for Inductor) is usable, else a one-line reason."""
+        return self.unavailable_reason() or self._torch_backend.gpu_unavailable_reason()
+
+    def runtime_info(self) -> dict[str, str]:
+        """torch's CUDA/cuDNN and precision fields under this spec's prefix, plus allow_rnn, compiler and Triton."""
+        return compile_runtime_info(self.spec.runtime_prefix, self.allow_rnn, self.compile_backend)
+
+    def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
+              impls: tuple[str, ...] = IMPLS) -> CompiledPair:
+        """Compile the cuDNN side (timed, into the notes) and build the eager generic side, on the GPU."""
+        if case.cell not in COMPILED_CELLS:
+            raise BackendUnavailable(f"{self.name} checks {', '.join(COMPILED_CELLS)} only, not {case.cell}")
+        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
+        if reason:
+            raise BackendUnavailable(reason)
+        torch = _torch()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if case.precision in ("fp16", "bf16") and device == "cpu":
+            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        restore = _pin_cpu_threads(device)
+        try:
+            return self._build(case, weights, inputs, impls, device, restore)
+        except BaseException:
+            _restore_threads(restore)  # no pair will be closed
+            raise
+
+    def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
+               restore: int) -> CompiledPair:
+        """build's work, once the device and its thread count are settled."""
+        torch = _torch()
+        try:
+            compiled, notes = (compile_side(case, weights, inputs, device, self.allow_rnn, self.compile_backend)
+                               if "cudnn" in impls else (None, ()))
+            generic = None
+            if "generic" in impls:
+                generic = TorchImpl("generic", case, build_module(case, weights, device), device, inputs, weights)
+                generic.step()  # surfaces out-of-memory here, where it becomes a skip
+            pair = CompiledPair(cudnn=compiled, generic=generic, device=device, notes=notes, restore_threads=restore)
+            pair.sync()
+            return pair
+        except torch.cuda.OutOfMemoryError as exc:
+            torch.cuda.empty_cache()
+            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+
+
+def get_backend() -> TorchCompileBackend:
+    """torch.compile with dynamo's default config (entry point of SPEC)."""
+    return TorchCompileBackend(SPEC, allow_rnn=None)
+
+
+def get_rnn_backend() -> TorchCompileBackend:
+    """torch.compile with ``allow_rnn=True`` while compiling and running the module (entry point of SPEC_RNN)."""
+    return TorchCompileBackend(SPEC_RNN, allow_rnn=True)
+
+
+__all__ = ["CompiledImpl", "CompiledPair", "DynamoLog", "SPEC", "SPEC_RNN", "TorchCompileBackend", "compile_side",
+           "compiled_proof", "get_backend", "get_rnn_backend", "profiled_ops"]
