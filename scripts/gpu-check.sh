@@ -20,6 +20,16 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
 if ls .whl/cupti_python-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/cupti .whl/*.whl && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/cupti
 fi
+# Keras 3 for the torch and JAX backends needs no TensorFlow: its wheel and small dependencies from .gpu/whl, each
+# only where the image lacks it (the image's own ml_dtypes must keep serving its JAX).
+if ! python3 -c "import keras" 2>/dev/null && ls .gpu/whl/keras-*.whl >/dev/null 2>&1; then
+  wheels=(.gpu/whl/keras-*.whl)
+  for pair in namex:namex optree:optree h5py:h5py ml_dtypes:ml_dtypes absl:absl_py; do
+    python3 -c "import ${pair%%:*}" 2>/dev/null || wheels+=(.gpu/whl/${pair#*:}-*.whl)
+  done
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/keras "${wheels[@]}" \
+    && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/keras
+fi
 what=${1:-tests}; shift || true
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
 { python3 - <<'PY'

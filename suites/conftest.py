@@ -15,7 +15,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     scale = resolved_scale(metafunc.config)
     if "cross_case" in metafunc.fixturenames:
         params = [pytest.param(case, other, id=cross_id(case, other))
-                  for first, other in cross_pairs() for case in cross_cases(first, scale)]
+                  for first, other in cross_pairs() for case in cross_cases(first, scale, other)]
         metafunc.parametrize(("cross_case", "cross_other"), params)
     for argname, build in (("cudnn_case", paired_cases), ("reference_case", reference_cases)):
         if argname in metafunc.fixturenames:

@@ -28,6 +28,13 @@ SMALL_BATCH = Shape(100, 1, 64, 256, 1)
 
 SMOKE_SHAPES = (Shape(8, 4, 8, 16, 1), Shape(6, 3, 5, 12, 2, bidirectional=True))
 
+# Frameworks that run the whole nightly matrix. The others (Keras on torch and JAX, native JAX, compiled
+# torch) run on the same cuDNN underneath, so at nightly scale they get a lean matrix: the cases where their
+# own path can differ (layer wrapping, batch-major layout, stacking, bidirectional, TF32, inference).
+WHOLE_MATRIX = ("torch", "tf")
+# torch.compile: compilation costs seconds to minutes per case, and the question is the path it takes.
+COMPILED = ("torch_compile", "torch_compile_rnn")
+
 
 # Defects of a framework that the suite found and that are not ours to fix: (framework, precision, mode,
 # impl) -> reason. The cases run and are marked xfail(strict): when the framework is fixed they XPASS and
@@ -66,6 +73,15 @@ def paired_cases(framework: str, scale: str) -> list[Case]:
     if scale == "smoke":
         add(("lstm", "gru"), SMOKE_SHAPES[:1])
         return _with_floor(cases)
+    if framework in COMPILED and scale == "nightly":
+        add(("lstm", "gru"), DESIGN_SHAPES[:1])
+        add(("lstm", "gru"), DESIGN_SHAPES[:1], mode="infer")
+        return _with_floor(cases)
+    if framework not in WHOLE_MATRIX and scale == "nightly":
+        add(("lstm", "gru"), DESIGN_SHAPES[:3] + (BIDIRECTIONAL,))
+        add(("lstm", "gru"), DESIGN_SHAPES[:1], mode="infer")
+        add(("lstm", "gru"), DESIGN_SHAPES[1:2], precision="tf32")
+        return _with_floor(cases)
     add(("lstm", "gru"), DESIGN_SHAPES + (H_BAND_129_192, BIDIRECTIONAL, SMALL_BATCH))
     add(("lstm", "gru"), (DESIGN_SHAPES[0], DESIGN_SHAPES[2], DESIGN_SHAPES[4]), mode="infer")
     add(("lstm",), (DESIGN_SHAPES[1], DESIGN_SHAPES[4]), precision="tf32")
@@ -87,17 +103,21 @@ def reference_cases(framework: str, scale: str) -> list[Case]:
     At smoke scale every cell. At nightly and full scale only the cells without a cuDNN path in this
     framework (Keras SimpleRNN): every paired case already holds its generic side against float64.
     """
-    cells = CELLS if scale == "smoke" else tuple(c for c in CELLS if c not in spec(framework).cudnn_cells)
+    backend = spec(framework)
+    if not backend.reference:
+        return []
+    cells = backend.cells if scale == "smoke" else tuple(c for c in backend.cells if c not in backend.cudnn_cells)
     cases = [Case(framework, cell, shape, "train", "fp32") for cell in cells for shape in SMOKE_SHAPES]
     cases += [Case(framework, cell, SMOKE_SHAPES[0], "infer", "fp32") for cell in ("lstm", "gru") if cell in cells]
     return cases
 
 
-def cross_cases(framework: str, scale: str) -> list[Case]:
-    """Cross-framework checks from ``framework``'s side: one checkpoint, every cell, training (gradients too).
+def cross_cases(framework: str, scale: str, other: str | None = None) -> list[Case]:
+    """Cross-framework checks from ``framework``'s side: one checkpoint, every cell both build, training (gradients too).
 
     On a GPU each side runs cuDNN where its framework has it (Keras SimpleRNN stays generic and is held
     against torch's cuDNN RNN); without one both run generic on the CPU.
     """
     shapes = SMOKE_SHAPES if scale == "smoke" else (DESIGN_SHAPES[0], BIDIRECTIONAL)
-    return [Case(framework, cell, shape, "train", "fp32") for cell in CELLS for shape in shapes]
+    cells = [c for c in CELLS if c in spec(framework).cells and (other is None or c in spec(other).cells)]
+    return [Case(framework, cell, shape, "train", "fp32") for cell in cells for shape in shapes]
