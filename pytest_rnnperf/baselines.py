@@ -41,10 +41,14 @@ def _number(path: Path) -> int:
 
 def find_latest(root: Path, gpu_slug: str, machine_id: str | None = None) -> Path | None:
     """The newest baseline of this GPU model: highest number, preferring this machine id's folder."""
+    files = find_all(root, gpu_slug, machine_id)
+    return files[0] if files else None
+
+
+def find_all(root: Path, gpu_slug: str, machine_id: str | None = None) -> list[Path]:
+    """Every baseline of this GPU model, newest first (by ``find_latest``'s order)."""
     files = _files(root / gpu_slug)
-    if not files:
-        return None
-    return max(files, key=lambda p: (1 if machine_id and p.parent.name == machine_id else 0, _number(p)))
+    return sorted(files, key=lambda p: (1 if machine_id and p.parent.name == machine_id else 0, _number(p)), reverse=True)
 
 
 def gpus_with_baselines(root: Path) -> list[str]:

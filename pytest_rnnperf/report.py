@@ -40,7 +40,7 @@ def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
 
     sw = run.software
     names = ["python", "pytest", "pytest-benchmark", "numpy"]
-    names += [k for spec in specs() for k in spec.distributions] + ["nvidia-ml-py"]
+    names += list(dict.fromkeys(k for spec in specs() for k in spec.distributions)) + ["nvidia-ml-py"]
     lines.append("rnnperf: " + ", ".join(f"{n} {_v(sw.get(n, 'unavailable: not read'))}" for n in names))
     extra = {k: v for k, v in sw.items() if k not in names and k != "python_minor"}
     if extra:
@@ -169,19 +169,20 @@ def cross_rows(cross: Sequence["CrossRecord"]) -> list[list[str]]:
     return rows
 
 
-def env_diff_lines(run: "RnnperfSession") -> list[str]:
-    """What changed between the baseline's environment and now (empty without a baseline)."""
+def env_diff_lines(run: "RnnperfSession", case_id: str | None = None) -> list[str]:
+    """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
     from .environment import diff_environments, format_diff
 
-    if run.baseline is None:
+    stored = run.baseline if case_id is None else run.stored_run(case_id)
+    if stored is None:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
-    return format_diff(diff_environments(dict(run.baseline.environment), run.environment()))
+    return format_diff(diff_environments(dict(stored.environment), run.environment()))
 
 
 def kernel_lines(verdict: "CaseVerdict", run: "RnnperfSession", rows: int = 4) -> list[str]:
     """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
-    base = run.baseline.records.get(verdict.case_id) if run.baseline is not None else None
+    base = run.stored_record(verdict.case_id)
     now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
     return record_kernel_lines(base, now, rows)
 
@@ -214,9 +215,10 @@ def regression_failure(verdict: "CaseVerdict", run: "RnnperfSession") -> str:
         lines.append("  kernels of the cuDNN side: " + "; ".join(kernels))
     elif verdict.basis == "wall":
         lines.append("  judged on wall time: the baseline or this run has no device time")
-    diff = env_diff_lines(run)
+    diff = env_diff_lines(run, verdict.case_id)
     lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
-    lines.append(f"  baseline: {run.baseline.path if run.baseline else '-'}")
+    stored = run.stored_run(verdict.case_id)
+    lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: pytest suites/ --rnnperf-update-baseline")
     return "\n".join(lines)
 
@@ -241,7 +243,8 @@ def verdict_lines(run: "RnnperfSession") -> list[str]:
     if run.unjudged and run.baseline is not None:
         # A baseline recorded with -k (one framework, say) silently judging nothing would look like a pass.
         shown = ", ".join(run.unjudged[:3]) + (", ..." if len(run.unjudged) > 3 else "")
-        unjudged = [f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {run.baseline.path.name} "
+        files = run.baseline.path.name + (f" or the {len(run.older)} file(s) before it" if run.older else "")
+        unjudged = [f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {files} "
                     f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {shown}"]
     if not run.verdicts:
         return [""] + unjudged if unjudged else []
@@ -406,7 +409,7 @@ def plot_speedups(run: "RnnperfSession", path: Any) -> bool:
         bx: list[float] = []
         berr: list[list[float]] = [[], []]
         for i, r in enumerate(paired):
-            rec = run.baseline.records.get(r.id)
+            rec = run.stored_record(r.id)
             if rec is not None and rec.cudnn is not None:
                 iv = speedup_interval(rec.cudnn.samples, rec.generic.samples)
                 by.append(i + 0.25)

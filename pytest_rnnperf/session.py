@@ -18,7 +18,7 @@ from typing import Any, Callable
 from . import noise
 from .backends import INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
 from .backends import model_backend_for, spec
-from .baselines import find_latest, gpus_with_baselines, write_new
+from .baselines import find_all, gpus_with_baselines, write_new
 from .cases import Case, ModelCase
 from .device import DeviceInfo, TelemetryWindow, nvml_index
 from .noise import Noise
@@ -57,7 +57,8 @@ class RnnperfSession:
     results: list[CaseRecord] = field(default_factory=list)
     cross: list[CrossRecord] = field(default_factory=list)  # cross-framework checks of the same weights
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    baseline: StoredRun | None = None
+    baseline: StoredRun | None = None  # this GPU model's newest baseline file
+    older: list[StoredRun] = field(default_factory=list)  # the earlier ones, newest first
     verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
     unjudged: list[str] = field(default_factory=list)  # cuDNN cases the baseline has no record of
     noise: Noise | None = None  # this GPU model's per-case device-time noise (baselines/<gpu>/noise.json)
@@ -107,20 +108,28 @@ class RnnperfSession:
     # ----------------------------------------------------------------------------------------- the baseline
 
     def load_baseline(self) -> Path | None:
-        """Load this GPU model's newest baseline (None without a GPU or a baseline); UsageProblem if unusable."""
+        """Load this GPU model's baselines (None without a GPU or a baseline); UsageProblem if one is unusable.
+
+        Each case is judged against its newest stored record: a run recorded with -k (one framework, one shard
+        of a sharded job) updates its cases and leaves the others to the files before it.
+        """
         if not self.device.available:
             return None
-        latest = find_latest(self.root, self.device.gpu_slug, self.machine_id)
-        if latest is None:
+        paths = find_all(self.root, self.device.gpu_slug, self.machine_id)
+        if not paths:
             return None
-        try:
-            run = load_run(latest)
-        except BaselineError as exc:
-            raise UsageProblem(str(exc)) from None
-        if run.gpu_slug != self.device.gpu_slug:
-            raise UsageProblem(f"{latest}: recorded on {run.gpu_slug or 'an unknown GPU'} but stored in the folder of "
-                               f"{self.device.gpu_slug}; move it under {self.root / (run.gpu_slug or 'its GPU')}/")
-        self.baseline = run
+        runs = []
+        for path in paths:
+            try:
+                run = load_run(path)
+            except BaselineError as exc:
+                raise UsageProblem(str(exc)) from None
+            if run.gpu_slug != self.device.gpu_slug:
+                raise UsageProblem(f"{path}: recorded on {run.gpu_slug or 'an unknown GPU'} but stored in the folder of "
+                                   f"{self.device.gpu_slug}; move it under {self.root / (run.gpu_slug or 'its GPU')}/")
+            runs.append(run)
+        latest = paths[0]
+        self.baseline, self.older = runs[0], runs[1:]
         noise_file = self.root / self.device.gpu_slug / noise.FILE_NAME
         if noise_file.exists():
             try:
@@ -128,6 +137,16 @@ class RnnperfSession:
             except BaselineError as exc:
                 raise UsageProblem(str(exc)) from None
         return latest
+
+    def stored_run(self, case_id: str) -> StoredRun | None:
+        """The newest baseline file that holds ``case_id``, or None."""
+        runs = [] if self.baseline is None else [self.baseline, *self.older]
+        return next((run for run in runs if case_id in run.records), None)
+
+    def stored_record(self, case_id: str) -> CaseRecord | None:
+        """The newest stored record of ``case_id``, or None."""
+        run = self.stored_run(case_id)
+        return None if run is None else run.records[case_id]
 
     def policy(self) -> Policy:
         """The verdict policy of the session's settings, with this GPU's per-case noise thresholds."""
@@ -140,6 +159,11 @@ class RnnperfSession:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
             line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+            earlier = {r.path.name: sum(1 for c in r.records if c not in self.baseline.records and self.stored_run(c) is r)
+                       for r in self.older}
+            earlier = {name: n for name, n in earlier.items() if n}
+            if earlier:
+                line += " + the newest record of cases it lacks: " + ", ".join(f"{n} from {name}" for name, n in earlier.items())
             if self.noise is not None:
                 floor = self.settings.device_effect
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
@@ -192,7 +216,7 @@ class RnnperfSession:
 
     def _judged(self, case_id: str, record: CaseRecord, remeasure: Callable[[], CaseRecord]) -> CaseRecord:
         """Judge a record against the baseline (timing an ambiguous case once more); keep the verdict."""
-        stored = None if self.baseline is None else self.baseline.records.get(case_id)
+        stored = self.stored_record(case_id)
         if stored is None:
             if self.baseline is not None:
                 self.unjudged.append(case_id)

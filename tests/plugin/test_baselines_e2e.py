@@ -74,6 +74,17 @@ def test_cases_the_baseline_never_saw_are_named_not_passed_silently(project: pyt
     assert "torch-lstm" not in result.stdout.str().split("not judged:")[1].splitlines()[0]
 
 
+def test_each_case_is_judged_against_its_newest_record_across_baseline_files(project: pytest.Pytester) -> None:
+    """0001 recorded with -k lstm, 0002 with -k gru (two shards): a full run judges both cases, naming both files."""
+    run(project, "--rnnperf-update-baseline", "-k", "lstm").assert_outcomes(passed=1, deselected=1)
+    run(project, "--rnnperf-update-baseline", "-k", "gru").assert_outcomes(passed=1, deselected=1)
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*verdicts: 2 unchanged*", "*baseline: *0002_baseline.json*+ the newest record of "
+                                 "cases it lacks: 1 from 0001_baseline.json*"])
+    assert "not judged" not in result.stdout.str()
+
+
 def test_a_case_within_its_measured_noise_is_not_failed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """+8% device time fails at 3%; with a noise file from null runs that saw the case move 8%, it passes."""
     first = _record(project)
