@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, Callable
 
-from .backends import IMPLS, BackendSpec, CaseInputs, ImplResult, PathProof, register
+from .backends import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof, register
 from .cases import Case
 from .records import CaseRecord
 
@@ -262,7 +263,8 @@ def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tu
             try:
                 conn.send(("record", again()))
             except Exception as exc:  # noqa: BLE001 - the parent re-raises it
-                conn.send(("raise", _sendable(exc)))
+                traceback.print_exc()
+                conn.send(("raise", _sendable(exc, getattr(backend, "name", ""))))
 
     return run_case(case, backend, config, impls=impls, judge=judge if judged else None)
 
@@ -277,10 +279,16 @@ def _cross_side(backend: Any, case: Case, weights: Any, inputs: CaseInputs, impl
         pair.close()
 
 
-def _sendable(exc: BaseException) -> BaseException:
-    """``exc`` when it pickles (skip reasons keep their type), else a WorkerError carrying its text."""
+def _sendable(exc: BaseException, name: str = "") -> BaseException:
+    """``exc`` when it pickles (skip reasons keep their type), else a WorkerError carrying its text.
+
+    An unexpected error gets a note saying where its traceback went: the parent only sees the exception.
+    """
     import pickle
 
+    if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory)) and hasattr(exc, "add_note"):
+        exc.add_note(f"raised in the {name or 'backend'} worker process; its traceback is in worker-{name}.log "
+                     "in the report folder")
     try:
         pickle.dumps(exc)
         return exc
@@ -313,7 +321,10 @@ def serve(fd: int) -> None:
             else:
                 raise WorkerError(f"unknown request {op!r}")
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent
-            conn.send(("raise", _sendable(exc)))
+            if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory)):
+                traceback.print_exc()  # into the worker's log: the pickled exception carries no traceback
+                sys.stderr.flush()
+            conn.send(("raise", _sendable(exc, getattr(backend, "name", ""))))
             continue
         conn.send(("ok", answer))
 

@@ -440,14 +440,10 @@ class KerasJaxBackend:
         return _keras_reason("jax")
 
     def gpu_unavailable_reason(self) -> str | None:
-        """None when JAX's default backend is a CUDA GPU, else a one-line reason."""
-        reason = self.unavailable_reason()
-        if reason:
-            return reason
-        jax = _jax()
-        if not _on_gpu_jax():
-            return f"no GPU visible to jax {jax.__version__} (default backend {jax.default_backend()!r})"
-        return None
+        """None when JAX sees a CUDA GPU with its cuDNN RNN kernels (as for native JAX), else a one-line reason."""
+        from .jax import get_backend
+
+        return self.unavailable_reason() or get_backend().gpu_unavailable_reason()
 
     def runtime_info(self) -> dict[str, str]:
         """Keras version and backend, JAX/jaxlib versions, devices and the default matmul precision."""

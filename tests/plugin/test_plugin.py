@@ -217,6 +217,23 @@ def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to torch*"])
 
 
+def test_ready_suite_runs_keras_and_jax_generic_paths_in_worker_processes_here(pytester: pytest.Pytester) -> None:
+    """Keras on torch and on JAX, and native JAX, each in its worker: generic paths pass, cuDNN cases skip with why."""
+    import importlib.util
+
+    missing = [m for m in ("keras", "torch", "jax") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the Keras and JAX backends need {', '.join(missing)}")
+    if torch_sees_a_gpu():
+        pytest.skip("this test is about a machine without a GPU")
+    result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_cudnn.py"), "-k", "keras or jax", "--rootdir",
+                                           str(REPO), "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=3", "--benchmark-disable")
+    result.assert_outcomes(passed=23, skipped=4)
+    result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to torch*",
+                                 "*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to jax*"])
+
+
 def test_gpu_fixtures_for_users_own_tests(project: pytest.Pytester) -> None:
     """gpu_fingerprint gives the fields and a stable key; telemetry_window gives a never-failing window."""
     project.makepyfile(test_fixtures="""
