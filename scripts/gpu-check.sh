@@ -10,7 +10,9 @@
 #   (cd .gpu/tf && rm -rf ./* && split -b 30m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
-# torch + TF + cross with device time took 6:11 on an H100 with energy windows (evidence README): one call fits.
+# The whole nightly took 14:26 on an H100 (evidence README), more than one 10-minute call: run it as
+#   suite suites/ -k "not keras and not jax and not compile"   (torch, TF, cross torch-vs-TF, models: 5:49)
+#   suite suites/ -k "keras or jax or compile"                 (Keras on torch/JAX, JAX, compiled torch: 8:37)
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
 # it the suites run and say device time is off.
 set -uo pipefail

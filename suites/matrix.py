@@ -40,9 +40,9 @@ COMPILED = ("torch_compile", "torch_compile_rnn")
 # impl) -> reason. The cases run and are marked xfail(strict): when the framework is fixed they XPASS and
 # the run says so, and the entry must go.
 _ALLOW_RNN = ("torch 2.11 torch.compile with dynamo's allow_rnn=True leaves cuDNN: Inductor decomposes aten.lstm/gru into a "
-               "per-timestep cell loop (pytorch#140845, kernels show no cuDNN RNN); on an H100 compiled LSTM training "
-               "also raised 'Boolean value of Tensor with more than one value is ambiguous' and compiled LSTM inference "
-               "returned h_n of shape (1, 1, B, H); seen 2026-11-23")
+               "per-timestep cell loop (pytorch#140845; no cuDNN RNN kernel runs), and the compiled LSTM returns h_n and "
+               "c_n of shape (1, 1, B, H) instead of (1, B, H) (inference: parity fails; training: autograd's shape check "
+               "itself raises 'Boolean value of Tensor ... is ambiguous'); seen on an H100, 2026-11-23")
 KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
     ("torch_compile_rnn", "fp32", "train"): _ALLOW_RNN,
     ("torch_compile_rnn", "fp32", "infer"): _ALLOW_RNN,
