@@ -72,7 +72,9 @@ class RnnperfSession:
     def worker_pool(self) -> WorkerPool:
         """The session's worker processes (one per backend that needs an environment this process lacks)."""
         if self._pool is None:
-            folder = self.settings.report_dir or Path(tempfile.mkdtemp(prefix="rnnperf-workers-"))
+            folder = self.settings.report_dir
+            if not folder or folder.lower() == "none":  # no report folder: the logs go to a temporary one
+                folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
             self._pool = WorkerPool(Path(folder), nvml_index() if self.device.available else None)
         return self._pool
 

@@ -63,3 +63,9 @@ def test_a_worker_that_dies_fails_its_cases_in_one_line_quoting_its_log(faraway:
     result.stdout.fnmatch_lines(["*faraway-lstm-*: the faraway worker process exited (code 3)*"
                                  "fake worker: native crash in build*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_without_a_report_folder_the_worker_log_goes_to_a_temporary_one(faraway: pytest.Pytester) -> None:
+    """--rnnperf-report-dir=none writes no report, and no folder named "none" appears for the worker's log."""
+    run(faraway, "--rnnperf-report-dir=none").assert_outcomes(passed=2)
+    assert not (faraway.path / "none").exists() and not (faraway.path / "rnnperf-report").exists()
