@@ -329,9 +329,12 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
             reasons[reason] = reasons.get(reason, 0) + 1
         lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in reasons.items()]
     lines += verdict_lines(run)
-    warned = [(r.id, w) for r in run.results for w in r.warnings]
-    if warned:
-        lines += [""] + [f"warning: {case}: {w}" for case, w in warned]
+    # Window flags are warnings (the measurement may be off); notes are facts about the case (compile time, a side
+    # that did not run, an energy window too short to mean much).
+    warned = [f"warning: {r.id}: {w}" for r in run.results for w in r.warnings if w not in r.notes]
+    noted = [f"note: {r.id}: {n}" for r in run.results for n in r.notes]
+    if warned or noted:
+        lines += [""] + warned + noted
     lines += device_lines(run)
     lines += ["", run.baseline_status()] + list(run.notes)
     while lines and not lines[0]:

@@ -358,6 +358,7 @@ class TorchCompileBackend:
 
     def __init__(self, spec: BackendSpec, allow_rnn: bool | None,
                  compile_backend: str = DEFAULT_COMPILE_BACKEND) -> None:
+        """One of the two specs, its allow_rnn setting (None: dynamo's default) and the compiler to use."""
         self.spec = spec
         self.name = spec.name
         self.allow_rnn = allow_rnn  # None: dynamo's own setting

@@ -31,7 +31,7 @@ def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester
         result.stdout.fnmatch_lines(["cuDNN vs generic*", f"{case} * ok * ok"])
     else:
         result.stdout.fnmatch_lines(["generic path vs float64 reference:", f"{case} * - * ok * ok",
-                                     f"warning: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
+                                     f"note: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
 
 
 @pytest.mark.parametrize("call, message", [

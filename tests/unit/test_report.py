@@ -28,3 +28,20 @@ def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> 
     run.runtime["torch"] = {"torch.cuda_build": "13.0"}  # torch ran and no longer reports its cuDNN
     assert sorted(env_diff_lines(run)) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0", "torch.cuda_build: absent -> 13.0",
                                            "torch.cudnn_version: 9.19.0 -> absent"]
+
+
+def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
+    """A throttled window is a warning about the measurement; a compile time is a note about the case."""
+    from factories import record
+
+    from pytest_rnnperf.device import FlagKind, WindowFlag
+    from pytest_rnnperf.report import summary_lines
+
+    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
+    run.results.append(record(flags=(flag,), notes=("compiled in 8.16 s",)))
+    lines = summary_lines(run)
+    case = run.results[0].id
+    assert f"warning: {case}: clocks throttled during the 2.00 s window: power 0.50 s" in lines
+    assert f"note: {case}: compiled in 8.16 s" in lines
+    assert not any(line.startswith("warning:") and "compiled" in line for line in lines)
