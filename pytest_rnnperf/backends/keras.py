@@ -26,6 +26,7 @@ import numpy as np
 
 from ..environment import get_value
 from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from .jax import _jax, _oom_reason
 from .keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, layer_variables,
     split_states, to_batch_major,
@@ -253,7 +254,7 @@ class KerasTorchBackend:
     def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
               impls: tuple[str, ...] = IMPLS) -> KerasTorchPair:
         """Build the requested sides on the GPU (cuDNN needs one), or generic-only on the CPU."""
-        from .torch import _pin_cpu_threads, _torch
+        from .torch import _torch, build_on_device
 
         reason = self.unavailable_reason()
         if reason:
@@ -262,35 +263,30 @@ class KerasTorchBackend:
             raise BackendUnavailable(SIMPLE_RNN_NO_CUDNN)
         if "cudnn" in impls and (reason := self.gpu_unavailable_reason()):
             raise BackendUnavailable(reason)
-        torch = _torch()
         keras = _keras("torch")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if case.precision in ("fp16", "bf16") and device == "cpu":
-            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
-        pair = KerasTorchPair(cudnn=None, generic=None, device=device, restore_threads=_pin_cpu_threads(device))
-        try:
-            with keras.device(device):
-                for impl in impls:
-                    side = KerasTorchImpl(impl, case, build_stack(keras, case, weights, impl), device, inputs)
-                    setattr(pair, impl, side)
-                    side.step()  # the first call builds Keras's state and surfaces out-of-memory here
-            pair.sync()
-        except torch.cuda.OutOfMemoryError as exc:
-            pair.close()
-            raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
-        return pair
+
+        def build(device: str, restore: int) -> KerasTorchPair:
+            """Both stacks on ``device``; an out-of-memory here is a skip."""
+            torch = _torch()
+            pair = KerasTorchPair(cudnn=None, generic=None, device=device, restore_threads=restore)
+            try:
+                with keras.device(device):
+                    for impl in impls:
+                        side = KerasTorchImpl(impl, case, build_stack(keras, case, weights, impl), device, inputs)
+                        setattr(pair, impl, side)
+                        side.step()  # the first call builds Keras's state and surfaces out-of-memory here
+                pair.sync()
+            except torch.cuda.OutOfMemoryError as exc:
+                pair.close()
+                raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+            return pair
+
+        return build_on_device(case.precision, build)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Keras on JAX.
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _jax() -> Any:
-    """Import JAX (the worker's environment has turned preallocation off before this)."""
-    import jax
-
-    return jax
 
 
 def _jax_numpy(a: Any) -> np.ndarray:
@@ -422,14 +418,6 @@ class KerasJaxPair:
         gc.collect()
 
 
-def _jax_oom(exc: BaseException) -> str | None:
-    """A one-line out-of-memory reason when ``exc`` is XLA's RESOURCE_EXHAUSTED, else None."""
-    text = str(exc)
-    if "RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text:
-        return None
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)[:160]
-
-
 class KerasJaxBackend:
     """Builds Keras-on-JAX pairs (cuDNN for LSTM only); says why it cannot."""
 
@@ -484,7 +472,7 @@ class KerasJaxBackend:
                 side.step()  # compiles the step and surfaces out-of-memory here
             pair.sync()
         except Exception as exc:
-            oom = _jax_oom(exc)
+            oom = _oom_reason(exc)
             if oom is None:
                 raise
             pair.close()

@@ -11,7 +11,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -357,6 +357,26 @@ def _restore_threads(count: int) -> None:
         _torch().set_num_threads(count)
 
 
+_Built = TypeVar("_Built")
+
+
+def build_on_device(precision: str, build: Callable[[str, int], _Built], what: str = "RNNs") -> _Built:
+    """``build(device, restore)`` on CUDA when torch sees a GPU, else on the CPU with its threads pinned.
+
+    Half precision has no CPU path to compare (BackendUnavailable). ``restore`` is the thread count the pair
+    gives back on close; when ``build`` raises no pair will be closed, so the pin is undone here.
+    """
+    device = "cuda" if _torch().cuda.is_available() else "cpu"
+    if precision in ("fp16", "bf16") and device == "cpu":
+        raise BackendUnavailable(f"{precision} {what} need a CUDA GPU (no half-precision CPU path is compared)")
+    restore = _pin_cpu_threads(device)
+    try:
+        return build(device, restore)
+    except BaseException:
+        _restore_threads(restore)
+        raise
+
+
 class _OnDevice:
     """sync and close of a pair whose sides live on ``device`` (a dataclass with these fields)."""
 
@@ -535,20 +555,12 @@ class TorchBackend:
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(reason)
-        torch = _torch()
         if "cudnn" in impls:
             reason = self.gpu_unavailable_reason()
             if reason:
                 raise BackendUnavailable(reason)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if case.precision in ("fp16", "bf16") and device == "cpu":
-            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
-        restore = _pin_cpu_threads(device)
-        try:
-            return self._build(case, weights, inputs, impls, device, restore)
-        except BaseException:
-            _restore_threads(restore)  # no pair will be closed
-            raise
+        return build_on_device(case.precision,
+                               lambda device, restore: self._build(case, weights, inputs, impls, device, restore))
 
     def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
                restore: int) -> TorchPair:
@@ -586,15 +598,8 @@ class TorchBackend:
         description, rnns = _describe(model)
         if not rnns:
             raise ModelError(f"{type(model).__name__} has no nn.LSTM, nn.GRU or nn.RNN: nothing in it runs on cuDNN")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if case.precision in ("fp16", "bf16") and device == "cpu":
-            raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
-        restore = _pin_cpu_threads(device)
-        try:
-            return self._build_model(case, model, inputs, impls, seed, device, description, restore)
-        except BaseException:
-            _restore_threads(restore)  # no pair will be closed
-            raise
+        return build_on_device(case.precision, lambda device, restore: self._build_model(
+            case, model, inputs, impls, seed, device, description, restore), what="models")
 
     def _build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...], seed: int,
                      device: str, description: str, restore: int) -> TorchModelPair:

@@ -36,8 +36,8 @@ import numpy as np
 from ..environment import get_value, runtime_info
 from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
 from .torch import (
-    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _pin_cpu_threads, _restore_threads, _torch, _torch_info,
-    build_module,
+    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _torch, _torch_info, build_module,
+    build_on_device,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -401,16 +401,8 @@ class TorchCompileBackend:
         reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
         if reason:
             raise BackendUnavailable(reason)
-        torch = _torch()
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if case.precision in ("fp16", "bf16") and device == "cpu":
-            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
-        restore = _pin_cpu_threads(device)
-        try:
-            return self._build(case, weights, inputs, impls, device, restore)
-        except BaseException:
-            _restore_threads(restore)  # no pair will be closed
-            raise
+        return build_on_device(case.precision,
+                               lambda device, restore: self._build(case, weights, inputs, impls, device, restore))
 
     def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
                restore: int) -> CompiledPair:
