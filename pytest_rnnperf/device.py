@@ -137,7 +137,12 @@ def nvml_index(cuda_index: int = 0, nvml: Any = None, environ: dict[str, str] | 
     entries = [e.strip() for e in visible.split(",") if e.strip()]
     if not entries or cuda_index >= len(entries):
         return cuda_index
-    entry = entries[cuda_index]
+    index = entry_index(entries[cuda_index], nvml)
+    return cuda_index if index is None else index  # MIG- entries and unknown forms: the best guess is the plain index
+
+
+def entry_index(entry: str, nvml: Any = None) -> int | None:
+    """NVML index of one CUDA_VISIBLE_DEVICES entry (an index or a ``GPU-`` UUID), None when not found; never raises."""
     if entry.isdigit():
         return int(entry)
     mod, _ = _load_nvml(nvml)
@@ -148,7 +153,27 @@ def nvml_index(cuda_index: int = 0, nvml: Any = None, environ: dict[str, str] | 
             uuid = _read(mod, "nvmlDeviceGetUUID", handle, fmt=_text) if why is None else ""
             if uuid.startswith(entry):
                 return i
-    return cuda_index  # MIG- entries and unknown forms: the best guess is the plain index
+    return None
+
+
+def gpu_count(nvml: Any = None) -> tuple[int | None, str]:
+    """``(number of NVML devices, "")``, or ``(None, reason)`` when NVML cannot say; never raises."""
+    mod, why = _load_nvml(nvml)
+    if mod is None:
+        return None, str(why)
+    count, why = _call(mod, "nvmlDeviceGetCount")
+    if why is None:
+        count, why = _try(int, count)
+    return (None, str(why)) if why is not None else (count, "")
+
+
+def gpu_uuid(index: int, nvml: Any = None) -> str | None:
+    """The UUID (``GPU-...``) of NVML device ``index``, or None when it cannot be read; never raises."""
+    mod, handle, why = _open(index, nvml)
+    if why is not None:
+        return None
+    uuid = _read(mod, "nvmlDeviceGetUUID", handle, fmt=_text)
+    return None if is_unavailable(uuid) else uuid
 
 
 def _text(value: Any) -> str:
@@ -247,6 +272,19 @@ class DeviceInfo:
     def static_dict(self) -> dict[str, str]:
         """Reported fields that do not change from one minute to the next (for baselines and diffs)."""
         return {k: v for k, v in self.as_dict().items() if k not in VOLATILE_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, the structured ones included, as plain JSON (a pytest-xdist worker hands it over)."""
+        return {**self.as_dict(), "available": self.available, "reason": self.reason,
+                "processes": [list(p) for p in self.processes]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        """The inverse of ``to_dict``; a field it lacks reads as unavailable."""
+        values = {name: str(data.get(name, unavailable("not reported"))) for name in DEVICE_FIELDS}
+        procs = tuple((int(p[0]), None if p[1] is None else int(p[1])) for p in data.get("processes", ()))
+        return cls(**values, available=bool(data.get("available", False)), reason=str(data.get("reason", "")),
+                   processes=procs)
 
     @property
     def gpu_slug(self) -> str:

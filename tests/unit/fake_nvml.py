@@ -72,6 +72,7 @@ class FakeNVML:
         self.init_calls = 0
         self.device_count = 1
         self.name: str | bytes = "NVIDIA H200"
+        self.names: list[str] | None = None  # one name per device where they differ (else ``name`` for all)
         self.uuids = ["GPU-12345678-aaaa-bbbb-cccc-1234567890ab"]
         self.cc = (9, 0)
         self.memory_total = 141 * 2**30
@@ -98,6 +99,13 @@ class FakeNVML:
         self.gpm_alloc = self.gpm_free = 0
         for key, value in values.items():
             setattr(self, key, value)
+
+    def devices(self, *names: str) -> FakeNVML:
+        """Present one device per name, each with its own UUID (``GPU-00000000-...``, ``GPU-00000001-...``)."""
+        self.device_count = len(names)
+        self.names = list(names)
+        self.uuids = [f"GPU-{i:08x}-aaaa-bbbb-cccc-1234567890ab" for i in range(len(names))]
+        return self
 
     def __getattribute__(self, name: str) -> Any:
         # Every nvml* function passes here, so "fail" and "missing" apply uniformly.
@@ -137,7 +145,7 @@ class FakeNVML:
         return self.cuda_driver
 
     def nvmlDeviceGetName(self, h: int) -> str | bytes:
-        return self.name
+        return self.names[h] if self.names else self.name
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
         return self.uuids[h]
