@@ -15,6 +15,7 @@ import pytest
 
 from .backends import ModelError
 from .cases import Case, ModelCase
+from .claims import ClaimRow, failure_message
 from .records import CaseRecord, CrossRecord
 from .session import RnnperfSession, Skipped
 from .settings import Settings
@@ -108,3 +109,23 @@ class RnnperfFixture:
         problems = self._session.problems(record)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
+
+
+class ClaimsFixture:
+    """Rows of the claims table measured by one test; the session reports them, ``check`` fails broken promises."""
+
+    def __init__(self, session: RnnperfSession) -> None:
+        """Bind to the run's session (the report holds every test's rows)."""
+        self._session = session
+        self.rows: list[ClaimRow] = []
+
+    def add(self, *rows: ClaimRow) -> None:
+        """Put rows into the session's claims table."""
+        self.rows += rows
+        self._session.claims += rows
+
+    def check(self) -> None:
+        """Fail the test with every row of it that broke a promise of the product."""
+        broken = [failure_message(r) for r in self.rows if r.failure]
+        if broken:
+            pytest.fail("\n".join(broken), pytrace=False)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Generator
 
 import pytest
 
-from .fixture import RnnperfFixture
+from .fixture import ClaimsFixture, RnnperfFixture
 from .session import RnnperfSession, UsageProblem
 from .settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
@@ -250,6 +250,12 @@ def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
                           _bench(request.config))
 
 
+@pytest.fixture
+def rnnperf_claims(request: pytest.FixtureRequest) -> ClaimsFixture:
+    """Rows of the claims table for this test; ``check()`` fails it where a row breaks a promise."""
+    return ClaimsFixture(_session(request.config))
+
+
 @pytest.fixture(scope="session")
 def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The device and software fingerprint of this session: fields and the stable baseline key."""
@@ -337,7 +343,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .report import summary_lines
 
     run = _session(config)
-    if not run.results and not run.cross and not run.skipped and not run.notes:
+    if not run.results and not run.cross and not run.skipped and not run.notes and not run.claims:
         return
     terminalreporter.section("rnnperf summary")
     for line in summary_lines(run):

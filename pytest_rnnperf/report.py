@@ -323,6 +323,10 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
     if run.cross:
         lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
         lines += _table(CROSS_HEADER, cross_rows(run.cross), right=set())
+    if run.claims:
+        from .claims import HEADER, table_rows
+
+        lines += ["", "claims (the folklore, measured on this machine):"] + _table(HEADER, table_rows(run.claims), set())
     if run.skipped:
         reasons: dict[str, int] = {}
         for _, reason in run.skipped:
@@ -346,8 +350,9 @@ def markdown(run: "RnnperfSession") -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     paired = [r for r in run.results if r.cudnn is not None]
     regressed = [v for v in run.verdicts.values() if v.fails]
-    bad = [r for r in run.results if gate_failures(r)] + [c for c in run.cross
-                                                          if path_parity_failures(c.id, c.proofs, c.parity)]
+    bad: list[Any] = [r for r in run.results if gate_failures(r)] + [c for c in run.cross
+                                                                     if path_parity_failures(c.id, c.proofs, c.parity)]
+    bad += [c for c in run.claims if c.failure]  # a claims row that broke a promise of the product
     status = "regressions found" if regressed else ("gate failures" if bad else "all checks passed")
     out = [f"## pytest-rnnperf: {status}", ""]
     d = run.device
@@ -373,6 +378,10 @@ def markdown(run: "RnnperfSession") -> str:
                 "|" + "---|" * len(CROSS_HEADER)]
         out += ["| " + " | ".join(row) + " |" for row in cross_rows(run.cross)]
         out.append("")
+    if run.claims:
+        from .claims import markdown_table
+
+        out += ["### Claims (the folklore, measured on this machine)", ""] + markdown_table(run.claims) + [""]
     diff = env_diff_lines(run)
     if diff:
         out += ["### Environment changes since the baseline", ""] + [f"- {line}" for line in diff] + [""]

@@ -20,6 +20,7 @@ from .backends import INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutO
 from .backends import model_backend_for, spec
 from .baselines import find_all, gpus_with_baselines, write_new
 from .cases import Case, ModelCase
+from .claims import ClaimRow
 from .device import DeviceInfo, TelemetryWindow, nvml_index
 from .noise import Noise
 from .workers import RemoteBackend, WorkerPool
@@ -56,6 +57,7 @@ class RnnperfSession:
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list[CaseRecord] = field(default_factory=list)
     cross: list[CrossRecord] = field(default_factory=list)  # cross-framework checks of the same weights
+    claims: list[ClaimRow] = field(default_factory=list)  # the claims suite's rows (claims.py)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     baseline: StoredRun | None = None  # this GPU model's newest baseline file
     older: list[StoredRun] = field(default_factory=list)  # the earlier ones, newest first
@@ -340,7 +342,7 @@ class RnnperfSession:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
         from .report import write_reports
 
-        if self.results or self.cross or self.skipped:
+        if self.results or self.cross or self.skipped or self.claims:
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary)
 
     def as_dict(self) -> dict[str, Any]:
@@ -354,6 +356,7 @@ class RnnperfSession:
             "environment": self.environment(),
             "results": [r.to_dict() for r in self.results],
             "cross": [c.to_dict() for c in self.cross],
+            "claims": [c.to_dict() for c in self.claims],
             "skipped": [{"case": c, "reason": r} for c, r in self.skipped],
             "baseline": None if self.baseline is None else str(self.baseline.path),
             "verdicts": [v.as_dict() for v in self.verdicts.values()],
@@ -368,6 +371,7 @@ class RnnperfSession:
 
         return json.dumps(as_json_safe({"results": [r.to_dict() for r in self.results],
                                         "cross": [c.to_dict() for c in self.cross],
+                                        "claims": [c.to_dict() for c in self.claims],
                                         "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes}))
 
     def merge_worker(self, text: str) -> None:
@@ -375,6 +379,7 @@ class RnnperfSession:
         data = json.loads(text)
         self.results += [CaseRecord.from_dict(r) for r in data.get("results", [])]
         self.cross += [CrossRecord.from_dict(c) for c in data.get("cross", [])]
+        self.claims += [ClaimRow.from_dict(c) for c in data.get("claims", [])]
         self.skipped += [(str(c), str(r)) for c, r in data.get("skipped", [])]
         for name, fields in data.get("runtime", {}).items():
             self.runtime.setdefault(name, {str(k): str(v) for k, v in fields.items()})

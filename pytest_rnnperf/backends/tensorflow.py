@@ -102,6 +102,11 @@ def _keras() -> Any:
     return keras
 
 
+def keras_on_tf() -> Any:
+    """Keras 3 imported the way this backend needs it: after TensorFlow, with GPU memory growth on."""
+    return _keras()
+
+
 @contextlib.contextmanager
 def precision_flags(precision: str) -> Iterator[None]:
     """Pin TF32 on (precision "tf32") or off (everything else) around a run, and restore it afterwards.
@@ -134,7 +139,7 @@ def _to_numpy(t: Any) -> np.ndarray:
     return np.asarray(t.numpy(), dtype=np.float64)
 
 
-def _graph_op_types(concrete: Any) -> list[str]:
+def graph_op_types(concrete: Any) -> list[str]:
     """Op types of a concrete function's graph, including the function library (while-loop bodies, ...)."""
     graph_def = concrete.graph.as_graph_def()
     ops = [node.op for node in graph_def.node]
@@ -261,7 +266,7 @@ class TFImpl:
     def prove_path(self) -> PathProof:
         """Inspect the timed step's traced graph: cuDNN must contain CudnnRNNV3 (+ its backprop), generic must not."""
         concrete = self._step_fn.get_concrete_function(*self._args)  # the same trace step() runs
-        ops = _graph_op_types(concrete)
+        ops = graph_op_types(concrete)
         counts: dict[str, int] = {}
         for op in ops:
             counts[op] = counts.get(op, 0) + 1

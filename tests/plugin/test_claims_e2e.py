@@ -1,0 +1,50 @@
+"""The claims suite as users run it: the table in the terminal, rnnperf.json and summary.md; a broken promise fails."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conftest import REPO, load_json, run, torch_sees_a_gpu
+
+
+def test_the_claims_suite_runs_its_cpu_checks_here_and_reports_every_claim(pytester: pytest.Pytester) -> None:
+    """Without a GPU: generic float32 against float64 passes for torch and Keras, every claim row says why it is not measured."""
+    missing = [m for m in ("torch", "tensorflow", "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the claims suite needs {', '.join(missing)}")
+    if torch_sees_a_gpu():
+        pytest.skip("this test is about a machine without a GPU")
+    out = pytester.path / "report"
+    result = pytester.runpytest_subprocess(str(REPO / "suites" / "claims"), "--rootdir", str(REPO), "-p",
+                                           "no:cacheprovider", "-p", "no:xdist", f"--rnnperf-report-dir={out}")
+    result.assert_outcomes(passed=12)
+    result.stdout.fnmatch_lines(["*claims (the folklore, measured on this machine):*",
+                                 "*train-accuracy:*torch*K80, P100*no GPU: no CUDA GPU visible to torch; generic fp32 "
+                                 "* vs float64 * on the CPU*not measured*"])
+    rows = load_json(out / "rnnperf.json")["claims"]
+    assert {(r["seed"], r["framework"]) for r in rows} >= {("charlm-memory", "keras"), ("precision", "torch")}
+    assert len(rows) == 26 and not any(r["failure"] for r in rows)
+    assert "### Claims (the folklore, measured on this machine)" in (out / "summary.md").read_text()
+
+
+def test_a_row_that_breaks_a_promise_fails_its_test_with_the_claim(project: pytest.Pytester) -> None:
+    """A team's own claims test: a row with a failure fails the test with a small table and shows FAILED in the summary."""
+    project.makepyfile(test_own_claims="""
+        from pytest_rnnperf.claims import ClaimRow
+
+        def test_promise(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("train-accuracy", "mine", "0.80 vs 0.97", "worse", failure="cuDNN lost 17 points"))
+            rnnperf_claims.check()
+
+        def test_report_only(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
+            rnnperf_claims.check()
+    """)
+    result = run(project, "test_own_claims.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*claim train-accuracy (mine): cuDNN lost 17 points*",
+                                 "*reported:  equal or better; val acc 0.6469 vs 0.6234 (K80, P100; RTX 2070)*",
+                                 "*batch-size:*mine*weaker here*"])
+    result.stdout.fnmatch_lines(["*train-accuracy:*mine*worse FAILED*"])
