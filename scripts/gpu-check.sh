@@ -11,8 +11,9 @@
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # The whole nightly took 14:26 on an H100 (evidence README), more than one 10-minute call: run it as
-#   suite suites/ -k "not keras and not jax and not compile"   (torch, TF, cross torch-vs-TF, models: 5:49)
-#   suite suites/ -k "keras or jax or compile"                 (Keras on torch/JAX, JAX, compiled torch: 8:37)
+#   suite suites/ --ignore=suites/claims -k "not keras and not jax and not compile"   (torch, TF, cross, models: 5:49)
+#   suite suites/ --ignore=suites/claims -k "keras or jax or compile"     (Keras on torch/JAX, JAX, compiled torch: 8:37)
+#   suite suites/claims                                                    (the claims, torch and Keras on TF: 4:10)
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
 # it the suites run and say device time is off.
 set -uo pipefail

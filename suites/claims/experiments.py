@@ -376,7 +376,7 @@ def cpu_vs_gpu(lab: Any, sc: Scale) -> list[ClaimRow]:
     steps = sc.sine_steps
     detail = {"shape": f"T{steps} B{batch} I{sc.sine_features} H{sc.sine_hidden}", "step_s": times,
               "cpu_threads": lab.cpu_threads()}
-    cpu_row = _ratio_row("cpu-vs-gpu", fw, "", times["cpu"], times["generic"], detail)
+    cpu_row = _ratio_row("cpu-vs-gpu", fw, "CPU over GPU generic,", times["cpu"], times["generic"], detail)
     mid = cpu_row.detail["ratio"]
     if mid > 1:
         why = (f"CPU wins: the generic GPU loop is launch-bound, {med['generic'] / steps * 1e3:.3f} ms per timestep "
@@ -384,7 +384,7 @@ def cpu_vs_gpu(lab: Any, sc: Scale) -> list[ClaimRow]:
     else:
         why = (f"GPU generic wins: {med['generic'] / steps * 1e3:.3f} ms per timestep against "
                f"{med['cpu'] / steps * 1e3:.3f} ms on {lab.cpu_threads()} CPU threads")
-    cpu_row = ClaimRow(cpu_row.seed, fw, f"{cpu_row.measured} CPU over GPU generic, train step T{steps} B{batch}: "
+    cpu_row = ClaimRow(cpu_row.seed, fw, f"{cpu_row.measured} train step T{steps} B{batch}: "
                        f"CPU {med['cpu'] * 1e3:.0f} ms, GPU generic {med['generic'] * 1e3:.1f} ms, cuDNN "
                        f"{med['cudnn'] * 1e3:.1f} ms; {why}", cpu_row.verdict, cpu_row.detail)
     return [cpu_row, _ratio_row("cudnn-vs-generic-gpu", fw, f"train step T{steps} B{batch} on the GPU (cuDNN "
@@ -424,7 +424,7 @@ def precision(lab: Any, sc: Scale) -> list[ClaimRow]:
     acc = {r.name: _accuracy(lab, r.model, lab.tensors(r.model, d.x_test, d.y_test)[0], d.y_test) for r in runs}
     per_epoch = {r.name: float(np.median(r.seconds[1:] or r.seconds)) for r in runs}
     detail = {"forward_error_vs_fp64": err, "accuracy": acc, "epoch_s": per_epoch, "epochs": sc.precision_epochs,
-              "unsupported": unsupported}
+              "loss": {r.name: r.losses for r in runs}, "unsupported": unsupported}
     if gpu is not None:
         return [not_run("precision", fw, f"no GPU: {gpu}; generic fp32 forward error vs float64 "
                                          f"{err.get('generic fp32', float('nan')):.1e} on the CPU")]
