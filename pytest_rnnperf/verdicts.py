@@ -149,7 +149,20 @@ class Comparison:
         """Plain-JSON form for the run's report."""
         return {"verdict": str(self.verdict), "ratio": self.ratio.estimate, "low": self.ratio.low,
                 "high": self.ratio.high, "p_value": self.p_value, "baseline_median": self.baseline_median,
-                "current_median": self.current_median, "min_effect": self.min_effect, "explain": self.explain()}
+                "current_median": self.current_median, "min_effect": self.min_effect, "explain": self.explain(),
+                "metric": self.metric, "confidence": self.ratio.confidence, "higher_is_better": self.higher_is_better,
+                "alpha": self.alpha}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """The inverse of ``as_dict`` (a pytest-xdist worker's verdicts reach the controller this way)."""
+        p_value = data.get("p_value")
+        ratio = Interval(float(data["ratio"]), float(data["low"]), float(data["high"]), float(data.get("confidence", 0.95)))
+        return cls(metric=str(data.get("metric", "")), baseline_median=float(data["baseline_median"]),
+                   current_median=float(data["current_median"]), ratio=ratio,
+                   p_value=None if p_value is None else float(p_value), min_effect=float(data["min_effect"]),
+                   verdict=Verdict(data["verdict"]), higher_is_better=bool(data.get("higher_is_better", False)),
+                   alpha=float(data.get("alpha", 0.01)))
 
 
 def compare(
@@ -293,7 +306,25 @@ class CaseVerdict:
                 "flags": [{"kind": f.kind.value, "message": f.message} for f in self.flags],
                 "remeasured": self.remeasured, "host_bound": self.host_bound,
                 "cudnn_time": self.time.as_dict(), "host_overhead": None if self.host is None else self.host.as_dict(),
-                "speedup": None if self.speedup is None else self.speedup.as_dict()}
+                "speedup": None if self.speedup is None else self.speedup.as_dict(),
+                "kernel_time": None if self.work is None else self.work.as_dict(),
+                "host_bound_busy": self.host_bound_busy, "fail_host": self.fail_host}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseVerdict:
+        """The inverse of ``as_dict`` (a pytest-xdist worker's verdicts reach the controller this way)."""
+        def comparison(key: str) -> Comparison | None:
+            return None if data.get(key) is None else Comparison.from_dict(data[key])
+
+        time = comparison("cudnn_time")
+        if time is None:
+            raise ValueError(f"verdict of {data.get('case')!r} has no cudnn_time")
+        busy = data.get("host_bound_busy")
+        return cls(case_id=str(data["case"]), time=time, speedup=comparison("speedup"),
+                   flags=tuple(WindowFlag(FlagKind(f["kind"]), str(f["message"])) for f in data.get("flags", ())),
+                   remeasured=bool(data.get("remeasured", False)), host_bound_busy=None if busy is None else float(busy),
+                   host=comparison("host_overhead"), work=comparison("kernel_time"),
+                   basis=str(data.get("basis", "device")), fail_host=bool(data.get("fail_host", False)))
 
 
 def _host_samples(record: CaseRecord) -> tuple[float, ...] | None:
