@@ -4,6 +4,10 @@ pytest-benchmark's fixture can be used once per test and times on the host; our 
 device-synchronized per step, so they go straight into its session, where --benchmark-json, -save,
 -compare and -histogram pick them up like any other benchmark. Its storage is pointed at this GPU
 model's baseline folder, so a stored run is both a pytest-benchmark file and an rnnperf baseline.
+
+Under pytest-xdist pytest-benchmark switches itself off in every process. A worker that has a GPU of its own
+still times, and hands each record with its entry's names (``entry_source``) to the controller, which adds
+the entries to its own session: its --benchmark-json, -save and -compare then work on the merged run.
 """
 
 from __future__ import annotations
@@ -36,29 +40,53 @@ def _plain(value: Any) -> Any:
     return getattr(value, "id", repr(value))
 
 
-def add_entries(bs: Any, item: Any, record: CaseRecord) -> None:
-    """Append the record's cuDNN and generic samples to pytest-benchmark's session ``bs`` for test ``item``."""
+def entry_source(item: Any) -> dict[str, Any]:
+    """What names a test's entries (its name, node id and parameters), as plain JSON a pytest-xdist worker can hand over."""
+    callspec = getattr(item, "callspec", None)
+    return {"name": item.name, "nodeid": item.nodeid,
+            "params": {k: _plain(v) for k, v in (callspec.params.items() if callspec is not None else ())},
+            "callspec_id": callspec.id if callspec is not None else None}
+
+
+def add_entries(bs: Any, source: dict[str, Any], record: CaseRecord) -> list[Any]:
+    """Append the record's cuDNN and generic samples to pytest-benchmark's session ``bs`` for the test ``source`` names."""
     from pytest_benchmark.stats import Metadata
 
-    callspec = getattr(item, "callspec", None)
-    params = {k: _plain(v) for k, v in (callspec.params.items() if callspec is not None else ())}
+    added = []
     for side in ("cudnn", "generic"):
         m = getattr(record, side)
         if m is None:
             continue
-        entry = _Entry(item.name, item.nodeid, params, callspec.id if callspec is not None else None, side,
-                       record.id, benchmark_extra(record, side))
+        entry = _Entry(source["name"], source["nodeid"], source["params"], source["callspec_id"], side, record.id,
+                       benchmark_extra(record, side))
         options = {"rounds": len(m.samples), "steps_per_block": m.steps_per_block, "timer": m.timer,
                    "interleaved": record.cudnn is not None}
         md = Metadata(entry, iterations=m.steps_per_block, options=options)
         for sample in m.samples:
             md.stats.update(sample)  # already seconds per step
         bs.benchmarks.append(md)
+        added.append(md)
+    return added
 
 
-def benchmark_json(config: Any, bs: Any) -> dict[str, Any]:
-    """The pytest-benchmark JSON of this run, as ``--benchmark-json`` would write it (data included)."""
+def off_for_xdist(bs: Any) -> bool:
+    """pytest-benchmark switched itself off because pytest-xdist is active (not by --benchmark-disable)."""
+    # It sets disabled in every worker and in the controller, and xdist_warning only when the user did not.
+    return bool(bs.disabled and getattr(bs, "xdist_warning", False))
+
+
+def benchmark_json(config: Any, bs: Any, benchmarks: list[Any] | None = None,
+                   meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pytest-benchmark JSON of this run, as ``--benchmark-json`` would write it (data included).
+
+    ``benchmarks`` (some of the session's entries) and ``meta`` (``machine_info["rnnperf"]``) make one GPU
+    model's file out of a pytest-xdist run over several models.
+    """
     machine_info = bs.get_machine_info()
+    if meta is not None:
+        machine_info["rnnperf"] = meta
+    if benchmarks is None:
+        benchmarks = bs.benchmarks
     commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    return config.hook.pytest_benchmark_generate_json(config=config, benchmarks=bs.benchmarks, include_data=True,
+    return config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
                                                       machine_info=machine_info, commit_info=commit_info)

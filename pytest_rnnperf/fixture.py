@@ -34,8 +34,13 @@ class RnnperfFixture:
 
     @property
     def _disabled(self) -> bool:
-        """--benchmark-disable: one round, nothing recorded; the checks still run."""
-        return bool(self._bench is not None and self._bench.disabled)
+        """--benchmark-disable (or pytest-xdist workers sharing a GPU): one round, nothing recorded; the checks still run."""
+        if self._bench is None or not self._bench.disabled:
+            return False
+        from .bench import off_for_xdist
+
+        # pytest-benchmark turns itself off in every pytest-xdist worker; one with a GPU of its own still times.
+        return not (off_for_xdist(self._bench) and self._session.parallel_reason() is None)
 
     def _skipped_by_benchmark(self) -> None:
         """--benchmark-skip skips every measured test."""
@@ -45,9 +50,12 @@ class RnnperfFixture:
     def _recorded(self, record: CaseRecord) -> CaseRecord:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare)."""
         if self._bench is not None and not self._disabled:
-            from .bench import add_entries
+            from .bench import add_entries, entry_source, off_for_xdist
 
-            add_entries(self._bench, self._item, record)
+            if off_for_xdist(self._bench):  # a pytest-xdist worker: the controller adds them to its pytest-benchmark
+                self._session.carry_entries(entry_source(self._item), record)
+            else:
+                add_entries(self._bench, entry_source(self._item), record)
         return record
 
     def measure(self, case: Case) -> CaseRecord:

@@ -98,13 +98,22 @@ class Placement:
                    uncounted=str(data.get("uncounted", "")))
 
 
-def place(worker_id: str, workers: int, environ: Mapping[str, str], nvml: Any = None) -> Placement:
-    """The GPU of worker ``worker_id`` among ``workers``, read from the controller's ``environ`` and NVML."""
-    from .device import entry_index, gpu_count, gpu_uuid
+def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str] | None, str]:
+    """The GPUs the run may use (``gpu_entries``) and, when they cannot be counted, why."""
+    from .device import gpu_count
 
     visible = visible_entries(environ.get(ENV))
-    count, why = (None, "") if visible is not None else gpu_count(nvml)
-    gpus = gpu_entries(visible, count)
+    if visible is not None:
+        return visible, ""
+    count, why = gpu_count(nvml)
+    return gpu_entries(None, count), why
+
+
+def place(worker_id: str, workers: int, environ: Mapping[str, str], nvml: Any = None) -> Placement:
+    """The GPU of worker ``worker_id`` among ``workers``, read from the controller's ``environ`` and NVML."""
+    from .device import entry_index, gpu_uuid
+
+    gpus, why = usable_gpus(environ, nvml)
     entry = assign(worker_number(worker_id), workers, gpus)
     base = Placement(worker=worker_id, workers=workers, gpus=None if gpus is None else len(gpus),
                      uncounted=f"NVML: {why}" if gpus is None else "")

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Generator
 
 import pytest
 
 from .fixture import ClaimsFixture, RnnperfFixture
-from .session import RnnperfSession, UsageProblem
+from .session import RnnperfSession, UsageProblem, WorkerRun
 from .settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
@@ -147,13 +148,33 @@ def baseline_root(config: pytest.Config, settings: Settings) -> Path:
     return config.rootpath / settings.baselines
 
 
-def _workers(config: pytest.Config) -> str | None:
-    """How many pytest-xdist workers run (None without any)."""
-    if hasattr(config, "workerinput"):
-        return str(config.workerinput.get("workercount", "several"))
-    if config.pluginmanager.hasplugin("xdist"):
-        n = config.getoption("numprocesses", None)
-        return str(n) if n else None  # -n 0 means no workers
+def _workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers this controller starts (0 without any, and in a worker)."""
+    if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist")
+            or config.getoption("dist", "no") == "no"):
+        return 0
+    # xdist turns -n 2 into two "popen" gateway specs (fewer with --maxprocesses); --tx 3*popen counts three.
+    counts = [spec.split("*", 1)[0] for spec in config.getoption("tx", None) or []]
+    return sum(int(n) if n.isdigit() else 1 for n in counts)
+
+
+def gpu_workers(config: pytest.Config) -> int | None:
+    """For a suite's ``pytest_xdist_auto_num_workers``: ``-n auto`` starts one worker per GPU (None: xdist decides)."""
+    from .placement import usable_gpus
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):  # the user's own count for -n auto wins
+        return None
+    gpus, _ = usable_gpus(os.environ)
+    return len(gpus) if gpus else None  # no GPU: one worker per CPU, for the reference checks
+
+
+def _xdist_problem(config: pytest.Config, run: RnnperfSession) -> str | None:
+    """Why pytest-benchmark's storage cannot take this pytest-xdist run (workers on GPUs of different models)."""
+    if len(run.planned_models()) > 1 and (config.getoption("benchmark_save", None)
+                                          or config.getoption("benchmark_autosave", None)):
+        return (f"--benchmark-save / --benchmark-autosave: the pytest-xdist workers have GPUs of different models "
+                f"({', '.join(w.gpu_label() for w in run.plan)}) and pytest-benchmark stores one run in one folder; "
+                f"--rnnperf-update-baseline records one file per model")
     return None
 
 
@@ -170,10 +191,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
     from .device import nvml_index, read_device_info
     from .environment import software_info
+    from .placement import place, plan
 
+    placement = None
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
+        placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
+        placement.apply(os.environ)
     run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info(), settings=settings,
-                         root=baseline_root(config, settings), machine_id=get_machine_id(), workers=_workers(config))
+                         root=baseline_root(config, settings), machine_id=get_machine_id(), placement=placement)
+    run.plan = [WorkerRun(p, read_device_info(nvml_index() if p.index is None else p.index))
+                for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = run
+    problem = _xdist_problem(config, run)
+    if problem:
+        raise pytest.UsageError(problem)
     try:
         latest = run.load_baseline()
     except UsageProblem as exc:
@@ -191,6 +222,14 @@ def _configure_benchmark(config: pytest.Config, run: RnnperfSession, latest: Pat
     .benchmarks, and a folder is only made when something will be saved there.
     """
     compare = config.getoption("benchmark_compare", None)
+    if compare and len(run.planned_models()) > 1:
+        # It compares every entry with one stored run, which holds one model's numbers.
+        config.option.benchmark_compare = compare = []
+        run.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
+                         "pytest-benchmark compares with one stored run; the verdicts judge each model against its own")
+        if config.getoption("benchmark_compare_fail", None):
+            config.option.benchmark_compare_fail = None
+            run.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
     folder = run.root / run.device.gpu_slug
     saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
@@ -315,10 +354,12 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist controller: take a finished worker's results into this session."""
-    text = getattr(node, "workeroutput", {}).get(WORKER_KEY)
-    if text:
-        _session(node.config).merge_worker(text)
+    """pytest-xdist controller: take a finished worker's results into this session, its timings into pytest-benchmark."""
+    from .bench import add_entries
+
+    bs = _bench(node.config)
+    _session(node.config).merge_worker(getattr(node, "workeroutput", {}).get(WORKER_KEY), error,
+                                       None if bs is None else partial(add_entries, bs))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -330,11 +371,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput[WORKER_KEY] = run.worker_output()  # type: ignore[attr-defined]
         return
     if run.settings.update_baseline:
-        from .bench import benchmark_json
+        from .bench import benchmark_json, off_for_xdist
 
         bs = _bench(config)
-        run.notes.append(run.record_baseline(lambda: benchmark_json(config, bs),
-                                             benchmarks_on=bs is not None and not bs.disabled))
+        run.notes += run.record_baseline(partial(benchmark_json, config, bs),
+                                         benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)))
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
 
 

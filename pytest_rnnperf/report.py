@@ -35,6 +35,8 @@ def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
         ]
     else:
         lines = [f"rnnperf: no GPU fingerprint: {d.reason} (cuDNN cases will be skipped)"]
+    if run.plan:
+        lines.append(f"rnnperf: {xdist_line(run)}")
     from .backends import problems, specs
     from .device import noise_warnings
 
@@ -308,9 +310,32 @@ def device_lines(run: "RnnperfSession") -> list[str]:
     return [""] + lines if lines else []
 
 
+def xdist_line(run: "RnnperfSession") -> str:
+    """e.g. "pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (GPU-1234abcd), ..." (empty without workers)."""
+    workers = run.workers() or run.plan  # what they reported, else (in the header) what the controller foresees
+    if not workers:
+        return ""
+    shared = run.parallel_reason()
+    if shared is not None:
+        return f"pytest-xdist: {shared}"
+    n = workers[0].placement.workers
+    return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, one GPU each: " + ", ".join(w.gpu_label() for w in workers)
+
+
+def _model_title(run: "RnnperfSession", view: "RnnperfSession") -> str:
+    """e.g. "NVIDIA H200 (gw0, gw2)": one GPU model of a pytest-xdist run and the workers that measured on it."""
+    return f"{view.device.name} ({', '.join(w.id for w in run.models().get(view.device.gpu_slug, []))})"
+
+
 def summary_lines(run: "RnnperfSession") -> list[str]:
     """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
-    lines: list[str] = []
+    views = run.model_views()
+    if views:  # pytest-xdist workers on GPUs of different models: each model's tables against its own baselines
+        grouped = [xdist_line(run)]
+        for view in views:
+            grouped += ["", f"GPU model {_model_title(run, view)}:"] + summary_lines(view)
+        return grouped + ([""] + list(run.notes) if run.notes else [])
+    lines: list[str] = [xdist_line(run), ""] if run.worker_runs else []
     for name, fields in sorted(run.runtime.items()):
         lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
     paired = [r for r in run.results if r.cudnn is not None]
@@ -346,8 +371,27 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
     return lines
 
 
+def _worker_markdown(run: "RnnperfSession") -> list[str]:
+    """One list item per pytest-xdist worker: its GPU, fingerprint and baseline (empty without workers)."""
+    items = [f"- {w.id}: {w.device.name if w.device.available else 'no GPU'}, uuid {_v(w.device.uuid)}, "
+             f"CUDA_VISIBLE_DEVICES={w.placement.pin or '(as given)'}, fingerprint `{w.fingerprint}`, "
+             f"baseline {w.baseline or 'none'}, {len(w.results)} case(s)" for w in run.workers()]
+    return [xdist_line(run), ""] + items + [""] if items else []
+
+
+STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
+
+
 def markdown(run: "RnnperfSession") -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
+    views = run.model_views()
+    if views:  # pytest-xdist workers on GPUs of different models: one section per model
+        parts = [markdown(view).splitlines() for view in views]
+        worst = min(STATUSES.index(p[0].split(": ", 1)[1]) for p in parts)
+        grouped = [f"## pytest-rnnperf: {STATUSES[worst]}", ""] + _worker_markdown(run)
+        for view, part in zip(views, parts):
+            grouped += [f"## GPU model {_model_title(run, view)}", ""] + part[2:] + [""]
+        return "\n".join(grouped) + "\n"
     paired = [r for r in run.results if r.cudnn is not None]
     regressed = [v for v in run.verdicts.values() if v.fails]
     bad: list[Any] = [r for r in run.results if gate_failures(r)] + [c for c in run.cross
@@ -358,7 +402,7 @@ def markdown(run: "RnnperfSession") -> str:
     d = run.device
     out.append(f"GPU: {d.name if d.available else 'none (' + d.reason + ')'}; driver {_v(d.driver_version)}; "
                f"fingerprint `{run.fingerprint()}`")
-    out += [run.baseline_status(), ""]
+    out += [run.baseline_status(), ""] + _worker_markdown(run)
     for title, results in (("cuDNN vs generic", paired), ("generic vs float64 reference",
                                                           [r for r in run.results if r.cudnn is None])):
         if not results:
@@ -469,8 +513,11 @@ def write_reports(run: "RnnperfSession", report_dir: str, markdown_path: str = "
             written.append("rnnperf.json")
             (folder / "summary.md").write_text(md, encoding="utf-8")
             written.append("summary.md")
-            if plot_speedups(run, folder / "speedups.png"):
-                written.append("speedups.png")
+            # Workers on GPUs of different models: one plot per model, beside that model's baseline.
+            plots = [(v, f"speedups-{v.device.gpu_slug}.png") for v in run.model_views()] or [(run, "speedups.png")]
+            for subject, name in plots:
+                if plot_speedups(subject, folder / name):
+                    written.append(name)
         except ImportError:
             notes.append("plot skipped: matplotlib is not installed")
         except OSError as exc:

@@ -23,6 +23,7 @@ from .cases import Case, ModelCase
 from .claims import ClaimRow
 from .device import DeviceInfo, TelemetryWindow, nvml_index
 from .noise import Noise
+from .placement import Placement
 from .workers import RemoteBackend, WorkerPool
 from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
 from .settings import Settings
@@ -43,6 +44,45 @@ class UsageProblem(Exception):
 
 
 @dataclass
+class WorkerRun:
+    """A pytest-xdist worker as the controller sees it: its GPU and fingerprint, and what it measured there."""
+
+    placement: Placement
+    device: DeviceInfo
+    fingerprint: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    baseline: str | None = None  # the newest baseline file it judged against
+    runtime: dict[str, dict[str, str]] = field(default_factory=dict)
+    results: list[CaseRecord] = field(default_factory=list)
+    cross: list[CrossRecord] = field(default_factory=list)
+    claims: list[Any] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
+    unjudged: list[str] = field(default_factory=list)
+    entries: list[Any] = field(default_factory=list)  # its records' entries in the controller's pytest-benchmark
+
+    @property
+    def id(self) -> str:
+        """pytest-xdist's name of the worker, e.g. ``gw0``."""
+        return self.placement.worker
+
+    def gpu_label(self) -> str:
+        """e.g. ``gw0 NVIDIA H200 (GPU-1234abcd)``: the worker, its GPU's model and the start of its UUID."""
+        if not self.device.available:
+            return f"{self.id} no GPU ({self.device.reason})"
+        uuid = self.device.uuid if self.device.uuid.startswith("GPU-") else self.placement.pin
+        return f"{self.id} {self.device.name} ({uuid[:12]})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The worker's part of rnnperf.json: its GPU, fingerprint, baseline and the cases it ran."""
+        return {"worker": self.id, "cuda_visible_devices": self.placement.pin, "placement": self.placement.to_dict(),
+                "gpu_slug": self.device.gpu_slug, "device": self.device.as_dict(), "fingerprint": self.fingerprint,
+                "environment": self.environment, "baseline": self.baseline,
+                "cases": [r.id for r in self.results], "cross": [c.id for c in self.cross],
+                "skipped": [c for c, _ in self.skipped]}
+
+
+@dataclass
 class RnnperfSession:
     """Device and software fingerprint plus every result of one run, in the order they came."""
 
@@ -51,7 +91,9 @@ class RnnperfSession:
     settings: Settings = field(default_factory=Settings.defaults)
     root: Path = Path("baselines")  # the baselines folder
     machine_id: str = ""  # pytest-benchmark's machine id, the subfolder a recorded baseline goes to
-    workers: str | None = None  # pytest-xdist workers sharing this GPU, when there are any
+    placement: Placement | None = None  # a pytest-xdist worker's GPU (None outside a worker)
+    plan: list[WorkerRun] = field(default_factory=list)  # pytest-xdist controller: each worker's GPU, foreseen
+    worker_runs: dict[str, WorkerRun] = field(default_factory=dict)  # pytest-xdist controller: what each reported
     timer: Timer = field(default_factory=WallTimer)
     device_timer: DeviceTimer = field(default_factory=DeviceTimer)
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -66,7 +108,11 @@ class RnnperfSession:
     noise: Noise | None = None  # this GPU model's per-case device-time noise (baselines/<gpu>/noise.json)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
+    # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
+    bench_sources: list[tuple[dict[str, Any], CaseRecord]] = field(default_factory=list)
     _backends: dict[str, Backend] = field(default_factory=dict)
+    _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
+    siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
     _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
 
     # ------------------------------------------------------------------------------------ the fingerprint
@@ -77,6 +123,8 @@ class RnnperfSession:
             folder = self.settings.report_dir
             if not folder or folder.lower() == "none":  # no report folder: the logs go to a temporary one
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
+            if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
+                folder = str(Path(folder) / self.placement.worker)
             self._pool = WorkerPool(Path(folder), nvml_index() if self.device.available else None)
         return self._pool
 
@@ -173,17 +221,16 @@ class RnnperfSession:
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
                          f"({noise.FILE_NAME}): {self.noise.raised(floor)} judged above {floor:.0%}")
             return line
-        others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug]
+        others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug and g not in self.siblings]
         where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
         return f"baseline: none for {self.device.gpu_slug} yet{where}; {RECORD_HINT}"
 
     def parallel_reason(self) -> str | None:
-        """Why cuDNN cases cannot be timed in this session (pytest-xdist workers share the GPU), else None."""
-        if self.workers is None:
-            return None
+        """Why cuDNN cases cannot be timed in this run (pytest-xdist workers would share a GPU), else None."""
         # Each worker's timings would include the others' kernels, so speedups and baselines from such a run
-        # would be wrong (pytest-benchmark disables itself under xdist for the same reason).
-        return f"cuDNN timing needs the GPU to itself and pytest-xdist runs {self.workers} workers; run without -n"
+        # would be wrong; with a GPU per worker each times alone (placement.py).
+        known = [self.placement] + [w.placement for w in (*self.worker_runs.values(), *self.plan)]
+        return next((why for p in known if p is not None and (why := p.shared_reason()) is not None), None)
 
     # ------------------------------------------------------------------------------------------- measuring
 
@@ -311,27 +358,62 @@ class RnnperfSession:
 
     # ------------------------------------------------------------------------------------------- finishing
 
-    def record_baseline(self, benchmark_json: Callable[[], dict[str, Any]], benchmarks_on: bool) -> str:
-        """Write this run as the next baseline file of this GPU model; returns the line the summary prints."""
-        if not self.device.available:
-            return f"baseline not recorded: no GPU ({self.device.reason})"
+    def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool) -> list[str]:
+        """Write this run as the next baseline file of its GPU model; returns the lines the summary prints.
+
+        ``benchmark_json(entries, meta)`` is the pytest-benchmark JSON of the run (of those entries, with that
+        ``machine_info["rnnperf"]``, where given). A pytest-xdist controller writes one file per GPU model of its
+        workers, each from that model's workers alone.
+        """
+        if not self.worker_runs and not self.device.available:
+            return [f"baseline not recorded: no GPU ({self.device.reason})"]
         parallel = self.parallel_reason()
         if parallel is not None:
-            return f"baseline not recorded: {parallel}"
+            return [f"baseline not recorded: {parallel}"]
         if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
-            return "baseline not recorded: no cuDNN case was timed in this run"
+            return ["baseline not recorded: no cuDNN case was timed in this run"]
         if self.failed:
-            return f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"
-        folder = self.root / self.device.gpu_slug / self.machine_id
+            return [f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"]
+        if not self.worker_runs:
+            return [self._write_baseline(self.device.gpu_slug, benchmark_json())]
+        self.model_views()  # each model's report loads the baselines its workers judged against, not the new file
+        return [self._record_model(slug, workers, benchmark_json) for slug, workers in self.models().items()]
+
+    def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
+        """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""
+        folder = self.root / gpu_slug / self.machine_id
         try:
-            path = write_new(folder, self.settings.baseline_tag, benchmark_json())
+            path = write_new(folder, self.settings.baseline_tag, data)
         except OSError as exc:
             return f"baseline not recorded: cannot write to {folder}: {exc.strerror or exc}"
         return f"baseline recorded: {path}"
 
+    def _record_model(self, gpu_slug: str, workers: list[WorkerRun], benchmark_json: Callable[..., dict[str, Any]]) -> str:
+        """The baseline file of one GPU model from its pytest-xdist workers; refused where they measured differently."""
+        from .environment import fingerprint_key, key_fields
+
+        names = ", ".join(w.id for w in workers)
+        if not workers[0].device.available:
+            return f"baseline not recorded for {names}: no GPU ({workers[0].device.reason})"
+        conflicts = fingerprint_conflicts(workers)
+        if conflicts:
+            return (f"baseline of {gpu_slug} not recorded: its workers disagree on the fingerprint ({'; '.join(conflicts)}); "
+                    f"a baseline must come from one setup")
+        if not any(r.cudnn is not None for w in workers for r in w.results):
+            return f"baseline of {gpu_slug} not recorded: no cuDNN case was timed on it ({names})"
+        environment: dict[str, str] = {}
+        for w in workers:  # each worker ran some frameworks: together they hold every framework's fields
+            environment.update({k: v for k, v in w.environment.items() if k not in environment})
+        meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].device.static_dict(), environment)))
+        meta["workers"] = [w.gpu_label() for w in workers]
+        return self._write_baseline(gpu_slug, benchmark_json([e for w in workers for e in w.entries], meta))
+
     def meta(self) -> dict[str, Any]:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
-        return run_meta(self.device.gpu_slug, self.environment(), self.fingerprint())
+        meta = run_meta(self.device.gpu_slug, self.environment(), self.fingerprint())
+        if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
+            meta["workers"] = [w.gpu_label() for w in self.workers()]
+        return meta
 
     def close(self) -> None:
         """Stop the worker processes (the end of the run)."""
@@ -359,31 +441,139 @@ class RnnperfSession:
             "claims": [c.to_dict() for c in self.claims],
             "skipped": [{"case": c, "reason": r} for c, r in self.skipped],
             "baseline": None if self.baseline is None else str(self.baseline.path),
-            "verdicts": [v.as_dict() for v in self.verdicts.values()],
+            # Workers' verdicts as each judged them (with --dist each a case is judged once per worker).
+            "verdicts": [v.as_dict() for v in (self.verdicts.values() if not self.worker_runs else
+                                               [v for w in self.workers() for v in w.verdicts.values()])],
+            "unjudged": list(self.unjudged),
+            "workers": [w.as_dict() for w in self.workers()],
             "notes": list(self.notes),
         }
 
     # ------------------------------------------------------------------------------------ pytest-xdist
 
+    def carry_entries(self, source: dict[str, Any], record: CaseRecord) -> None:
+        """Keep a record's pytest-benchmark entries for the controller (pytest-benchmark is off in a worker)."""
+        self.bench_sources.append((source, record))
+
     def worker_output(self) -> str:
-        """What a pytest-xdist worker hands the controller: its results as JSON text (execnet-safe)."""
+        """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
         from .report import as_json_safe
 
-        return json.dumps(as_json_safe({"results": [r.to_dict() for r in self.results],
-                                        "cross": [c.to_dict() for c in self.cross],
-                                        "claims": [c.to_dict() for c in self.claims],
-                                        "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes}))
+        position = {id(r): i for i, r in enumerate(self.results)}
+        return json.dumps(as_json_safe({
+            "placement": None if self.placement is None else self.placement.to_dict(),
+            "device": self.device.to_dict(), "fingerprint": self.fingerprint(), "environment": self.environment(),
+            "baseline": None if self.baseline is None else str(self.baseline.path),
+            "results": [r.to_dict() for r in self.results],
+            "cross": [c.to_dict() for c in self.cross],
+            "claims": [c.to_dict() for c in self.claims],
+            "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes,
+            "verdicts": [v.as_dict() for v in self.verdicts.values()], "unjudged": self.unjudged,
+            "failed": self.failed,
+            "benchmarks": [{"source": s, "result": position[id(r)]} for s, r in self.bench_sources if id(r) in position],
+        }))
 
-    def merge_worker(self, text: str) -> None:
-        """Add a worker's results to this (controller's) session."""
+    def merge_worker(self, text: str | None, error: Any = None,
+                     add_entries: Callable[[dict[str, Any], CaseRecord], list[Any]] | None = None) -> None:
+        """Add a worker's output to this (controller's) session; ``add_entries`` puts its timings into pytest-benchmark."""
+        if error is not None:
+            self.failed += 1  # a worker that went down took its tests' outcomes with it: no baseline from this run
+        if not text:
+            return
         data = json.loads(text)
-        self.results += [CaseRecord.from_dict(r) for r in data.get("results", [])]
-        self.cross += [CrossRecord.from_dict(c) for c in data.get("cross", [])]
-        self.claims += [ClaimRow.from_dict(c) for c in data.get("claims", [])]
-        self.skipped += [(str(c), str(r)) for c, r in data.get("skipped", [])]
-        for name, fields in data.get("runtime", {}).items():
-            self.runtime.setdefault(name, {str(k): str(v) for k, v in fields.items()})
+        results = [CaseRecord.from_dict(r) for r in data.get("results", [])]
+        worker = WorkerRun(
+            placement=Placement.from_dict(data.get("placement") or {"worker": f"worker{len(self.worker_runs)}"}),
+            device=DeviceInfo.from_dict(data.get("device", {})), fingerprint=str(data.get("fingerprint", "")),
+            environment={str(k): str(v) for k, v in data.get("environment", {}).items()},
+            baseline=data.get("baseline"), results=results,
+            runtime={name: {str(k): str(v) for k, v in fields.items()} for name, fields in data.get("runtime", {}).items()},
+            cross=[CrossRecord.from_dict(c) for c in data.get("cross", [])],
+            claims=[ClaimRow.from_dict(c) for c in data.get("claims", [])],
+            skipped=[(str(c), str(r)) for c, r in data.get("skipped", [])],
+            verdicts={v.case_id: v for v in map(CaseVerdict.from_dict, data.get("verdicts", []))},
+            unjudged=[str(c) for c in data.get("unjudged", [])])
+        self.worker_runs[worker.id] = worker
+        self._views = None
+        self.results += worker.results
+        self.cross += worker.cross
+        self.claims += worker.claims
+        self.skipped += worker.skipped
+        self.verdicts.update(worker.verdicts)
+        self.unjudged += worker.unjudged
+        for name, fields in worker.runtime.items():
+            self.runtime.setdefault(name, fields)
         self.notes += [n for n in data.get("notes", []) if n not in self.notes]
+        self.failed += int(data.get("failed", 0))
+        if add_entries is not None:
+            for entry in data.get("benchmarks", []):
+                worker.entries += add_entries(entry["source"], results[entry["result"]])
+
+    def planned_models(self) -> list[str]:
+        """The GPU models the pytest-xdist workers will pin, as the controller foresees them (empty otherwise)."""
+        return list(dict.fromkeys(w.device.gpu_slug for w in self.plan if w.placement.pin))
+
+    def workers(self) -> list[WorkerRun]:
+        """The pytest-xdist workers that reported, gw0 first (empty outside a controller)."""
+        from .placement import worker_number
+
+        return sorted(self.worker_runs.values(), key=lambda w: (worker_number(w.id), w.id))
+
+    def models(self) -> dict[str, list[WorkerRun]]:
+        """The reporting workers by the GPU model they measured on (``gpu_slug``), in worker order."""
+        out: dict[str, list[WorkerRun]] = {}
+        for w in self.workers():
+            out.setdefault(w.device.gpu_slug, []).append(w)
+        return out
+
+    def model_views(self) -> list[RnnperfSession]:
+        """One session per GPU model when the workers had several, each judged against its own baselines; else empty.
+
+        A view holds its workers' results and verdicts and loads its model's baseline files, so the report's
+        baseline lines, kernel changes and environment diffs compare each model with its own runs.
+        """
+        models = self.models()
+        if len(models) < 2:
+            return []
+        if self._views is None:
+            self._views = [self._view(workers) for workers in models.values()]
+        return self._views
+
+    def _view(self, workers: list[WorkerRun]) -> RnnperfSession:
+        """The session of one GPU model's workers, with that model's baselines loaded."""
+        runtime: dict[str, dict[str, str]] = {}
+        for w in workers:
+            for name, fields in w.runtime.items():
+                runtime.setdefault(name, fields)
+        view = RnnperfSession(device=workers[0].device, software=self.software, settings=self.settings, root=self.root,
+                              machine_id=self.machine_id, runtime=runtime,
+                              results=[r for w in workers for r in w.results], cross=[c for w in workers for c in w.cross],
+                              claims=[c for w in workers for c in w.claims],
+                              skipped=[s for w in workers for s in w.skipped],
+                              verdicts={k: v for w in workers for k, v in w.verdicts.items()},
+                              unjudged=[c for w in workers for c in w.unjudged], siblings=tuple(self.models()))
+        try:
+            view.load_baseline()
+        except UsageProblem as exc:  # its workers loaded the same files; one that changed since is a note
+            view.notes.append(str(exc))
+        return view
 
 
-__all__ = ["ModelError", "RnnperfSession", "Skipped", "UsageProblem"]
+def fingerprint_conflicts(workers: list[WorkerRun]) -> list[str]:
+    """Fingerprint fields on which workers differ, e.g. ``driver 580.95.05 (gw0) vs 590.1 (gw1)``.
+
+    A field only one worker has is no conflict: a worker reads a framework's fields when its first case of that
+    framework runs, and pytest-xdist may send all of a framework's cases to one worker.
+    """
+    from .environment import key_fields
+
+    fields = [(w.id, key_fields(w.device.static_dict(), w.environment)) for w in workers]
+    out = []
+    for key in dict.fromkeys(k for _, f in fields for k in f):
+        values = {wid: f[key] for wid, f in fields if key in f}
+        if len(set(values.values())) > 1:
+            out.append(f"{key} " + " vs ".join(f"{v} ({wid})" for wid, v in values.items()))
+    return out
+
+
+__all__ = ["ModelError", "RnnperfSession", "Skipped", "UsageProblem", "WorkerRun"]

@@ -31,8 +31,13 @@ if os.environ.get("FAKE_GPU_NAME", "NVIDIA H200") == "none":
     # No driver: NVML fails to load, as on a CPU runner (the real NVML of a GPU machine stays out of it).
     FAKE.init_error = NVML_ERROR_LIBRARY_NOT_FOUND
 else:
-    FAKE.name = os.environ.get("FAKE_GPU_NAME", "NVIDIA H200")
+    # Several GPUs: FAKE_GPU_NAME="A,B" (one per model) or FAKE_GPU_COUNT=2 of one model, each with its own UUID.
+    names = os.environ.get("FAKE_GPU_NAME", "NVIDIA H200").split(",")
+    FAKE.name = names[0]
+    if len(names) > 1 or os.environ.get("FAKE_GPU_COUNT"):
+        FAKE.devices(*(names if len(names) > 1 else names * int(os.environ["FAKE_GPU_COUNT"])))
     FAKE.driver = os.environ.get("FAKE_DRIVER", FAKE.driver)
+sys.modules["pynvml"] = FAKE  # every NVML read of this process (GPU placement, nvml_index) sees the fake
 _read = device.read_device_info
 device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
 session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
@@ -85,9 +90,11 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
     for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
-                 "GPU_NAME", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH"):
+                 "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake GPUs are all the run may use
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     monkeypatch.delenv("RNNPERF_FAKE_WORKER", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)

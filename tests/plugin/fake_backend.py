@@ -6,7 +6,8 @@ its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded t
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
 (FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
-FAKE_OOM, FAKE_CUDNN_VERSION), so one pytester run can set them per test. The time knobs may be comma lists:
+FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
+pytester run can set them per test. The time knobs may be comma lists:
 the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
 one repeats), to script a re-measurement.
 """
@@ -183,6 +184,10 @@ class FakeBackend:
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: fake allocation of 200 GiB")
         if "cudnn" in impls and self.gpu_unavailable_reason():
             raise BackendUnavailable(self.gpu_unavailable_reason())
+        if knob("SEEN"):  # which GPU this process (a pytest-xdist worker, or a backend worker under it) was given
+            with open(knob("SEEN"), "a") as seen:
+                seen.write(f"{case.id} {os.environ.get('PYTEST_XDIST_WORKER', '-')} "
+                           f"{os.environ.get('RNNPERF_FAKE_WORKER', '0')} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}\n")
         build = BUILDS[case.id]
         BUILDS[case.id] += 1
         sides = {name: FakeImpl(name, case, weights, inputs, build) for name in impls}

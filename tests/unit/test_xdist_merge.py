@@ -1,0 +1,114 @@
+"""What pytest-xdist workers hand the controller, how it merges them, and the baselines it records from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from factories import record
+from fake_nvml import FakeNVML
+
+from pytest_rnnperf.device import read_device_info
+from pytest_rnnperf.placement import place
+from pytest_rnnperf.report import as_json_safe
+from pytest_rnnperf.session import RnnperfSession
+from pytest_rnnperf.verdicts import CaseVerdict, Policy, judge
+
+SOFTWARE = {"python": "3.11.7", "python_minor": "3.11"}
+
+
+def worker(k: int, nvml: FakeNVML, runtime: dict[str, dict[str, str]], **fields: Any) -> RnnperfSession:
+    """A worker's session on GPU k of ``nvml`` (two workers), with the given framework runtime fields."""
+    placement = place(f"gw{k}", 2, {}, nvml)
+    assert placement.index == k
+    return RnnperfSession(device=read_device_info(k, nvml), software=SOFTWARE, placement=placement, runtime=runtime,
+                          **fields)
+
+
+def controller(tmp_path: Path) -> RnnperfSession:
+    """The controller's session, recording into ``tmp_path``/baselines."""
+    return RnnperfSession(device=read_device_info(0, FakeNVML()), software=SOFTWARE, root=tmp_path / "baselines",
+                          machine_id="Linux-CPython-3.11-64bit")
+
+
+def stub_json(entries: list[Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Stands in for pytest-benchmark's JSON: the entries it was given and the rnnperf section."""
+    return {"benchmarks": entries or [], "machine_info": {"rnnperf": meta}}
+
+
+def test_a_verdict_survives_the_trip_to_the_controller() -> None:
+    """CaseVerdict.as_dict -> JSON -> from_dict gives the same verdict (device basis, kernel time, host overhead)."""
+    base = record(cudnn_dev_ms=0.5, generic_dev_ms=2.0, seed=1)
+    slower = record(cudnn_ms=1.2, cudnn_dev_ms=0.6, generic_dev_ms=2.0, seed=2)
+    for verdict in (judge(base, slower, Policy()), judge(record(seed=1), record(cudnn_ms=1.2, seed=2), Policy())):
+        assert verdict is not None
+        assert CaseVerdict.from_dict(json.loads(json.dumps(as_json_safe(verdict.as_dict())))) == verdict
+
+
+def test_the_controller_merges_results_verdicts_unjudged_failures_and_benchmark_entries(tmp_path: Path) -> None:
+    """Everything a worker measured and judged reaches the controller; its entries go through ``add_entries``."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    done = record(cudnn_dev_ms=0.5, generic_dev_ms=2.0)
+    verdict = judge(done, done, Policy())
+    assert verdict is not None
+    gw1 = worker(1, nvml, {"torch": {"torch.version": "2.13"}}, results=[done], verdicts={done.id: verdict},
+                 unjudged=["torch-gru"], failed=1, skipped=[("c", "why")], notes=["a note"])
+    gw1.carry_entries({"name": "test_pair[x]", "nodeid": "t.py::test_pair[x]", "params": {}, "callspec_id": "x"}, done)
+    run = controller(tmp_path)
+    added: list[tuple[dict[str, Any], Any]] = []
+    run.merge_worker(gw1.worker_output(), add_entries=lambda source, rec: added.append((source, rec)) or ["entry"])
+    [merged] = run.workers()
+    assert (merged.id, merged.device.uuid, merged.placement.pin) == ("gw1", nvml.uuids[1], nvml.uuids[1])
+    assert [r.id for r in run.results] == [done.id] and run.results[0].cudnn == done.cudnn
+    assert run.verdicts == {done.id: verdict} and run.unjudged == ["torch-gru"]
+    assert (run.failed, run.skipped, run.notes) == (1, [("c", "why")], ["a note"])
+    assert [(s["nodeid"], r.id) for s, r in added] == [("t.py::test_pair[x]", done.id)] and merged.entries == ["entry"]
+    run.merge_worker(None, error="worker gw0 crashed")
+    assert run.failed == 2  # a worker that went down: no baseline from this run
+
+
+def test_workers_of_one_model_record_one_file_with_every_frameworks_fields(tmp_path: Path) -> None:
+    """gw0 ran the torch cases, gw1 the TF ones: no conflict, one file whose environment holds both."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = controller(tmp_path)
+    for k, runtime in enumerate(({"torch": {"torch.cudnn_version": "9.19.0"}}, {"tf": {"tf.cudnn_version": "9.3.0"}})):
+        gw = worker(k, nvml, runtime, results=[record(case_id=f"case{k}")])
+        gw.carry_entries({}, gw.results[0])
+        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [rec.id])
+    [line] = run.record_baseline(stub_json, benchmarks_on=True)
+    assert line.startswith("baseline recorded: ") and "NVIDIA_H200/Linux-CPython-3.11-64bit/0001_baseline.json" in line
+    stored = json.loads(Path(line.split(": ", 1)[1]).read_text())
+    meta = stored["machine_info"]["rnnperf"]
+    assert stored["benchmarks"] == ["case0", "case1"]
+    assert meta["environment"]["torch.cudnn_version"] == "9.19.0" and meta["environment"]["tf.cudnn_version"] == "9.3.0"
+    assert [w.split(" (")[0] for w in meta["workers"]] == ["gw0 NVIDIA H200", "gw1 NVIDIA H200"]
+
+
+def test_workers_of_one_model_that_disagree_on_the_fingerprint_record_nothing(tmp_path: Path) -> None:
+    """Two H200 workers with different cuDNN builds: the baseline is refused with the field, not written."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = controller(tmp_path)
+    for k, version in enumerate(("9.19.0", "9.20.0")):
+        run.merge_worker(worker(k, nvml, {"torch": {"torch.cudnn_version": version}},
+                                results=[record(case_id=f"case{k}")]).worker_output())
+    assert run.record_baseline(stub_json, benchmarks_on=True) == [
+        "baseline of NVIDIA_H200 not recorded: its workers disagree on the fingerprint (torch.cudnn_version 9.19.0 (gw0) "
+        "vs 9.20.0 (gw1)); a baseline must come from one setup"]
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_workers_on_two_models_record_a_file_each_and_report_each_model_apart(tmp_path: Path) -> None:
+    """An H200 and an H100 worker: one file per model, and one report view per model with its own results."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H100 80GB HBM3")
+    run = controller(tmp_path)
+    for k in range(2):
+        gw = worker(k, nvml, {}, results=[record(case_id=f"case{k}")])
+        gw.carry_entries({}, gw.results[0])
+        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [rec.id])
+    lines = run.record_baseline(stub_json, benchmarks_on=True)
+    assert ["NVIDIA_H200/" in lines[0], "NVIDIA_H100_80GB_HBM3/" in lines[1]] == [True, True]
+    views = run.model_views()
+    assert [(v.device.gpu_slug, [r.id for r in v.results]) for v in views] == [
+        ("NVIDIA_H200", ["case0"]), ("NVIDIA_H100_80GB_HBM3", ["case1"])]
+    assert [w["gpu_slug"] for w in run.as_dict()["workers"]] == ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"]
