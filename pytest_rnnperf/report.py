@@ -315,10 +315,12 @@ def xdist_line(run: "RnnperfSession") -> str:
     workers = run.workers() or run.plan  # what they reported, else (in the header) what the controller foresees
     if not workers:
         return ""
+    n = workers[0].placement.workers
+    if not any(w.device.available for w in workers):  # a CPU runner: nothing to time, nothing to say about GPUs
+        return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, no GPU: the reference checks run in parallel"
     shared = run.parallel_reason()
     if shared is not None:
         return f"pytest-xdist: {shared}"
-    n = workers[0].placement.workers
     return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, one GPU each: " + ", ".join(w.gpu_label() for w in workers)
 
 

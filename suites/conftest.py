@@ -6,7 +6,7 @@ import pytest
 
 from pytest_rnnperf.backends import cross_pairs, specs
 from pytest_rnnperf.cases import cross_id
-from pytest_rnnperf.plugin import resolved_scale
+from pytest_rnnperf.plugin import gpu_workers, resolved_scale
 from suites.matrix import cross_cases, known_issue, paired_cases, reference_cases
 
 
@@ -26,6 +26,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
                     params.append(pytest.param(case, id=case.id, marks=marks))
             metafunc.parametrize(argname, params)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` starts one pytest-xdist worker per GPU (each times on its own); without a GPU, one per CPU."""
+    return gpu_workers(config)
 
 
 @pytest.fixture(scope="session")
