@@ -64,10 +64,15 @@ def test_two_workers_on_two_gpus_time_every_case_and_merge_it(project: pytest.Py
     md = (project.path / "out" / "summary.md").read_text()
     assert f"- gw1: NVIDIA H200, uuid {UUID.format(1)}, CUDA_VISIBLE_DEVICES={UUID.format(1)}" in md
 
-    # The next run is judged in the workers against that file; the verdicts reach the controller's summary.
-    again = run(project, "-n", "2", "--rnnperf-report-dir=out")
+    # The next run is judged in the workers against that file; the verdicts reach the controller's summary, and
+    # pytest-benchmark's own compare sees the merged entries beside the stored ones.
+    again = run(project, "-n", "2", "--rnnperf-report-dir=out", "--benchmark-compare",
+                "--benchmark-compare-fail=median:50%")
     again.assert_outcomes(passed=2)
-    again.stdout.fnmatch_lines(["*against the baseline*", "verdicts: 2 unchanged"])
+    again.stdout.fnmatch_lines(["*against the baseline*", "verdicts: 2 unchanged",
+                                "*test_pair[[]cudnn-torch-gru-train-fp32-T4-B2-I3-H5-L1[]] (0001_*",
+                                "*test_pair[[]cudnn-torch-gru-train-fp32-T4-B2-I3-H5-L1[]] (NOW)*"])
+    assert again.ret == pytest.ExitCode.OK
     assert {v["case"] for v in load_json(project.path / "out" / "rnnperf.json")["verdicts"]} == {GRU, LSTM}
 
 
