@@ -12,6 +12,7 @@ the entries to its own session: its --benchmark-json, -save and -compare then wo
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .records import CaseRecord, benchmark_extra
@@ -71,8 +72,16 @@ def add_entries(bs: Any, source: dict[str, Any], record: CaseRecord) -> list[Any
 
 def off_for_xdist(bs: Any) -> bool:
     """pytest-benchmark switched itself off because pytest-xdist is active (not by --benchmark-disable)."""
-    # It sets disabled in every worker and in the controller, and xdist_warning only when the user did not.
-    return bool(bs.disabled and getattr(bs, "xdist_warning", False))
+    if not bs.disabled:
+        return False
+    # 5.3 and later say so themselves (xdist_warning: set only when the user had not disabled it).
+    if hasattr(bs, "xdist_warning"):
+        return bool(bs.xdist_warning)
+    # Older releases (5.1, 5.2) only warn: ask the same questions they ask.
+    config = bs.config
+    by_user = config.getoption("benchmark_disable") and not config.getoption("benchmark_enable")
+    xdist = config.getoption("dist", "no") != "no" or os.environ.get("PYTEST_XDIST_WORKER")
+    return bool(xdist and not by_user and not bs.skip)
 
 
 def benchmark_json(config: Any, bs: Any, benchmarks: list[Any] | None = None,

@@ -1,0 +1,39 @@
+"""pytest-benchmark glue: telling pytest-xdist's automatic switch-off from the user's --benchmark-disable."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_rnnperf.bench import off_for_xdist
+
+
+def _session(disabled: bool, options: dict[str, Any], **attrs: Any) -> SimpleNamespace:
+    """A pytest-benchmark BenchmarkSession stand-in: its disabled/skip flags and its config's options."""
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    return SimpleNamespace(disabled=disabled, skip=False, config=config, **attrs)
+
+
+def test_pytest_benchmark_5_3_says_itself_that_xdist_switched_it_off() -> None:
+    """5.3+ sets xdist_warning only when it, not the user, disabled the benchmarks."""
+    assert off_for_xdist(_session(True, {}, xdist_warning=True))
+    assert not off_for_xdist(_session(True, {}, xdist_warning=False))
+    assert not off_for_xdist(_session(False, {}, xdist_warning=False))
+
+
+@pytest.mark.parametrize(("options", "env", "expected"), [
+    ({"dist": "load"}, {}, True),                                 # the controller of -n 2
+    ({}, {"PYTEST_XDIST_WORKER": "gw1"}, True),                   # a worker
+    ({"dist": "load", "benchmark_disable": True}, {}, False),     # the user disabled it under xdist
+    ({"dist": "load", "benchmark_disable": True, "benchmark_enable": True}, {}, True),
+    ({"benchmark_disable": True}, {}, False),                     # no xdist at all
+])
+def test_older_pytest_benchmark_is_asked_the_questions_it_asks_itself(
+        options: dict[str, Any], env: dict[str, str], expected: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """5.1/5.2 have no xdist_warning (a worker on a lent H100 timed one round because of it): xdist active, user silent."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert off_for_xdist(_session(True, options)) is expected
