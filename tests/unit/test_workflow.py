@@ -120,7 +120,7 @@ def test_its_test_step_runs_pytest_suites_with_benchmark_compare_and_fails_the_j
     command = " ".join(test["run"].replace("\\\n", " ").split())
     assert ("python -m pytest suites/ --benchmark-compare --benchmark-json=rnnperf-run.json "
             "--rnnperf-report-dir=rnnperf-report") in command
-    assert 'if [ "$gpus" -gt 1 ]; then args+=(-n "$gpus"); fi' in command
+    assert 'if [ "$gpus" -gt 1 ]; then args+=(-n auto); fi' in command
     # Nothing swallows pytest's exit status.
     assert "continue-on-error" not in test and "|| true" not in command and "set +e" not in command
     assert test["if"] == "${{ !inputs.record-baseline }}"
