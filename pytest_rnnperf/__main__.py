@@ -4,6 +4,8 @@
 ``spread RUN RUN [RUN...]``: run-to-run spread per case; exit 0 within target, 1 not.
 ``noise RUN RUN [RUN...] --out FILE``: each case's device-time spread over null runs, stored as the per-case
 thresholds of that GPU model (``baselines/<gpu>/noise.json``); exit 0.
+``history PATH [PATH...]``: each case's series over many stored runs (files or folders), per GPU model, and its
+change points (steps and drifts, ``history.py`` says how); exit 0 none toward slower, 1 one toward slower.
 All exit 2 on unusable input (a file, an option), with a one-line error on stderr, and 3 on an internal
 error (a bug: the traceback follows), so a crash is never read as "a case regressed".
 """
@@ -84,7 +86,33 @@ def _parser() -> argparse.ArgumentParser:
     nse.add_argument("runs", type=Path, nargs="+", help="two or more stored null runs (same GPU model and software)")
     nse.add_argument("--out", type=Path, default=None,
                      help="write the thresholds here, e.g. baselines/<gpu>/noise.json (refuses to replace a file)")
+    _history_parser(sub)
     return parser
+
+
+def _history_parser(sub: Any) -> None:
+    """The ``history`` subcommand's options."""
+    from .history import DEFAULT_MIN_SHIFT, FALLBACKS, METRICS, PENALTY
+
+    his = sub.add_parser(
+        "history", help="each case's series over many stored runs per GPU model, and its change points",
+        description=f"Each case's series over stored runs, per GPU model (runs of different models are never "
+                    f"mixed), ordered by start time, and its change points: ruptures' PELT on log values, "
+                    f"penalty {PENALTY:g}*noise^2*ln(runs), noise from the series itself; consecutive shifts one "
+                    f"way are a drift where one ramp explains them. Exit 0: no change point toward slower "
+                    f"(longer time, lower speedup); 1: one or more, however long ago; 2: unusable input; "
+                    f"3: internal error.")
+    his.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                     help="stored runs, or folders searched for *.json (baselines/, nightly --benchmark-json files)")
+    his.add_argument("--metric", choices=sorted(METRICS), default="device",
+                     help="cuDNN device time per step (default), cuDNN wall time per step, or the wall speedup")
+    his.add_argument("--fallback", choices=FALLBACKS, default="skip",
+                     help="--metric device, a run without device time for a case: leave that run out of the "
+                          "case's series (skip, default) or follow the case in wall time (wall)")
+    his.add_argument("--min-shift", type=_number(at_least(0)), default=DEFAULT_MIN_SHIFT,
+                     help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
+    his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
+    his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")
 
 
 def _load(paths: Sequence[Path], allow_other_gpu: bool) -> list[Any]:
@@ -230,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             code, lines = spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu)
         elif args.command == "noise":
             code, lines = noise_files(args.runs, args.out)
+        elif args.command == "history":
+            from .history import history_files
+
+            code, lines = history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json)
         else:
             policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
                             device_min_effect=args.device_effect, host_effect=args.host_effect,
