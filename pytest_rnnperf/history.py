@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .records import BaselineError, CaseRecord, StoredRun, load_run
+from .report import text_table
 
 # 6 is three times BIC's 2 per change point (a location and a level): sigma is itself estimated from 6-40 runs
 # and can come out low, and a GPU model has ~60 cases, so one false alarm per case must be rare. Simulated with
@@ -430,25 +431,6 @@ def _where(model: ModelHistory, case: CaseHistory, cp: ChangePoint) -> str:
     return f"{start} .. {_label(model.runs[case.runs[cp.end]])}, {cp.end - cp.start + 1} runs"
 
 
-def _plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """A plain-text table drawn by rich (the style of the plugin's report): no colour, no wrapping."""
-    import io
-
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-    for i, name in enumerate(header):
-        table.add_column(Text(name), justify="right" if i in right else "left", no_wrap=True)
-    for row in rows:
-        table.add_row(*(Text(str(c)) for c in row))  # Text: a case id is data, never rich markup
-    out = io.StringIO()
-    Console(file=out, width=100_000, color_system=None, force_terminal=False, highlight=False).print(table)
-    return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
-
-
 def table_lines(history: History) -> list[str]:
     """The table: per GPU model and case, the series' ends, its noise and each change point on a line."""
     m = history.metric
@@ -475,7 +457,7 @@ def table_lines(history: History) -> list[str]:
     lines = [f"{m.label} over {runs} stored run(s) of {len(history.models)} GPU model(s), never mixed; change "
              f"points: ruptures PELT (L2 cost on log values), penalty {PENALTY:g}*noise^2*ln(runs); shifts under "
              f"{history.min_shift:.1%} not reported"]
-    lines += _plain_table(header, rows, right={2, 3, 4, 5, 6, 9, 10, 11})
+    lines += text_table(header, rows, right={2, 3, 4, 5, 6, 9, 10, 11})
     for note in history.notes:
         lines.append(f"note: {note}")
     for model in history.models:

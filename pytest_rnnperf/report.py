@@ -94,7 +94,7 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     """A plain-text table drawn by rich: a header, a rule, one line per row (columns in ``right`` right-aligned)."""
     import io
 
@@ -154,7 +154,7 @@ def results_table(results: Sequence["CaseRecord"]) -> list[str]:
         return []
     rows = [result_row(r) for r in results]
     header = list(rows[0])
-    return _table(header, [[row[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)))
+    return text_table(header, [[row[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)))
 
 
 CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
@@ -265,7 +265,7 @@ def verdict_lines(run: "RnnperfSession") -> list[str]:
     header = ["case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
               "verdict"]
     lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see README):"]
-    lines += _table(header, rows, right={2, 3, 4})
+    lines += text_table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
     lines += unjudged
     for v in run.verdicts.values():
@@ -349,11 +349,11 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
         lines += ["", "generic path vs float64 reference:"] + results_table(alone)
     if run.cross:
         lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
-        lines += _table(CROSS_HEADER, cross_rows(run.cross), right=set())
+        lines += text_table(CROSS_HEADER, cross_rows(run.cross), right=set())
     if run.claims:
         from .claims import HEADER, table_rows
 
-        lines += ["", "claims (the folklore, measured on this machine):"] + _table(HEADER, table_rows(run.claims), set())
+        lines += ["", "claims (the folklore, measured on this machine):"] + text_table(HEADER, table_rows(run.claims), set())
     if run.skipped:
         reasons: dict[str, int] = {}
         for _, reason in run.skipped:

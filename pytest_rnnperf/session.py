@@ -55,7 +55,7 @@ class WorkerRun:
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list[CaseRecord] = field(default_factory=list)
     cross: list[CrossRecord] = field(default_factory=list)
-    claims: list[Any] = field(default_factory=list)
+    claims: list[ClaimRow] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
     unjudged: list[str] = field(default_factory=list)
