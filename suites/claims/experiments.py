@@ -18,7 +18,7 @@ Tolerances, and why:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -174,7 +174,7 @@ def digits_training(lab: Any, sc: Scale) -> tuple[list[ClaimRow], list[str]]:
                        f"H{sc.digits_hidden} B{sc.digits_batch})", a.seconds[1:], b.seconds[1:], detail,
                        promise_not_slower=True)
     if failure:
-        speed = ClaimRow(speed.seed, fw, speed.measured, speed.verdict, speed.detail, failure)
+        speed = replace(speed, failure=failure)
     acc = ClaimRow("train-accuracy", fw, f"test accuracy {a.metric:.3f} vs {b.metric:.3f}; loss curves within "
                    f"{detail['curve_gap']:.1%}", verdict, detail,
                    None if holds else f"cuDNN reached {a.metric:.3f}, generic {b.metric:.3f} (tolerance {ACC_TOL})")
@@ -290,7 +290,7 @@ def char_lm(lab: Any, sc: Scale, window: Callable[[], Any] | None) -> list[Claim
     rows = [_ratio_row("charlm-train", fw, f"per epoch ({sc.lm_epochs - 1} after the first)", a.seconds[1:],
                        b.seconds[1:], detail, promise_not_slower=True)]
     if failure:
-        rows[0] = ClaimRow(rows[0].seed, fw, rows[0].measured, rows[0].verdict, detail, failure)
+        rows[0] = replace(rows[0], failure=failure)
     curve_ok = gap <= CURVE_TOL
     rows.append(ClaimRow("charlm-curve", fw, f"loss curves within {gap:.1%}; test loss {a.metric:.3f} vs "
                          f"{b.metric:.3f} nats/char; samples {samples['cudnn'][:24]!r} / {samples['generic'][:24]!r}",
@@ -384,9 +384,9 @@ def cpu_vs_gpu(lab: Any, sc: Scale) -> list[ClaimRow]:
     else:
         why = (f"GPU generic wins: {med['generic'] / steps * 1e3:.3f} ms per timestep against "
                f"{med['cpu'] / steps * 1e3:.3f} ms on {lab.cpu_threads()} CPU threads")
-    cpu_row = ClaimRow(cpu_row.seed, fw, f"{cpu_row.measured} train step T{steps} B{batch}: "
-                       f"CPU {med['cpu'] * 1e3:.0f} ms, GPU generic {med['generic'] * 1e3:.1f} ms, cuDNN "
-                       f"{med['cudnn'] * 1e3:.1f} ms; {why}", cpu_row.verdict, cpu_row.detail)
+    cpu_row = replace(cpu_row, measured=f"{cpu_row.measured} train step T{steps} B{batch}: CPU "
+                      f"{med['cpu'] * 1e3:.0f} ms, GPU generic {med['generic'] * 1e3:.1f} ms, cuDNN "
+                      f"{med['cudnn'] * 1e3:.1f} ms; {why}")
     return [cpu_row, _ratio_row("cudnn-vs-generic-gpu", fw, f"train step T{steps} B{batch} on the GPU (cuDNN "
                                 f"{med['cpu'] / med['cudnn']:.0f}x faster than the CPU)", times["cudnn"],
                                 times["generic"], detail, promise_not_slower=True)]

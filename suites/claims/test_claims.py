@@ -30,9 +30,9 @@ def lab(request: pytest.FixtureRequest) -> Any:
     """The framework lab of this test (one per run); skipped with the reason when its framework is missing."""
     name = request.param
     needs, where = LABS[name]
-    if importlib.util.find_spec(needs) is None or importlib.util.find_spec("sklearn") is None:
-        missing = needs if importlib.util.find_spec(needs) is None else "scikit-learn"
-        pytest.skip(f"the {name} claims need {missing}: pip install -e \".[claims]\"")
+    missing = [m for m in (needs, "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the {name} claims need {' and '.join(missing)}: pip install -e \".[claims]\"")
     if name not in _MADE:
         module, cls = where.split(":")
         try:

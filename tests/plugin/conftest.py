@@ -109,6 +109,17 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
 
 
+def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:
+    """Skip unless ``modules`` are installed and torch sees no GPU (the test is about a machine without one)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{what}: {', '.join(missing)} not installed")
+    if torch_sees_a_gpu():
+        pytest.skip("this test is about a machine without a GPU")
+
+
 def torch_sees_a_gpu() -> bool | None:
     """Whether torch sees a CUDA GPU (None without torch), asked in a subprocess.
 

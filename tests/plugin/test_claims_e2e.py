@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from conftest import REPO, load_json, run, torch_sees_a_gpu
+from conftest import REPO, load_json, needs_a_cpu_machine_with, run
 
 
 def test_the_claims_suite_runs_its_cpu_checks_here_and_reports_every_claim(pytester: pytest.Pytester) -> None:
     """Without a GPU: generic float32 against float64 passes for torch and Keras, every claim row says why it is not measured."""
-    missing = [m for m in ("torch", "tensorflow", "sklearn") if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"the claims suite needs {', '.join(missing)}")
-    if torch_sees_a_gpu():
-        pytest.skip("this test is about a machine without a GPU")
+    needs_a_cpu_machine_with(("torch", "tensorflow", "sklearn"), "the claims suite")
     out = pytester.path / "report"
     result = pytester.runpytest_subprocess(str(REPO / "suites" / "claims"), "--rootdir", str(REPO), "-p",
                                            "no:cacheprovider", "-p", "no:xdist", f"--rnnperf-report-dir={out}")

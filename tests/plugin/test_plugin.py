@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO, load_json, run, torch_sees_a_gpu
+from conftest import REPO, load_json, needs_a_cpu_machine_with, run, torch_sees_a_gpu
 
 
 def test_help_lists_the_rnnperf_group_with_ini_twins(pytester: pytest.Pytester) -> None:
@@ -219,13 +219,7 @@ def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester)
 
 def test_ready_suite_runs_keras_and_jax_generic_paths_in_worker_processes_here(pytester: pytest.Pytester) -> None:
     """Keras on torch and on JAX, and native JAX, each in its worker: generic paths pass, cuDNN cases skip with why."""
-    import importlib.util
-
-    missing = [m for m in ("keras", "torch", "jax") if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"the Keras and JAX backends need {', '.join(missing)}")
-    if torch_sees_a_gpu():
-        pytest.skip("this test is about a machine without a GPU")
+    needs_a_cpu_machine_with(("keras", "torch", "jax"), "the Keras and JAX backends")
     result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_cudnn.py"), "-k", "keras or jax", "--rootdir",
                                            str(REPO), "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
                                            "--rnnperf-rounds=3", "--benchmark-disable")
