@@ -1,7 +1,13 @@
 """pytest-rnnperf: catch cuDNN RNN performance and accuracy regressions on GPU runners.
 
-The core modules know nothing of pytest and import no framework at load time; the pytest side lives in
-``pytest_rnnperf.plugin`` and the frameworks are imported lazily by ``pytest_rnnperf.backends``.
+Data flows down the layers measure -> judge -> store -> report, and every import points down:
+``model`` (data and pure math) < ``backends`` < ``measure`` < ``judge`` < ``store`` < ``report`` <
+``history`` < ``session`` < ``cli`` | ``plugin`` (a test holds the contract). Only ``plugin`` knows pytest,
+and the frameworks are imported lazily by ``backends``.
 """
 
+from pytest_rnnperf import _moved
+
 __version__ = "0.1.0"
+
+_moved.install()

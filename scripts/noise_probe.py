@@ -36,12 +36,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_rnnperf import reference  # noqa: E402
+from pytest_rnnperf.model import reference  # noqa: E402
 from pytest_rnnperf.backends import load_backend, specs  # noqa: E402
-from pytest_rnnperf.cases import Case  # noqa: E402
-from pytest_rnnperf import stats  # noqa: E402
-from pytest_rnnperf.timing import TimingConfig  # noqa: E402
-from pytest_rnnperf.timing.wall import time_single  # noqa: E402
+from pytest_rnnperf.model.cases import Case  # noqa: E402
+from pytest_rnnperf.model import stats  # noqa: E402
+from pytest_rnnperf.model.timing import TimingConfig  # noqa: E402
+from pytest_rnnperf.measure.wall import time_single  # noqa: E402
 from suites.matrix import paired_cases, reference_cases  # noqa: E402
 
 

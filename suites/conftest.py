@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_rnnperf.backends import cross_pairs, specs
-from pytest_rnnperf.cases import cross_id
+from pytest_rnnperf.model.cases import cross_id
 from pytest_rnnperf.plugin import gpu_workers, resolved_scale
 from suites.matrix import cross_cases, known_issue, paired_cases, reference_cases
 

@@ -20,7 +20,7 @@ catches the few percent. Raise a floor only from measured baselines, never from 
 
 from __future__ import annotations
 
-from pytest_rnnperf.cases import Case
+from pytest_rnnperf.model.cases import Case
 
 MEASURED_TRAIN_FLOOR = 2.0
 XLA_FLOOR = 0.25

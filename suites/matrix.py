@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_rnnperf.backends import spec
-from pytest_rnnperf.cases import CELLS, Case, Shape
+from pytest_rnnperf.model.cases import CELLS, Case, Shape
 from suites.floors import floor_for
 
 # (T, B, I, H, layers): the five shapes measured on an H200 in DESIGN.md.

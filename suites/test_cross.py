@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_rnnperf.cases import Case
-from pytest_rnnperf.fixture import RnnperfFixture
+from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.plugin.fixtures import RnnperfFixture
 
 
 def test_same_weights_same_results(cross_case: Case, cross_other: str, rnnperf: RnnperfFixture) -> None:

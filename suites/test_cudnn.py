@@ -7,8 +7,8 @@ One framework: ``pytest suites/test_cudnn.py -k torch`` (or ``-k tf-``).
 
 from __future__ import annotations
 
-from pytest_rnnperf.cases import Case
-from pytest_rnnperf.fixture import RnnperfFixture
+from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.plugin.fixtures import RnnperfFixture
 
 
 def test_cudnn_vs_generic(cudnn_case: Case, rnnperf: RnnperfFixture) -> None:

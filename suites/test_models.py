@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rnnperf.fixture import RnnperfFixture
+from pytest_rnnperf.plugin.fixtures import RnnperfFixture
 
 torch = pytest.importorskip("torch", reason="the model checks need torch (pip install 'pytest-rnnperf[torch]')")
 nn = torch.nn

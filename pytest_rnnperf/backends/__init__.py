@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import numpy as np
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
 
-    from ..cases import Case, ModelCase
-    from ..reference import RNNWeights
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pytest_rnnperf.model.cases import Case, ModelCase
+    from pytest_rnnperf.model.reference import RNNWeights
 
 IMPLS: tuple[str, ...] = ("cudnn", "generic")
 ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
@@ -63,26 +64,6 @@ class OutOfDeviceMemory(Exception):
 
 class ModelError(ValueError):
     """A team's model or inputs cannot be checked as given; the message says why in one line (a failure)."""
-
-
-@dataclass(frozen=True)
-class PathProof:
-    """Evidence of which implementation one side really ran (kernels, autograd nodes or graph ops)."""
-
-    impl: str  # "cudnn" or "generic": what this side is supposed to run
-    ok: bool  # True when the evidence matches ``impl``
-    evidence: str  # what was seen, e.g. "ops aten::_cudnn_rnn; 2 RNN kernel name(s) ..."
-
-
-@dataclass(frozen=True)
-class ImplResult:
-    """Outputs and gradients of one side, as float64 NumPy in canonical layout (time-major)."""
-
-    output: "np.ndarray"  # (T, B, D*H)
-    h_n: "np.ndarray"  # (L*D, B, H)
-    c_n: "np.ndarray | None"  # (L*D, B, H) for LSTM, else None
-    d_input: "np.ndarray | None"  # (T, B, I); None in infer mode
-    d_weights: "RNNWeights | None"  # same layout as the weights; None in infer mode
 
 
 class Impl(Protocol):
@@ -147,16 +128,6 @@ class ModelBackend(Backend, Protocol):
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
                     seed: int = 0) -> ModelPair:
         """Copies of ``model`` for each side (cuDNN, generic, float64 reference) with identical weights."""
-
-
-@dataclass(frozen=True)
-class CaseInputs:
-    """Host-side inputs every backend receives: input sequence and upstream gradients (float64)."""
-
-    x: "np.ndarray"  # (T, B, I)
-    d_output: "np.ndarray"  # (T, B, D*H): upstream gradient of the output, the parity loss is <y, d_output>
-    d_h_n: "np.ndarray"  # (L*D, B, H)
-    d_c_n: "np.ndarray | None"  # (L*D, B, H) for LSTM
 
 
 @dataclass(frozen=True)

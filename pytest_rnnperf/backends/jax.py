@@ -29,15 +29,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ..device import unavailable
-from ..environment import format_cudnn_version, get_value, runtime_info
-from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from pytest_rnnperf.model.flags import unavailable
+from pytest_rnnperf.backends.base import format_cudnn_version, get_value, runtime_info
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
 # Pure NumPy (importing it imports no TensorFlow): pads a batch slice with zero sequences.
-from .padding import padded_to
+from pytest_rnnperf.backends.padding import padded_to
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.reference import RNNWeights
 
 # Custom-call targets of jax's cuDNN LSTM, from jaxlib/gpu_rnn.py: jaxlib >= 0.4.36 lowers rnn_fwd/rnn_bwd
 # to f"{platform}dnn_rnn_ffi" / f"{platform}dnn_rnn_bwd_ffi" with platform "cu" (typed FFI), older jaxlib
@@ -125,7 +127,7 @@ def unpack_lstm(
     flat: np.ndarray, input_size: int, hidden_size: int, num_layers: int, bidirectional: bool
 ) -> "RNNWeights":
     """Inverse of :func:`pack_lstm`: a flat vector (weights or their gradient) as canonical float64 RNNWeights."""
-    from ..reference import LayerWeights, RNNWeights
+    from pytest_rnnperf.model.reference import LayerWeights, RNNWeights
 
     flat = np.asarray(flat, dtype=np.float64)
     expected = lstm_param_count(input_size, hidden_size, num_layers, bidirectional)

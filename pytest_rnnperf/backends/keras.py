@@ -2,7 +2,7 @@
 
 Keras picks its backend once per process from ``KERAS_BACKEND``, so these specs carry that variable in their
 ``env`` and a session whose process lacks it runs their cases in a worker process started with it (see
-``workers.py``). Layers, weights and the forward pass are shared with the TensorFlow backend
+``measure/subprocesses.py``). Layers, weights and the forward pass are shared with the TensorFlow backend
 (``keras_layers.py``); what differs per framework is how a step is differentiated, synchronized and proven:
 
 - torch: eager layers, gradients with ``torch.autograd.grad``; proof by the ATen ops a step dispatches
@@ -24,17 +24,19 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..environment import get_value
-from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
-from .jax import _jax, _oom_reason
-from .keras_layers import (
+from pytest_rnnperf.backends.base import get_value
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
+from pytest_rnnperf.backends.jax import _jax, _oom_reason
+from pytest_rnnperf.backends.keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, layer_variables,
     split_states, to_batch_major,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.reference import RNNWeights
 
 _KERAS = {"keras": ("keras",)}
 KERAS_TORCH = BackendSpec(
@@ -127,7 +129,7 @@ class KerasTorchImpl:
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
         """Batch-major input and upstream gradients as device tensors of the case's dtype."""
-        from .torch import _dtype, _torch
+        from pytest_rnnperf.backends.torch import _dtype, _torch
 
         torch = _torch()
         dt = _dtype(self.case.precision)
@@ -143,7 +145,7 @@ class KerasTorchImpl:
 
     def _run(self, args: tuple[Any, ...], want_grads: bool) -> tuple[Any, list[Any], list[Any], Any, list[Any]]:
         """Forward (+ gradients of x and every variable for the upstream gradients)."""
-        from .torch import _torch, precision_flags
+        from pytest_rnnperf.backends.torch import _torch, precision_flags
 
         torch = _torch()
         x, d_out, d_h, d_c = args
@@ -183,7 +185,7 @@ class KerasTorchImpl:
 
     def prove_path(self) -> PathProof:
         """The ATen ops of one step: cuDNN needs aten::_cudnn_rnn (+ backward when training), generic neither."""
-        from .torch import dispatched_ops
+        from pytest_rnnperf.backends.torch import dispatched_ops
 
         names = dispatched_ops(self.step, self.device)
         cudnn = sorted(n for n in names if n.startswith("aten::_cudnn_rnn"))
@@ -210,14 +212,14 @@ class KerasTorchPair:
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
-        from .torch import _torch
+        from pytest_rnnperf.backends.torch import _torch
 
         if self.device.startswith("cuda"):
             _torch().cuda.synchronize()
 
     def close(self) -> None:
         """Drop the layers and return cached blocks to the driver."""
-        from .torch import _restore_threads, _torch
+        from pytest_rnnperf.backends.torch import _restore_threads, _torch
 
         self.cudnn = self.generic = None
         gc.collect()
@@ -237,13 +239,13 @@ class KerasTorchBackend:
 
     def gpu_unavailable_reason(self) -> str | None:
         """None when torch sees a CUDA GPU with cuDNN, else a one-line reason."""
-        from .torch import TorchBackend
+        from pytest_rnnperf.backends.torch import TorchBackend
 
         return self.unavailable_reason() or TorchBackend().gpu_unavailable_reason()
 
     def runtime_info(self) -> dict[str, str]:
         """Keras version and backend, and the torch fields (CUDA, cuDNN, TF32 flags) this process runs with."""
-        from .torch import torch_runtime_info
+        from pytest_rnnperf.backends.torch import torch_runtime_info
 
         keras = _keras("torch")
         info = {f"keras_torch.{k.split('.', 1)[1]}": v for k, v in torch_runtime_info().items()}
@@ -254,7 +256,7 @@ class KerasTorchBackend:
     def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
               impls: tuple[str, ...] = IMPLS) -> KerasTorchPair:
         """Build the requested sides on the GPU (cuDNN needs one), or generic-only on the CPU."""
-        from .torch import _torch, build_on_device
+        from pytest_rnnperf.backends.torch import _torch, build_on_device
 
         reason = self.unavailable_reason()
         if reason:
@@ -388,7 +390,7 @@ class KerasJaxImpl:
 
     def prove_path(self) -> PathProof:
         """The compiled step's HLO (as for native JAX): cuDNN's RNN custom calls and no loop, or a loop and no call."""
-        from .jax import hlo_proof
+        from pytest_rnnperf.backends.jax import hlo_proof
 
         lowered = self._fn.lower(self._trainable, *self._args)
         proof = hlo_proof(self.name, lowered.as_text(), lowered.compile().as_text(), self._train)
@@ -429,7 +431,7 @@ class KerasJaxBackend:
 
     def gpu_unavailable_reason(self) -> str | None:
         """None when JAX sees a CUDA GPU with its cuDNN RNN kernels (as for native JAX), else a one-line reason."""
-        from .jax import get_backend
+        from pytest_rnnperf.backends.jax import get_backend
 
         return self.unavailable_reason() or get_backend().gpu_unavailable_reason()
 

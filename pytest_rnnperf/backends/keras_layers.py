@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from . import BackendUnavailable
+from pytest_rnnperf.backends import BackendUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.reference import RNNWeights
 
 SIMPLE_RNN_NO_CUDNN = (
     "Keras SimpleRNN has no cuDNN path; compare it with torch's cuDNN RNN through the shared canonical weights"
@@ -107,7 +107,7 @@ def from_keras(
     gradients, and the single bias gradient goes into both b_ih and b_hh, since each of them receives
     exactly dL/dbias. GRU(reset_after=True) has both biases and round-trips exactly.
     """
-    from ..reference import LayerWeights, RNNWeights
+    from pytest_rnnperf.model.reference import LayerWeights, RNNWeights
 
     directions = 2 if bidirectional else 1
     if len(keras_weights) != num_layers or any(len(d) != directions for d in keras_weights):
@@ -118,7 +118,6 @@ def from_keras(
         for dirs in keras_weights
     )
     return RNNWeights(cell, input_size, hidden_size, num_layers, bidirectional, layers)
-
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CaseInputs
+from pytest_rnnperf.model.reference import CaseInputs
 
 
 def padded_to(inputs: CaseInputs, like: CaseInputs) -> CaseInputs | None:

@@ -25,18 +25,20 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from ..environment import get_value, loaded_cudnn, runtime_info
-from ..device import unavailable
-from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
-from .keras_layers import (
-    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, keras_dtype, layer_variables,
-    to_batch_major, to_keras,
+from pytest_rnnperf.backends.base import get_value, loaded_cudnn, runtime_info
+from pytest_rnnperf.model.flags import unavailable
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
+from pytest_rnnperf.backends.keras_layers import (
+    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, keras_dtype,
+    layer_variables, to_batch_major, to_keras,
 )
-from .padding import padded_to
+from pytest_rnnperf.backends.padding import padded_to
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.reference import RNNWeights
 
 # Graph op types of the cuDNN path (forward, and its gradient in train mode). Keras 3.15's TF backend
 # calls tf.raw_ops.CudnnRNNV3 directly; the registered gradient of CudnnRNNV3 is CudnnRNNBackpropV3.
@@ -375,7 +377,6 @@ def _tf_info(tf: Any) -> dict[str, str]:
         "tf.op_determinism": get_value(lambda: _tf_op_determinism(tf)),
         "tf.memory_growth": get_value(lambda: _tf_memory_growth(tf)),
     }
-
 
 
 class TFBackend:

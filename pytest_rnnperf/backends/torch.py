@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from ..cases import CELLS
-from ..environment import format_cudnn_version, get_value, runtime_info
-from ..device import unavailable
-from . import (
-    IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, ModelError, OutOfDeviceMemory, PathProof,
+from pytest_rnnperf.model.cases import CELLS
+from pytest_rnnperf.backends.base import format_cudnn_version, get_value, runtime_info
+from pytest_rnnperf.model.flags import unavailable
+from pytest_rnnperf.backends import (
+    IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, OutOfDeviceMemory,
     parse_injection,
 )
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case, ModelCase
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case, ModelCase
+    from pytest_rnnperf.model.reference import RNNWeights
 
 # ATen op names each path dispatches. cuDNN: aten::_cudnn_rnn (+ its backward). The generic
 # CUDA path runs per-timestep fused cells or plain matmuls; on the CPU oneDNN would take over, so the
@@ -207,7 +209,6 @@ def _torch_info(torch: Any) -> dict[str, str]:
     }
 
 
-
 def dispatched_ops(step: Any, device: str) -> set[str]:
     """Names ("aten::_cudnn_rnn", ...) of every ATen op that one ``step`` dispatched, backward included.
 
@@ -315,7 +316,7 @@ class TorchImpl:
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
-        from ..reference import RNNWeights
+        from pytest_rnnperf.model.reference import RNNWeights
 
         x, grads = (self._x, self._grads) if inputs is None else self._device_inputs(inputs)
         train = self.case.mode == "train"

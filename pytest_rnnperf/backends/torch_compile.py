@@ -33,16 +33,17 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ..environment import get_value, runtime_info
-from . import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
-from .torch import (
-    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _torch, _torch_info, build_module,
-    build_on_device,
+from pytest_rnnperf.backends.base import get_value, runtime_info
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
+from pytest_rnnperf.backends.torch import (
+    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _torch, _torch_info, build_module, build_on_device,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..cases import Case
-    from ..reference import RNNWeights
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.reference import RNNWeights
 
 COMPILED_CELLS: tuple[str, ...] = ("lstm", "gru")
 # Inductor is what torch.compile runs by default; tests choose "eager" or "aot_eager" (the same dynamo graph,

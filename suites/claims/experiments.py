@@ -1,7 +1,7 @@
 """The claims experiments, written once for every framework lab (``lab_torch``, ``lab_keras``).
 
 Each experiment trains or times matched models (same initial weights, same data order, sides interleaved
-epoch by epoch so drift hits both alike) and returns rows of the claims table (``pytest_rnnperf.claims``).
+epoch by epoch so drift hits both alike) and returns rows of the claims table (``pytest_rnnperf.judge.claims``).
 Without a GPU an experiment runs its generic side against float64 on the CPU at a tiny scale (what CI
 can check) and its cuDNN rows say why they were not measured.
 
@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pytest_rnnperf.claims import NOT_RUN, SEED_BY_ID, ClaimRow, equal_verdict, not_run, ratio_verdict
-from pytest_rnnperf.stats import speedup_interval
+from pytest_rnnperf.judge.claims import NOT_RUN, SEED_BY_ID, ClaimRow, equal_verdict, not_run, ratio_verdict
+from pytest_rnnperf.model.stats import speedup_interval
 
 from . import data
 

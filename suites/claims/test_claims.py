@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf.fixture import ClaimsFixture
+from pytest_rnnperf.plugin.fixtures import ClaimsFixture
 
 from . import experiments
 from .experiments import SCALES, Scale

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf.device import TelemetryWindow, nvml_index, read_device_info
+from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_device_info
 
 
 @pytest.mark.gpu

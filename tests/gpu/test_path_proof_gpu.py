@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from pytest_rnnperf.backends.torch import TorchBackend
-from pytest_rnnperf.cases import Case, Shape
-from pytest_rnnperf.runner import RunConfig, run_case
-from pytest_rnnperf.timing import TimingConfig
-from pytest_rnnperf.timing.device import device_time_problem
+from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.measure.runner import RunConfig, run_case
+from pytest_rnnperf.model.timing import TimingConfig
+from pytest_rnnperf.measure.device_time import device_time_problem
 
 CASE = Case("torch", "lstm", Shape(28, 128, 28, 128, 1), "train", "fp32")
 CONFIG = RunConfig(timing=TimingConfig(rounds=5, min_rounds=5, warmup_s=0.05), energy_s=0.0, device_rounds=4)

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_rnnperf.timing import TimingConfig
-from pytest_rnnperf.timing.wall import time_pair
+from pytest_rnnperf.model.timing import TimingConfig
+from pytest_rnnperf.measure.wall import time_pair
 
 
 def _chain(torch: Any, n: int, size: int = 2048) -> Callable[[], None]:

@@ -17,12 +17,12 @@ FAKE_GPU_CONFTEST = f"""
 import dataclasses, functools, os, sys, types
 sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
 import pytest
-import pytest_rnnperf.device as device
+import pytest_rnnperf.measure.gpu as device
 import pytest_rnnperf.backends as backends
-import pytest_rnnperf.session as session
+import pytest_rnnperf.session.session as session
 from pytest_rnnperf.plugin import SESSION_KEY
-from pytest_rnnperf.timing.device import DeviceTimer
-from pytest_rnnperf.timing.wall import WallTimer
+from pytest_rnnperf.measure.device_time import DeviceTimer
+from pytest_rnnperf.measure.wall import WallTimer
 import fake_backend
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
 
@@ -75,7 +75,7 @@ def pytest_configure(config):
 
 TEST_FILE = """
 import pytest
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf.model.cases import Case, Shape
 
 CASES = [Case("torch", "lstm", Shape(4, 2, 3, 5), floor=FLOOR), Case("torch", "gru", Shape(4, 2, 3, 5), floor=FLOOR)]
 

@@ -22,8 +22,10 @@ from typing import Any
 
 from fake_cupti import FakeCupti
 
-from pytest_rnnperf import reference
-from pytest_rnnperf.backends import BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.backends import BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
 
 
 def knob(name: str, default: str = "") -> str:

@@ -18,7 +18,7 @@ from conftest import load_json, run
 
 GPU_DIR = "baselines/NVIDIA_H200"
 REFERENCE_FILE = """
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf.model.cases import Case, Shape
 
 def test_lstm(rnnperf):
     rnnperf.check(rnnperf.reference(Case("torch", "lstm", Shape(4, 2, 3, 5))))
@@ -166,7 +166,7 @@ def test_the_console_script_names_itself(project: pytest.Pytester) -> None:
 def test_an_internal_error_is_exit_3_not_regressed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                                    tmp_path: Path) -> None:
     """Defect 3: a crash must never read as exit 1 ("a case regressed")."""
-    from pytest_rnnperf import __main__ as cli
+    from pytest_rnnperf.cli import main as cli
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
@@ -251,7 +251,7 @@ def test_a_bad_marker_is_refused_before_any_test_runs(project: pytest.Pytester, 
     """Defect 9: rnnperf(rounds=0) and the like bypassed the checks and failed each test with a ValueError."""
     project.makepyfile(test_marked=f"""
         import pytest
-        from pytest_rnnperf.cases import Case, Shape
+        from pytest_rnnperf.model.cases import Case, Shape
 
         @pytest.mark.rnnperf({marker})
         def test_marked(rnnperf):

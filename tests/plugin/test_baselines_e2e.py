@@ -11,7 +11,7 @@ import pytest
 
 from conftest import load_json, run
 
-from pytest_rnnperf.records import FORMAT_VERSION
+from pytest_rnnperf.model.records import FORMAT_VERSION
 
 GPU_DIR = "baselines/NVIDIA_H200"
 

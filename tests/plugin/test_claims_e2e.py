@@ -26,7 +26,7 @@ def test_the_claims_suite_runs_its_cpu_checks_here_and_reports_every_claim(pytes
 def test_a_row_that_breaks_a_promise_fails_its_test_with_the_claim(project: pytest.Pytester) -> None:
     """A team's own claims test: a row with a failure fails the test with a small table and shows FAILED in the summary."""
     project.makepyfile(test_own_claims="""
-        from pytest_rnnperf.claims import ClaimRow
+        from pytest_rnnperf.judge.claims import ClaimRow
 
         def test_promise(rnnperf_claims):
             rnnperf_claims.add(ClaimRow("train-accuracy", "mine", "0.80 vs 0.97", "worse", failure="cuDNN lost 17 points"))

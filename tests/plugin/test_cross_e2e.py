@@ -8,7 +8,7 @@ from conftest import load_json, run
 
 CROSS_FILE = """
 import pytest
-from pytest_rnnperf.cases import Case, Shape, cross_id
+from pytest_rnnperf.model.cases import Case, Shape, cross_id
 
 CASES = [Case("torch", "lstm", Shape(4, 2, 3, 5)), Case("torch", "rnn_tanh", Shape(4, 2, 3, 5))]
 

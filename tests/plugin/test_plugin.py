@@ -12,7 +12,7 @@ def test_help_lists_the_rnnperf_group_with_ini_twins(pytester: pytest.Pytester) 
     result = pytester.runpytest("--help")
     out = result.stdout.str()
     assert "pytest-rnnperf: cuDNN vs generic RNN benchmarks" in out
-    from pytest_rnnperf.settings import SETTINGS
+    from pytest_rnnperf.session.settings import SETTINGS
 
     for s in SETTINGS:
         assert s.flag in out, s.flag
@@ -81,7 +81,7 @@ def test_marker_beats_command_line_beats_ini(project: pytest.Pytester) -> None:
     """rounds: marker 5 > --rnnperf-rounds 6 > ini 8."""
     project.makepyfile(test_marker="""
         import pytest
-        from pytest_rnnperf.cases import Case, Shape
+        from pytest_rnnperf.model.cases import Case, Shape
 
         @pytest.mark.rnnperf(rounds=5)
         def test_marked(rnnperf):

@@ -12,7 +12,7 @@ from conftest import load_json, run
 
 WORKER_CASES = """
 import pytest
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf.model.cases import Case, Shape
 
 CASES = [Case("faraway", "lstm", Shape(4, 2, 3, 5), floor=2.0), Case("faraway", "gru", Shape(4, 2, 3, 5), floor=2.0)]
 

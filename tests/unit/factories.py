@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from pytest_rnnperf.backends import PathProof
-from pytest_rnnperf.cases import Case, ModelCase, Shape
-from pytest_rnnperf.device import WindowFlag
-from pytest_rnnperf.parity import ParityReport, ParityRow
-from pytest_rnnperf.records import CaseRecord
-from pytest_rnnperf.timing import Measurement
-from pytest_rnnperf.timing.device import DeviceTiming, KernelStat
+from pytest_rnnperf.model.results import PathProof
+from pytest_rnnperf.model.cases import Case, ModelCase, Shape
+from pytest_rnnperf.model.flags import WindowFlag
+from pytest_rnnperf.model.parity import ParityReport, ParityRow
+from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.model.timing import Measurement
+from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 
 CASE = Case("torch", "lstm", Shape(28, 128, 28, 128), floor=2.0)
 

@@ -32,8 +32,9 @@ def get_backend():
 
 PROBE = """
 import json
-from pytest_rnnperf import backends, environment
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf import backends
+from pytest_rnnperf.measure import environment
+from pytest_rnnperf.model.cases import Case, Shape
 from suites.matrix import paired_cases
 print(json.dumps({"names": [s.name for s in backends.specs()], "cross": backends.cross_pairs(),
                   "keys": sorted(k for k in environment.key_field_map() if "mxnet" in k),

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from factories import record
 
-from pytest_rnnperf import baselines
-from pytest_rnnperf.baselines import find_latest, writable_problem, write_new
-from pytest_rnnperf.records import FORMAT_VERSION
+from pytest_rnnperf.store import baselines
+from pytest_rnnperf.store.baselines import find_latest, writable_problem, write_new
+from pytest_rnnperf.model.records import FORMAT_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ def test_gpus_with_baselines(tmp_path: Path) -> None:
 
 def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path: Path) -> None:
     """spread: per-group cuDNN-time spread, with the same busy split the verdicts use."""
-    from pytest_rnnperf.__main__ import spread_files
+    from pytest_rnnperf.cli.main import spread_files
 
     paths = []
     for n, (big_ms, small_ms) in enumerate([(10.0, 1.5), (10.1, 1.95)]):
@@ -102,8 +102,8 @@ def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path
 
 def test_plugin_and_baselines_load_without_scipy() -> None:
     """pytest_configure checks settings and loads a baseline: that must not import scipy (~1 s)."""
-    code = ("import sys; import pytest_rnnperf.plugin, pytest_rnnperf.baselines, pytest_rnnperf.records, "
-            "pytest_rnnperf.verdicts; assert 'scipy' not in sys.modules, 'scipy imported'")
+    code = ("import sys; import pytest_rnnperf.plugin, pytest_rnnperf.store.baselines, pytest_rnnperf.model.records, "
+            "pytest_rnnperf.judge.verdicts; assert 'scipy' not in sys.modules, 'scipy imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf.bench import off_for_xdist
+from pytest_rnnperf.plugin.benchmark import off_for_xdist
 
 
 def _session(disabled: bool, options: dict[str, Any], **attrs: Any) -> SimpleNamespace:

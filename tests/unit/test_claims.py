@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rnnperf.claims import (CONFIRMED, CONSISTENT, NOT_RUN, REVERSED, SEED_BY_ID, SEEDS, UNDECIDED, WEAKER,
-                                   ClaimRow, equal_verdict, failure_message, markdown_table, not_run, ratio_verdict,
-                                   table_rows)
+from pytest_rnnperf.judge.claims import (
+    CONFIRMED, CONSISTENT, NOT_RUN, REVERSED, SEED_BY_ID, SEEDS, UNDECIDED, WEAKER, ClaimRow, equal_verdict,
+    failure_message, markdown_table, not_run, ratio_verdict, table_rows,
+)
 
 
 @pytest.mark.parametrize(("lo", "hi", "verdict"), [

@@ -8,15 +8,9 @@ import sys
 import pytest
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, FakeClock, FakeNVML, sample
 
-from pytest_rnnperf import device
-from pytest_rnnperf.device import (
-    DEVICE_FIELDS,
-    DeviceInfo,
-    TelemetrySummary,
-    TelemetryWindow,
-    noise_warnings,
-    nvml_index,
-    read_device_info,
+from pytest_rnnperf.measure import gpu as device
+from pytest_rnnperf.measure.gpu import (
+    DEVICE_FIELDS, DeviceInfo, TelemetrySummary, TelemetryWindow, noise_warnings, nvml_index, read_device_info,
 )
 
 OWN_PID = 4242

@@ -6,18 +6,11 @@ import pytest
 from fake_cupti import FakeCupti
 from fake_nvml import FakeClock
 
-from pytest_rnnperf.timing import Measurement
-from pytest_rnnperf.timing.device import (
-    DeviceTimer,
-    DeviceTiming,
-    KernelStat,
-    _short,
-    kernel_changes,
-    kernel_proof,
-    kernel_table,
-    steps_for,
-    union_ns,
+from pytest_rnnperf.model.timing import Measurement
+from pytest_rnnperf.measure.device_time import (
+    DeviceTimer, _short, kernel_changes, kernel_proof, kernel_table, steps_for, union_ns,
 )
+from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 
 
 def test_union_counts_overlaps_once_and_gaps_not_at_all() -> None:

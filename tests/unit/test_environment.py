@@ -10,17 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf import environment as env
+from pytest_rnnperf.backends.base import format_cudnn_version, loaded_cudnn
 from pytest_rnnperf.backends.tensorflow import TF_KEYS, tf_runtime_info
 from pytest_rnnperf.backends.torch import TORCH_KEYS, torch_runtime_info
-from pytest_rnnperf.environment import (
-    diff_environments,
-    fingerprint_key,
-    format_cudnn_version,
-    format_diff,
-    key_field_map,
-    key_fields,
-    software_info,
+from pytest_rnnperf.measure import environment as env
+from pytest_rnnperf.measure.environment import (
+    diff_environments, fingerprint_key, format_diff, key_field_map, key_fields, software_info,
 )
 
 DEVICE = {"name": "NVIDIA H200", "compute_capability": "9.0", "driver_version": "580.95.05",
@@ -52,7 +47,7 @@ def test_software_info_reads_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_software_info_and_module_load_import_no_framework() -> None:
-    code = ("import sys; import pytest_rnnperf.device, pytest_rnnperf.environment as e; e.software_info(); "
+    code = ("import sys; import pytest_rnnperf.measure.gpu, pytest_rnnperf.measure.environment as e; e.software_info(); "
             "bad = {'torch', 'tensorflow', 'keras', 'pynvml'} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -148,7 +143,7 @@ def test_tf_runtime_info_formats_a_gpu_build(monkeypatch: pytest.MonkeyPatch, tm
     (tmp_path / "maps").write_text("")
     import pytest_rnnperf.backends.tensorflow as tf_backend
 
-    real = env.loaded_cudnn
+    real = loaded_cudnn
     monkeypatch.setattr(tf_backend, "loaded_cudnn", lambda: real(str(tmp_path / "maps")))
     info = tf_runtime_info()
     assert tuple(info) == TF_KEYS
@@ -179,10 +174,10 @@ def test_loaded_cudnn_is_asked_of_the_mapped_library(tmp_path: Any) -> None:
         opened.append(path)
         return SimpleNamespace(cudnnGetVersion=lambda: 91900)
 
-    assert env.loaded_cudnn(str(maps), loader) == "9.19.0 (libcudnn.so.9)"
+    assert loaded_cudnn(str(maps), loader) == "9.19.0 (libcudnn.so.9)"
     assert opened == [lib]
     maps.write_text("7f20-7f30 rw-p 00000000 00:00 0\n")
-    assert env.loaded_cudnn(str(maps), loader).startswith("unavailable: TF does not expose")
+    assert loaded_cudnn(str(maps), loader).startswith("unavailable: TF does not expose")
 
 
 def test_fingerprint_key_is_stable_and_sensitive() -> None:

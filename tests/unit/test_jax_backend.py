@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_rnnperf import reference
+from pytest_rnnperf.model import reference
 from pytest_rnnperf.backends import BackendUnavailable
 from pytest_rnnperf.backends.jax import (
     SPEC, JaxBackend, dot_precisions, hlo_proof, lstm_param_count, pack_lstm, unpack_lstm,
 )
-from pytest_rnnperf.cases import Case, Shape
-from pytest_rnnperf.timing import TimingConfig
+from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.model.timing import TimingConfig
 
 SMOKE_SHAPES = (Shape(8, 4, 8, 16, 1), Shape(6, 3, 5, 12, 2, bidirectional=True))
 # A few short rounds: these tests are about parity and the path proof, not about the timings.
@@ -152,7 +152,7 @@ def test_the_packed_vector_unpacks_through_jax_to_the_canonical_arrays(
 def test_the_generic_side_passes_parity_and_proves_its_path_through_the_runner(
     jax_backend: JaxBackend, shape: Shape, mode: str
 ) -> None:
-    from pytest_rnnperf.runner import RunConfig, run_case
+    from pytest_rnnperf.measure.runner import RunConfig, run_case
 
     case = Case("jax", "lstm", shape, mode)
     record = run_case(case, jax_backend, RunConfig(timing=QUICK), impls=("generic",))

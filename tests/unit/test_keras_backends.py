@@ -12,9 +12,9 @@ import pytest
 
 from pytest_rnnperf.backends.keras import KERAS_JAX, KERAS_TORCH
 from pytest_rnnperf.backends.keras_layers import flag_check
-from pytest_rnnperf.cases import Case, Shape
-from pytest_rnnperf.runner import RunConfig
-from pytest_rnnperf.workers import WorkerPool
+from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.measure.runner import RunConfig
+from pytest_rnnperf.measure.subprocesses import WorkerPool
 
 SMALL = Shape(8, 4, 8, 16, 1)
 STACKED_BI = Shape(6, 3, 5, 12, 2, bidirectional=True)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from factories import record
 
-from pytest_rnnperf import noise
-from pytest_rnnperf.__main__ import compare_files, noise_files
-from pytest_rnnperf.records import BaselineError, FORMAT_VERSION, load_run
-from pytest_rnnperf.verdicts import Policy, judge
+from pytest_rnnperf.judge import noise
+from pytest_rnnperf.cli.main import compare_files, noise_files
+from pytest_rnnperf.model.records import BaselineError, FORMAT_VERSION, load_run
+from pytest_rnnperf.judge.verdicts import Policy, judge
 
 
 def _stored(tmp_path: Path, name: str, records: list[Any]) -> Path:

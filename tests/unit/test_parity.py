@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_rnnperf.backends import ImplResult
-from pytest_rnnperf.parity import TOLERANCES, ParityReport, compare_results, format_failures, normalized_error
-from pytest_rnnperf.reference import RNNWeights, init_weights
+from pytest_rnnperf.model.results import ImplResult
+from pytest_rnnperf.model.parity import TOLERANCES, ParityReport, compare_results, format_failures, normalized_error
+from pytest_rnnperf.model.reference import RNNWeights, init_weights
 
 
 def _result(scale: float = 1.0, with_grads: bool = True, seed: int = 0) -> ImplResult:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
 
-from pytest_rnnperf.device import DeviceInfo, nvml_index, read_device_info
-from pytest_rnnperf.placement import Placement, assign, gpu_entries, place, plan, visible_entries, worker_number
+from pytest_rnnperf.measure.gpu import DeviceInfo, nvml_index, read_device_info
+from pytest_rnnperf.measure.placement import (
+    Placement, assign, gpu_entries, place, plan, visible_entries, worker_number,
+)
 
 UUID0 = "GPU-00000000-aaaa-bbbb-cccc-1234567890ab"
 UUID1 = "GPU-00000001-aaaa-bbbb-cccc-1234567890ab"

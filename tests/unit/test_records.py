@@ -9,21 +9,14 @@ from typing import Any
 import pytest
 from factories import record
 
-from pytest_rnnperf.backends import PathProof
-from pytest_rnnperf.cases import Case, ModelCase, Shape
-from pytest_rnnperf.device import FlagKind, WindowFlag
-from pytest_rnnperf.parity import ParityReport, ParityRow
-from pytest_rnnperf.records import (
-    FORMAT_VERSION,
-    BaselineError,
-    CaseRecord,
-    CrossRecord,
-    RecordError,
-    benchmark_extra,
-    load_run,
-    run_meta,
+from pytest_rnnperf.model.results import PathProof
+from pytest_rnnperf.model.cases import Case, ModelCase, Shape
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.parity import ParityReport, ParityRow
+from pytest_rnnperf.model.records import (
+    FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError, benchmark_extra, load_run, run_meta,
 )
-from pytest_rnnperf.stats import Interval
+from pytest_rnnperf.model.stats import Interval
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p for p in REPO.glob("baselines/*/*/*.json") if p.parent.name != "evidence")

@@ -7,15 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from pytest_rnnperf.cases import CELLS, GATES, Case, Shape
-from pytest_rnnperf.reference import (
-    LayerWeights,
-    RNNResult,
-    RNNWeights,
-    backward,
-    forward,
-    init_weights,
-    make_inputs,
+from pytest_rnnperf.model.cases import CELLS, GATES, Case, Shape
+from pytest_rnnperf.model.reference import (
+    LayerWeights, RNNResult, RNNWeights, backward, forward, init_weights, make_inputs,
 )
 
 # (num_layers, bidirectional): covers stacking and the reverse direction separately and together.

@@ -9,10 +9,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_nvml import FakeNVML  # noqa: E402
 
-from pytest_rnnperf.device import read_device_info  # noqa: E402
-from pytest_rnnperf.records import StoredRun  # noqa: E402
-from pytest_rnnperf.report import env_diff_lines  # noqa: E402
-from pytest_rnnperf.session import RnnperfSession  # noqa: E402
+from pytest_rnnperf.measure.gpu import read_device_info  # noqa: E402
+from pytest_rnnperf.model.records import StoredRun  # noqa: E402
+from pytest_rnnperf.report.render import env_diff_lines  # noqa: E402
+from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
 
 
 def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> None:
@@ -34,8 +34,8 @@ def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
     """A throttled window is a warning about the measurement; a compile time is a note about the case."""
     from factories import record
 
-    from pytest_rnnperf.device import FlagKind, WindowFlag
-    from pytest_rnnperf.report import summary_lines
+    from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+    from pytest_rnnperf.report.render import summary_lines
 
     run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
     flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")

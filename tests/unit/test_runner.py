@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_rnnperf.runner import RunConfig, energy_per_step
+from pytest_rnnperf.measure.runner import RunConfig, energy_per_step
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_rnnperf.stats on seeded synthetic timings (lognormal noise around known medians)."""
+"""Unit tests of pytest_rnnperf.model.stats on seeded synthetic timings (lognormal noise around known medians)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_rnnperf.stats import Interval, Summary, ratio_interval, speedup_interval, spread, summarize
+from pytest_rnnperf.model.stats import Interval, Summary, ratio_interval, speedup_interval, spread, summarize
 
 
 def times(median: float, n: int, seed: int, sigma: float = 0.015) -> np.ndarray:

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_rnnperf import reference
+from pytest_rnnperf.model import reference
 from pytest_rnnperf.backends import BackendUnavailable
 from pytest_rnnperf.backends.tensorflow import TFBackend, from_keras, to_keras
-from pytest_rnnperf.cases import Case, Shape
+from pytest_rnnperf.model.cases import Case, Shape
 
 T, B, I, H = 5, 3, 4, 6
 
@@ -265,7 +265,7 @@ def test_run_cross_compares_every_quantity_across_frameworks(tf_backend: TFBacke
     """run_cross on the CPU: torch and Keras generic sides agree on outputs, states and every gradient."""
     pytest.importorskip("torch")
     from pytest_rnnperf.backends.torch import TorchBackend
-    from pytest_rnnperf.runner import run_cross
+    from pytest_rnnperf.measure.runner import run_cross
 
     case = dataclasses.replace(_case(cell, 2, True), framework="torch")
     result = run_cross(case, (("torch", TorchBackend(), "generic"), ("tf", tf_backend, "generic")))

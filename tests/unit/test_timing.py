@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fake_nvml import FakeClock
 
-from pytest_rnnperf.timing import TimingConfig
-from pytest_rnnperf.timing.wall import WallTimer, calibrate, gc_paused, time_block, time_pair, time_single, warm_up
+from pytest_rnnperf.model.timing import TimingConfig
+from pytest_rnnperf.measure.wall import WallTimer, calibrate, gc_paused, time_block, time_pair, time_single, warm_up
 
 
 def stepper(clock: FakeClock, seconds: float, log: list[str] | None = None, name: str = "") -> Callable[[], None]:

@@ -6,9 +6,9 @@ import warnings
 
 import pytest
 
-from pytest_rnnperf import reference
+from pytest_rnnperf.model import reference
 from pytest_rnnperf.backends import ModelError
-from pytest_rnnperf.cases import Case, ModelCase, Shape
+from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 
 torch = pytest.importorskip("torch")
 from pytest_rnnperf.backends.torch import CPU_THREADS, TorchBackend  # noqa: E402
@@ -70,7 +70,7 @@ def test_a_models_copies_compute_the_same_function_as_its_float64_copy(two_threa
         mine, ref = pair.generic.result(), pair.reference()  # type: ignore[union-attr]
         assert set(mine) == set(ref) and "d_input[0]" not in mine  # token ids have no gradient
         assert mine["d_params[unused.weight]"][1].shape == (3, 3) and not mine["d_params[unused.weight]"][1].any()
-        from pytest_rnnperf.parity import compare_results
+        from pytest_rnnperf.model.parity import compare_results
 
         rows = compare_results("generic vs reference", mine, ref, "fp32")
         assert [r.quantity for r in rows] == ["output", "d_params"] and all(r.ok for r in rows)

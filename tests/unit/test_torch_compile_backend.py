@@ -15,10 +15,11 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from pytest_rnnperf import reference
-from pytest_rnnperf.backends import BackendUnavailable, ImplResult
-from pytest_rnnperf.cases import Case, Shape
-from pytest_rnnperf.runner import slice_batch
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.backends import BackendUnavailable
+from pytest_rnnperf.model.results import ImplResult
+from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.measure.runner import slice_batch
 
 torch = pytest.importorskip("torch")
 from pytest_rnnperf.backends.torch import TorchImpl, build_module  # noqa: E402
@@ -148,8 +149,8 @@ def test_building_a_cudnn_side_without_a_gpu_is_a_one_line_skip() -> None:
 
 def test_the_runner_drives_a_pair_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """build, proofs, parity against each other and float64, timed steps: the CPU standing in for the GPU."""
-    from pytest_rnnperf.runner import RunConfig, run_case
-    from pytest_rnnperf.timing import TimingConfig
+    from pytest_rnnperf.measure.runner import RunConfig, run_case
+    from pytest_rnnperf.model.timing import TimingConfig
 
     backend = TorchCompileBackend(SPEC_RNN, allow_rnn=True, compile_backend=CHEAP)
     monkeypatch.setattr(backend, "gpu_unavailable_reason", lambda: None)

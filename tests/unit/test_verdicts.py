@@ -8,17 +8,9 @@ import numpy as np
 import pytest
 from factories import record
 
-from pytest_rnnperf.device import FlagKind, WindowFlag
-from pytest_rnnperf.stats import Interval
-from pytest_rnnperf.verdicts import (
-    Comparison,
-    Outcome,
-    Policy,
-    Verdict,
-    compare,
-    judge,
-    judge_remeasuring,
-)
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.stats import Interval
+from pytest_rnnperf.judge.verdicts import Comparison, Outcome, Policy, Verdict, compare, judge, judge_remeasuring
 
 
 def times(median: float, n: int, seed: int, sigma: float = 0.015) -> np.ndarray:

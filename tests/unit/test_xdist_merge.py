@@ -9,11 +9,11 @@ from typing import Any
 from factories import record
 from fake_nvml import FakeNVML
 
-from pytest_rnnperf.device import read_device_info
-from pytest_rnnperf.placement import place
-from pytest_rnnperf.report import as_json_safe
-from pytest_rnnperf.session import RnnperfSession
-from pytest_rnnperf.verdicts import CaseVerdict, Policy, judge
+from pytest_rnnperf.measure.gpu import read_device_info
+from pytest_rnnperf.measure.placement import place
+from pytest_rnnperf.report.render import as_json_safe
+from pytest_rnnperf.session.session import RnnperfSession
+from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge
 
 SOFTWARE = {"python": "3.11.7", "python_minor": "3.11"}
 

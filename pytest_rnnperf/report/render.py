@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .verdicts import Verdict
+from pytest_rnnperf.judge.verdicts import Verdict
+from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .records import CaseRecord, CrossRecord
-    from .session import RnnperfSession
-    from .verdicts import CaseVerdict, Comparison
+    from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+    from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
 
 UNAVAILABLE = "unavailable"
 
@@ -20,7 +20,7 @@ def _v(value: str) -> str:
     return f"({value})" if value.startswith(UNAVAILABLE) else value
 
 
-def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
+def header_lines(run: RunView, scale: str) -> list[str]:
     """The pytest header: GPU fingerprint, software versions, scale (cheap: no framework is imported)."""
     d = run.device
     if d.available:
@@ -37,8 +37,8 @@ def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
         lines = [f"rnnperf: no GPU fingerprint: {d.reason} (cuDNN cases will be skipped)"]
     if run.plan:
         lines.append(f"rnnperf: {xdist_line(run)}")
-    from .backends import problems, specs
-    from .device import noise_warnings
+    from pytest_rnnperf.backends import problems, specs
+    from pytest_rnnperf.measure.gpu import noise_warnings
 
     sw = run.software
     names = ["python", "pytest", "pytest-benchmark", "numpy"]
@@ -59,7 +59,7 @@ def header_lines(run: "RnnperfSession", scale: str) -> list[str]:
 
 def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list[str]:
     """Why ``label`` fails its path proofs or parity, as small tables; empty when both hold."""
-    from .parity import format_failures
+    from pytest_rnnperf.model.parity import format_failures
 
     problems: list[str] = []
     bad_paths = [p for p in proofs if not p.ok]
@@ -171,9 +171,9 @@ def cross_rows(cross: Sequence["CrossRecord"]) -> list[list[str]]:
     return rows
 
 
-def env_diff_lines(run: "RnnperfSession", case_id: str | None = None) -> list[str]:
+def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
-    from .environment import diff_environments, format_diff
+    from pytest_rnnperf.measure.environment import diff_environments, format_diff
 
     stored = run.baseline if case_id is None else run.stored_run(case_id)
     if stored is None:
@@ -182,7 +182,7 @@ def env_diff_lines(run: "RnnperfSession", case_id: str | None = None) -> list[st
     return format_diff(diff_environments(dict(stored.environment), run.environment()))
 
 
-def kernel_lines(verdict: "CaseVerdict", run: "RnnperfSession", rows: int = 4) -> list[str]:
+def kernel_lines(verdict: "CaseVerdict", run: RunView, rows: int = 4) -> list[str]:
     """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
     base = run.stored_record(verdict.case_id)
     now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
@@ -191,7 +191,7 @@ def kernel_lines(verdict: "CaseVerdict", run: "RnnperfSession", rows: int = 4) -
 
 def record_kernel_lines(base: "CaseRecord | None", now: "CaseRecord | None", rows: int = 4) -> list[str]:
     """What moved between two records' cuDNN kernel tables (empty where either has no device time)."""
-    from .timing.device import kernel_changes
+    from pytest_rnnperf.measure.device_time import kernel_changes
 
     if base is None or now is None or base.cudnn_device is None or now.cudnn_device is None:
         return []
@@ -199,7 +199,7 @@ def record_kernel_lines(base: "CaseRecord | None", now: "CaseRecord | None", row
     return [c.describe() for c in changes[:rows]] or ["no kernel moved by more than 5% of its time"]
 
 
-def regression_failure(verdict: "CaseVerdict", run: "RnnperfSession") -> str:
+def regression_failure(verdict: "CaseVerdict", run: RunView) -> str:
     """Failure text for a regressed case: the comparison table, the kernels that moved and what changed."""
     what = ("launch/dispatch overhead regressed" if verdict.verdict is not Verdict.REGRESSED
             else f"cuDNN {verdict.basis} time regressed")
@@ -239,7 +239,7 @@ def _change(c: "Comparison") -> str:
     return f"{c.ratio.estimate - 1:+.1%} [{c.ratio.low - 1:+.1%}, {c.ratio.high - 1:+.1%}]"
 
 
-def verdict_lines(run: "RnnperfSession") -> list[str]:
+def verdict_lines(run: RunView) -> list[str]:
     """The verdict table against the baseline, the cases it cannot judge, and the environment diff when anything moved."""
     unjudged: list[str] = []
     if run.unjudged and run.baseline is not None:
@@ -292,7 +292,7 @@ def verdict_counts(verdicts: Any) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
 
 
-def device_lines(run: "RnnperfSession") -> list[str]:
+def device_lines(run: RunView) -> list[str]:
     """Why device time is missing where it is, and where the run's time went, phase by phase."""
     lines: list[str] = []
     notes: dict[str, int] = {}
@@ -310,7 +310,7 @@ def device_lines(run: "RnnperfSession") -> list[str]:
     return [""] + lines if lines else []
 
 
-def xdist_line(run: "RnnperfSession") -> str:
+def xdist_line(run: RunView) -> str:
     """e.g. "pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (GPU-1234abcd), ..." (empty without workers)."""
     workers = run.workers() or run.plan  # what they reported, else (in the header) what the controller foresees
     if not workers:
@@ -324,12 +324,12 @@ def xdist_line(run: "RnnperfSession") -> str:
     return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, one GPU each: " + ", ".join(w.gpu_label() for w in workers)
 
 
-def _model_title(run: "RnnperfSession", view: "RnnperfSession") -> str:
+def _model_title(run: RunView, view: RunView) -> str:
     """e.g. "NVIDIA H200 (gw0, gw2)": one GPU model of a pytest-xdist run and the workers that measured on it."""
     return f"{view.device.name} ({', '.join(w.id for w in run.models().get(view.device.gpu_slug, []))})"
 
 
-def summary_lines(run: "RnnperfSession") -> list[str]:
+def summary_lines(run: RunView) -> list[str]:
     """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: each model's tables against its own baselines
@@ -351,7 +351,7 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
         lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
         lines += text_table(CROSS_HEADER, cross_rows(run.cross), right=set())
     if run.claims:
-        from .claims import HEADER, table_rows
+        from pytest_rnnperf.judge.claims import HEADER, table_rows
 
         lines += ["", "claims (the folklore, measured on this machine):"] + text_table(HEADER, table_rows(run.claims), set())
     if run.skipped:
@@ -373,7 +373,7 @@ def summary_lines(run: "RnnperfSession") -> list[str]:
     return lines
 
 
-def _worker_markdown(run: "RnnperfSession") -> list[str]:
+def _worker_markdown(run: RunView) -> list[str]:
     """One list item per pytest-xdist worker: its GPU, fingerprint and baseline (empty without workers)."""
     items = [f"- {w.id}: {w.device.name if w.device.available else 'no GPU'}, uuid {_v(w.device.uuid)}, "
              f"CUDA_VISIBLE_DEVICES={w.placement.pin or '(as given)'}, fingerprint `{w.fingerprint}`, "
@@ -384,7 +384,7 @@ def _worker_markdown(run: "RnnperfSession") -> list[str]:
 STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
 
 
-def markdown(run: "RnnperfSession") -> str:
+def markdown(run: RunView) -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: one section per model
@@ -425,7 +425,7 @@ def markdown(run: "RnnperfSession") -> str:
         out += ["| " + " | ".join(row) + " |" for row in cross_rows(run.cross)]
         out.append("")
     if run.claims:
-        from .claims import markdown_table
+        from pytest_rnnperf.judge.claims import markdown_table
 
         out += ["### Claims (the folklore, measured on this machine)", ""] + markdown_table(run.claims) + [""]
     diff = env_diff_lines(run)
@@ -442,7 +442,7 @@ def markdown(run: "RnnperfSession") -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_speedups(run: "RnnperfSession", path: Any) -> bool:
+def plot_speedups(run: RunView, path: Any) -> bool:
     """Speedup per case with its 95% interval, next to the baseline's where one exists (PNG)."""
     import numpy as np
 
@@ -455,7 +455,7 @@ def plot_speedups(run: "RnnperfSession", path: Any) -> bool:
     matplotlib.use("Agg")  # headless: CI runners have no display
     import matplotlib.pyplot as plt
 
-    from .stats import speedup_interval
+    from pytest_rnnperf.model.stats import speedup_interval
 
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(paired) + 1.5))
     y = np.arange(len(paired))
@@ -495,7 +495,7 @@ def plot_speedups(run: "RnnperfSession", path: Any) -> bool:
     return True
 
 
-def write_reports(run: "RnnperfSession", report_dir: str, markdown_path: str = "", step_summary: str = "") -> list[str]:
+def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_summary: str = "") -> list[str]:
     """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes.
 
     Output paths are checked before the run; a write that still fails (a full disk, say) becomes a note,

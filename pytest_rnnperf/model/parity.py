@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Union
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .backends import ImplResult
+    from pytest_rnnperf.model.results import ImplResult
 
 # One compared quantity: its kind ("forward" or "gradient", which picks the tolerance) and its values.
 # Names with a bracket ("d_weights[w_hh_l0]", "d_params[lstm.bias_hh_l0]") form a group that reports fold

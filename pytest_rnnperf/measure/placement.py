@@ -100,7 +100,7 @@ class Placement:
 
 def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str] | None, str]:
     """The GPUs the run may use (``gpu_entries``) and, when they cannot be counted, why."""
-    from .device import gpu_count
+    from pytest_rnnperf.measure.gpu import gpu_count
 
     visible = visible_entries(environ.get(ENV))
     if visible is not None:
@@ -111,7 +111,7 @@ def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str]
 
 def place(worker_id: str, workers: int, environ: Mapping[str, str], nvml: Any = None) -> Placement:
     """The GPU of worker ``worker_id`` among ``workers``, read from the controller's ``environ`` and NVML."""
-    from .device import entry_index, gpu_uuid
+    from pytest_rnnperf.measure.gpu import entry_index, gpu_uuid
 
     gpus, why = usable_gpus(environ, nvml)
     entry = assign(worker_number(worker_id), workers, gpus)

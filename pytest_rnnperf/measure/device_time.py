@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from . import Measurement, Step, Sync
+from pytest_rnnperf.model.timing import DeviceTiming, KernelStat, Measurement, Step, Sync
 
 NAME = "device"
 # Kernels a side's table keeps (by time per step); the rest are summed into one "(N other kernels)" row.
@@ -57,34 +57,6 @@ def device_time_problem() -> str | None:
         except Exception as exc:  # libcupti missing or too old for the driver, a broken binding
             _PROBLEM.append(f"CUPTI does not load: {type(exc).__name__}: {str(exc).strip()[:120]}")
     return _PROBLEM[0]
-
-
-@dataclass(frozen=True)
-class KernelStat:
-    """One kernel (by name) of a side: device time and launches per step."""
-
-    name: str
-    ms_per_step: float
-    launches_per_step: float
-
-
-@dataclass(frozen=True)
-class DeviceTiming:
-    """What the GPU did for one side: busy time per step per round, kernel time, launches, the kernel table."""
-
-    busy: Measurement  # samples: seconds of device busy time per step, one per traced round (timer "device")
-    # Summed kernel durations per step, per round (> busy where kernels overlap): the work, whatever the overlap.
-    work: Measurement
-    launches_per_step: float
-    kernels: tuple[KernelStat, ...]
-    # Host nanoseconds per CUPTI timestamp unit over the traced rounds: 1 when CUPTI keeps nanoseconds; another
-    # client of CUPTI in the process may have registered a clock of its own (see the H100 evidence README).
-    clock_scale: float = 1.0
-    # Launches per step of cuDNN's RNN forward and backward kernels and of ATen's fused generic cells, over
-    # every record (the table keeps only the longest): the kernel-level path proof. Not stored.
-    rnn_forward: float = 0.0
-    rnn_backward: float = 0.0
-    generic_cells: float = 0.0
 
 
 # cuDNN's RNN kernels (cuDNN 9): the persistent kernels and the per-timestep cell of its standard algorithm run

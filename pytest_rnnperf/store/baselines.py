@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .records import BaselineError
-from .settings import tag_problem
+from pytest_rnnperf.model.records import BaselineError
 
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
 # A recorder writes here first; a killed run may leave one behind (.gitignore keeps it out of commits).
@@ -132,4 +131,11 @@ def writable_problem(folder: Path) -> str | None:
         return f"{folder}: {target} is a file, not a folder"
     if not os.access(target, os.W_OK | os.X_OK):
         return f"{folder}: {target} is not writable"
+    return None
+
+
+def tag_problem(tag: Any) -> str | None:
+    """Why ``tag`` cannot be the name part of a baseline file (NNNN_<tag>.json), or None when it can."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(tag)):
+        return f"{tag!r}: use letters, digits, '.', '_' and '-' only"
     return None

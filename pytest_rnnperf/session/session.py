@@ -15,22 +15,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import noise
-from .backends import INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend
-from .backends import model_backend_for, spec
-from .baselines import find_all, gpus_with_baselines, write_new
-from .cases import Case, ModelCase
-from .claims import ClaimRow
-from .device import DeviceInfo, TelemetryWindow, nvml_index
-from .noise import Noise
-from .placement import Placement
-from .workers import RemoteBackend, WorkerPool
-from .records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
-from .settings import Settings
-from .timing import Timer, TimingConfig
-from .timing.device import DeviceTimer
-from .timing.wall import WallTimer
-from .verdicts import CaseVerdict, Policy, judge_remeasuring
+from pytest_rnnperf.judge import noise
+from pytest_rnnperf.backends import (
+    INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend,
+)
+from pytest_rnnperf.backends import model_backend_for, spec
+from pytest_rnnperf.store.baselines import find_all, gpus_with_baselines, write_new
+from pytest_rnnperf.model.cases import Case, ModelCase
+from pytest_rnnperf.judge.claims import ClaimRow
+from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
+from pytest_rnnperf.judge.noise import Noise
+from pytest_rnnperf.measure.placement import Placement
+from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
+from pytest_rnnperf.model.records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
+from pytest_rnnperf.session.settings import Settings
+from pytest_rnnperf.model.timing import Timer, TimingConfig
+from pytest_rnnperf.measure.device_time import DeviceTimer
+from pytest_rnnperf.measure.wall import WallTimer
+from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
 
@@ -99,7 +101,7 @@ class RnnperfSession:
     runtime: dict[str, dict[str, str]] = field(default_factory=dict)
     results: list[CaseRecord] = field(default_factory=list)
     cross: list[CrossRecord] = field(default_factory=list)  # cross-framework checks of the same weights
-    claims: list[ClaimRow] = field(default_factory=list)  # the claims suite's rows (claims.py)
+    claims: list[ClaimRow] = field(default_factory=list)  # the claims suite's rows (judge/claims.py)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     baseline: StoredRun | None = None  # this GPU model's newest baseline file
     older: list[StoredRun] = field(default_factory=list)  # the earlier ones, newest first
@@ -153,7 +155,7 @@ class RnnperfSession:
 
     def fingerprint(self) -> str:
         """Stable key of the fields that make timings comparable (see ``environment.key_field_map``)."""
-        from .environment import fingerprint_key, key_fields
+        from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 
         return fingerprint_key(key_fields(self.device.static_dict(), self.environment()))
 
@@ -236,7 +238,7 @@ class RnnperfSession:
 
     def run_config(self, settings: Settings, disabled: bool = False) -> Any:
         """Timing and telemetry settings for one test; --benchmark-disable: one round, no energy window."""
-        from .runner import RunConfig
+        from pytest_rnnperf.measure.runner import RunConfig
 
         timing = TimingConfig(rounds=1 if disabled else settings.rounds, min_rounds=1 if disabled else 5,
                               warmup_s=0.0 if disabled else TimingConfig.warmup_s,
@@ -279,7 +281,7 @@ class RnnperfSession:
 
     def measure(self, case: Case, impls: tuple[str, ...], settings: Settings, disabled: bool = False) -> CaseRecord:
         """Run a matrix case (both sides, or generic alone) and judge it; Skipped with the reason if it cannot run."""
-        from .runner import run_case
+        from pytest_rnnperf.measure.runner import run_case
 
         reason = self._reason(case.framework, "cudnn" in impls)
         if reason is not None:
@@ -303,7 +305,7 @@ class RnnperfSession:
 
         ModelError (the model or its inputs cannot be checked) goes to the caller, which fails the test.
         """
-        from .runner import run_model
+        from pytest_rnnperf.measure.runner import run_model
 
         backend_spec = model_backend_for(model)
         case = replace(case, framework=backend_spec.name)
@@ -326,8 +328,8 @@ class RnnperfSession:
 
     def measure_cross(self, case: Case, other: str) -> CrossRecord:
         """The case's canonical weights in ``case.framework`` and ``other``: cuDNN sides where a GPU is seen."""
-        from .cases import cross_id
-        from .runner import RunConfig, run_cross
+        from pytest_rnnperf.model.cases import cross_id
+        from pytest_rnnperf.measure.runner import RunConfig, run_cross
 
         sides: list[tuple[str, Backend, str]] = []
         for framework in (case.framework, other):
@@ -346,7 +348,7 @@ class RnnperfSession:
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""
-        from .report import gate_failures, path_parity_failures, regression_failure
+        from pytest_rnnperf.report.render import gate_failures, path_parity_failures, regression_failure
 
         if isinstance(record, CrossRecord):
             return path_parity_failures(record.id, record.proofs, record.parity)
@@ -390,7 +392,7 @@ class RnnperfSession:
 
     def _record_model(self, gpu_slug: str, workers: list[WorkerRun], benchmark_json: Callable[..., dict[str, Any]]) -> str:
         """The baseline file of one GPU model from its pytest-xdist workers; refused where they measured differently."""
-        from .environment import fingerprint_key, key_fields
+        from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 
         names = ", ".join(w.id for w in workers)
         if not workers[0].device.available:
@@ -422,14 +424,14 @@ class RnnperfSession:
 
     def finish(self, step_summary: str = "") -> None:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
-        from .report import write_reports
+        from pytest_rnnperf.report.render import write_reports
 
         if self.results or self.cross or self.skipped or self.claims:
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form of the run: environment, fingerprint, results, skips, verdicts and notes."""
-        from .records import FORMAT_VERSION
+        from pytest_rnnperf.model.records import FORMAT_VERSION
 
         return {
             "format": FORMAT_VERSION,
@@ -457,7 +459,7 @@ class RnnperfSession:
 
     def worker_output(self) -> str:
         """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
-        from .report import as_json_safe
+        from pytest_rnnperf.report.render import as_json_safe
 
         position = {id(r): i for i, r in enumerate(self.results)}
         return json.dumps(as_json_safe({
@@ -515,7 +517,7 @@ class RnnperfSession:
 
     def workers(self) -> list[WorkerRun]:
         """The pytest-xdist workers that reported, gw0 first (empty outside a controller)."""
-        from .placement import worker_number
+        from pytest_rnnperf.measure.placement import worker_number
 
         return sorted(self.worker_runs.values(), key=lambda w: (worker_number(w.id), w.id))
 
@@ -565,7 +567,7 @@ def fingerprint_conflicts(workers: list[WorkerRun]) -> list[str]:
     A field only one worker has is no conflict: a worker reads a framework's fields when its first case of that
     framework runs, and pytest-xdist may send all of a framework's cases to one worker.
     """
-    from .environment import key_fields
+    from pytest_rnnperf.measure.environment import key_fields
 
     fields = [(w.id, key_fields(w.device.static_dict(), w.environment)) for w in workers]
     out = []

@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .records import BaselineError, CaseRecord, StoredRun, load_run
-from .report import text_table
+from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun, load_run
+from pytest_rnnperf.report.render import text_table
 
 # 6 is three times BIC's 2 per change point (a location and a level): sigma is itself estimated from 6-40 runs
 # and can come out low, and a GPU model has ~60 cases, so one false alarm per case must be rare. Simulated with

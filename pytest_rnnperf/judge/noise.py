@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .records import BaselineError, StoredRun
-from .verdicts import Policy
+from pytest_rnnperf.model.records import BaselineError, StoredRun
+from pytest_rnnperf.judge.verdicts import Policy
 
 FORMAT = 1
 FILE_NAME = "noise.json"

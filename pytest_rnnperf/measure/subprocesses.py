@@ -22,9 +22,11 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, Callable
 
-from .backends import IMPLS, BackendSpec, BackendUnavailable, CaseInputs, ImplResult, OutOfDeviceMemory, PathProof, register
-from .cases import Case
-from .records import CaseRecord
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, register
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
+from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.model.records import CaseRecord
 
 # Seconds a worker may stay silent before we look at whether it is still alive (it is never killed for
 # being slow: a case may take minutes).
@@ -75,7 +77,7 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).exists())
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from pytest_rnnperf.workers import serve; serve(int(sys.argv[1]))",
+                [sys.executable, "-c", "import sys; from pytest_rnnperf.measure.subprocesses import serve; serve(int(sys.argv[1]))",
                  str(theirs.fileno())],
                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
             )
@@ -246,8 +248,8 @@ class RemoteBackend:
 def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tuple[str, ...],
               telemetry_index: int | None, judged: bool) -> CaseRecord:
     """Run a case here, handing its record to the parent's judge over ``conn`` while the pair is built."""
-    from .device import TelemetryWindow
-    from .runner import run_case
+    from pytest_rnnperf.measure.gpu import TelemetryWindow
+    from pytest_rnnperf.measure.runner import run_case
 
     if telemetry_index is not None:
         config = replace(config, window_factory=lambda: TelemetryWindow(index=telemetry_index))

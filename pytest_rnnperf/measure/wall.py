@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from . import Clock, Measurement, PairedMeasurement, Step, Sync, TimingConfig
+from pytest_rnnperf.model.timing import Clock, Measurement, PairedMeasurement, Step, Sync, TimingConfig
 
 NAME = "wall"
 

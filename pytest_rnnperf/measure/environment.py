@@ -1,23 +1,19 @@
 """Software fingerprint: package versions, fingerprint keys and environment diffs.
 
 ``software_info`` is cheap and imports no framework. Each backend reads its own framework's build, loaded
-CUDA/cuDNN and precision flags with ``runtime_info`` (which imports the framework only when called and never
-raises: a value that cannot be read is ``"unavailable: <reason>"``).
+CUDA/cuDNN and precision flags with ``backends.base.runtime_info``.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
-import os
 import platform
 import re
-from collections.abc import Callable
 from importlib import metadata
-from typing import Any
 
-from pytest_rnnperf.device import unavailable
+from pytest_rnnperf.backends.base import short_error
+from pytest_rnnperf.model.flags import unavailable
 
 # Distributions every fingerprint reports, by the key they are reported under; each backend adds its own
 # framework's (BackendSpec.distributions). A framework may be installed under another distribution name
@@ -53,7 +49,7 @@ _WHEEL_KEYS: dict[str, tuple[str, str]] = {"cudnn_wheel": ("software", "cudnn_wh
 
 def distributions() -> dict[str, tuple[str, ...]]:
     """Every distribution the fingerprint reports: the base ones, then each registered backend's."""
-    from .backends import specs
+    from pytest_rnnperf.backends import specs
 
     out = dict(BASE_DISTRIBUTIONS)
     for spec in specs():
@@ -63,7 +59,7 @@ def distributions() -> dict[str, tuple[str, ...]]:
 
 def key_field_map() -> dict[str, tuple[str, str]]:
     """Fingerprint key -> (source, field): device, python, frameworks, NVIDIA wheels, backends' runtime fields."""
-    from .backends import specs
+    from pytest_rnnperf.backends import specs
 
     keys = dict(_DEVICE_KEYS)
     for spec in specs():
@@ -74,20 +70,6 @@ def key_field_map() -> dict[str, tuple[str, str]]:
     return keys
 
 
-def _short(exc: BaseException) -> str:
-    """``Type: first line`` of an exception, short enough for a header line."""
-    text = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def get_value(fn: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:
-    """Read and format one value, or ``unavailable: <exception>``; never raises."""
-    try:
-        return fmt(fn())
-    except Exception as exc:  # a framework attribute moved or a device is missing: report, don't fail
-        return unavailable(_short(exc))
-
-
 def _dist_version(names: tuple[str, ...]) -> str:
     for name in names:
         try:
@@ -95,7 +77,7 @@ def _dist_version(names: tuple[str, ...]) -> str:
         except metadata.PackageNotFoundError:
             continue
         except Exception as exc:  # broken metadata on disk
-            return unavailable(_short(exc))
+            return unavailable(short_error(exc))
     return unavailable("not installed")
 
 
@@ -121,51 +103,6 @@ def software_info() -> dict[str, str]:
     return info
 
 
-def format_cudnn_version(version: int | None) -> str:
-    """cuDNN's integer version as text: 91900 -> ``9.19.0`` (cuDNN 9), 8902 -> ``8.9.2`` (cuDNN 8 and older)."""
-    if version is None:
-        return unavailable("no cuDNN")
-    v = int(version)
-    if v >= 90000:  # cuDNN 9 changed the encoding from major*1000 to major*10000
-        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
-
-
-def _import_failed(keys: tuple[str, ...], module: str, exc: BaseException) -> dict[str, str]:
-    why = f"{module} not installed" if isinstance(exc, ImportError) else f"{module} import failed ({_short(exc)})"
-    return {key: unavailable(why) for key in keys}
-
-
-def runtime_info(module: str, keys: tuple[str, ...], read: Callable[[Any], dict[str, str]]) -> dict[str, str]:
-    """Import ``module`` and ``read`` its fields; every failure becomes "unavailable: <reason>" values."""
-    try:
-        framework = __import__(module)  # the import statement's hook, as `import torch` would use
-    except Exception as exc:  # not installed, or a broken build (missing CUDA libraries, ABI errors)
-        return _import_failed(keys, module, exc)
-    try:
-        return read(framework)
-    except Exception as exc:  # the framework's config API itself missing or broken: still never raise
-        return {key: unavailable(_short(exc)) for key in keys}
-
-
-def loaded_cudnn(maps_path: str = "/proc/self/maps", loader: Callable[[str], Any] | None = None) -> str:
-    """Version of the libcudnn mapped into this process, asked of the library itself; Linux only."""
-    try:
-        with open(maps_path) as f:
-            paths = {parts[5].strip() for parts in (line.split(None, 5) for line in f if "libcudnn" in line)
-                     if len(parts) == 6}
-    except Exception:
-        paths = set()
-    libs = sorted(p for p in paths if os.path.basename(p).startswith("libcudnn.so"))
-    if not libs:
-        return unavailable("TF does not expose the loaded cuDNN version and no libcudnn is loaded yet")
-    # RTLD_NOLOAD: only ever get a handle on the copy already loaded, never load another one.
-    load = loader or (lambda p: ctypes.CDLL(p, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
-    got = get_value(lambda: load(libs[0]).cudnnGetVersion(), format_cudnn_version)
-    return got if got.startswith("unavailable") else f"{got} ({os.path.basename(libs[0])})"
-
-
-
 def key_fields(device: dict[str, str], software: dict[str, str]) -> dict[str, str]:
     """The fingerprint's fields (``key_field_map``) present in the device and software dicts, under their keys."""
     sources = {"device": device, "software": dict(software)}
@@ -186,7 +123,7 @@ def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[st
     A framework whose runtime fields (``torch.*``, ``tf.*``) are missing on one side did not run there
     (e.g. ``-k torch`` tonight): that is not a change, so its fields are left out rather than listed as absent.
     """
-    from .backends import specs
+    from pytest_rnnperf.backends import specs
 
     for prefix in [s.runtime_prefix for s in specs() if s.runtime_prefix]:
         if not any(k.startswith(prefix) for k in old) or not any(k.startswith(prefix) for k in new):

@@ -1,7 +1,7 @@
 """pytest side of pytest-rnnperf: options, markers, fixtures and hooks that delegate to the run's session.
 
-No decisions here: the ``RnnperfSession`` (``session.py``) owns the run, ``fixture.py`` is what a test
-uses, ``bench.py`` talks to pytest-benchmark. This module translates: settings in (command line, ini,
+No decisions here: the ``RnnperfSession`` (``session/session.py``) owns the run, ``fixtures.py`` is what a test
+uses, ``benchmark.py`` talks to pytest-benchmark. This module translates: settings in (command line, ini,
 markers, each checked before anything runs), outcomes out (usage errors, skips, failures, the summary).
 """
 
@@ -16,9 +16,9 @@ from typing import Any, Callable, Generator
 
 import pytest
 
-from .fixture import ClaimsFixture, RnnperfFixture
-from .session import RnnperfSession, UsageProblem, WorkerRun
-from .settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
+from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
+from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
+from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
@@ -98,7 +98,7 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
-    from .baselines import writable_problem
+    from pytest_rnnperf.store.baselines import writable_problem
 
     problems = []
     for s in SETTINGS:
@@ -133,7 +133,7 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         if missing:
             problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
                             f"pip install 'pytest-benchmark[histogram]'")
-    from .backends import INJECT_ENVS, parse_injection
+    from pytest_rnnperf.backends import INJECT_ENVS, parse_injection
 
     for name in INJECT_ENVS:
         try:
@@ -160,7 +160,7 @@ def _workers(config: pytest.Config) -> int:
 
 def gpu_workers(config: pytest.Config) -> int | None:
     """For a suite's ``pytest_xdist_auto_num_workers``: ``-n auto`` starts one worker per GPU (None: xdist decides)."""
-    from .placement import usable_gpus
+    from pytest_rnnperf.measure.placement import usable_gpus
 
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):  # the user's own count for -n auto wins
         return None
@@ -189,9 +189,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("\n".join(problems))
     from pytest_benchmark.utils import get_machine_id
 
-    from .device import nvml_index, read_device_info
-    from .environment import software_info
-    from .placement import place, plan
+    from pytest_rnnperf.measure.gpu import nvml_index, read_device_info
+    from pytest_rnnperf.measure.environment import software_info
+    from pytest_rnnperf.measure.placement import place, plan
 
     placement = None
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
@@ -277,7 +277,7 @@ def resolved_scale(config: pytest.Config) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Device and software fingerprint, and warnings about a noisy machine (never failures)."""
-    from .report import header_lines
+    from pytest_rnnperf.report.render import header_lines
 
     return header_lines(_session(config), scale=resolved_scale(config))
 
@@ -306,7 +306,7 @@ def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture
 def telemetry_window() -> Callable[[], Any]:
     """Factory of NVML telemetry windows (context managers) for the session's GPU."""
-    from .device import TelemetryWindow, nvml_index
+    from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index
 
     return lambda: TelemetryWindow(index=nvml_index())
 
@@ -355,7 +355,7 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist controller: take a finished worker's results into this session, its timings into pytest-benchmark."""
-    from .bench import add_entries
+    from pytest_rnnperf.plugin.benchmark import add_entries
 
     bs = _bench(node.config)
     _session(node.config).merge_worker(getattr(node, "workeroutput", {}).get(WORKER_KEY), error,
@@ -371,7 +371,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput[WORKER_KEY] = run.worker_output()  # type: ignore[attr-defined]
         return
     if run.settings.update_baseline:
-        from .bench import benchmark_json, off_for_xdist
+        from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
         bs = _bench(config)
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
@@ -381,7 +381,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Summary table of every measured case, the framework environment, and the report files written."""
-    from .report import summary_lines
+    from pytest_rnnperf.report.render import summary_lines
 
     run = _session(config)
     if not run.results and not run.cross and not run.skipped and not run.notes and not run.claims:

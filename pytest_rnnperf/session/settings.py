@@ -8,12 +8,12 @@ the same checks for the offline commands, so a value is judged the same way wher
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .cases import PRECISIONS, SCALES
-from .verdicts import Policy
+from pytest_rnnperf.model.cases import PRECISIONS, SCALES
+from pytest_rnnperf.store.baselines import tag_problem
+from pytest_rnnperf.judge.verdicts import Policy
 
 
 class SettingError(ValueError):
@@ -66,13 +66,6 @@ def at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
         ok = value > low if strict else value >= low
         return None if ok else f"{value!r} must be {'>' if strict else '>='} {low:g}"
     return check
-
-
-def tag_problem(tag: Any) -> str | None:
-    """Why ``tag`` cannot be the name part of a baseline file (NNNN_<tag>.json), or None when it can."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(tag)):
-        return f"{tag!r}: use letters, digits, '.', '_' and '-' only"
-    return None
 
 
 @dataclass(frozen=True)

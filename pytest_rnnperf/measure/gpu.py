@@ -14,8 +14,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
+
+from pytest_rnnperf.model.flags import (
+    BENIGN_REASONS, WindowFlag, is_unavailable, unavailable, window_flags,
+)
 
 # NVML ABI constants (nvml.h). They are part of the C ABI and never change, so we keep them here rather
 # than read them from the binding: a fake needs only the functions, and an old binding cannot lack them.
@@ -33,16 +36,12 @@ PERF_POLICIES: tuple[tuple[str, int], ...] = (
     ("power", 0), ("thermal", 1), ("sync_boost", 2), ("board_limit", 3), ("low_utilization", 4),
     ("reliability", 5),
 )
-# Clocks lowered because the GPU had little to do: not a sign of a noisy or hot machine.
-BENIGN_POLICIES = frozenset({"low_utilization"})
 # nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*).
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x1, "gpu idle"), (0x2, "applications clocks setting"), (0x4, "sw power cap"), (0x8, "hw slowdown"),
     (0x10, "sync boost"), (0x20, "sw thermal slowdown"), (0x40, "hw thermal slowdown"),
     (0x80, "hw power brake"), (0x100, "display clock setting"),
 )
-# Idle is what a GPU between tests is; applications clocks are an operator's deliberate setting.
-BENIGN_REASONS = frozenset({"gpu idle", "applications clocks setting"})
 
 # nvmlReturn_t codes worth a readable name; others print as "NVMLError <code>".
 _NVML_ERRORS: dict[int, str] = {
@@ -51,16 +50,6 @@ _NVML_ERRORS: dict[int, str] = {
     15: "GpuIsLost", 18: "NVML/driver version mismatch", 21: "NoData", 25: "ArgumentVersionMismatch",
     26: "Deprecated", 28: "GpuNotFound", 999: "Unknown",
 }
-
-
-def unavailable(reason: str) -> str:
-    """The one spelling of a field that could not be read: ``"unavailable: <reason>"``."""
-    return f"unavailable: {reason}"
-
-
-def is_unavailable(value: object) -> bool:
-    """True for a field that holds ``"unavailable: <reason>"`` instead of a value."""
-    return isinstance(value, str) and value.startswith("unavailable")
 
 
 def _reason(exc: BaseException) -> str:
@@ -372,43 +361,6 @@ def noise_warnings(info: DeviceInfo, own_pid: int | None = None) -> list[str]:
         if active:
             out.append(f"GPU clocks are throttled now ({', '.join(active)}): timings may be slow")
     return out
-
-
-class FlagKind(str, Enum):
-    """Why a timing window is not trusted to judge a regression."""
-
-    THROTTLED = "throttled"  # clocks held back by power, heat or the board during the window
-    THROTTLED_AT_END = "throttled_at_end"  # a throttle reason still active when the window closed
-    FOREIGN_PROCESS = "foreign_process"  # another process appeared on the GPU during the window
-    HOST_SLOWED = "host_slowed"  # set by the verdicts: a slower host slowed both sides alike
-    OVERLAP = "overlap"  # set by the verdicts: device busy time moved but the kernels' total time held
-
-
-@dataclass(frozen=True)
-class WindowFlag:
-    """One reason not to blame a timing window's result on the code, with the line that explains it."""
-
-    kind: FlagKind
-    message: str
-
-
-def window_flags(duration_s: float, throttle_s: Mapping[str, Any], throttle_reasons: Sequence[str],
-                 foreign_processes: Sequence[str]) -> tuple[WindowFlag, ...]:
-    """The flags of a window from its counters (values that could not be read are skipped)."""
-    out: list[WindowFlag] = []
-    throttled = {k: v for k, v in throttle_s.items()
-                 if isinstance(v, (int, float)) and v > 0 and k not in BENIGN_POLICIES}
-    if throttled:
-        parts = ", ".join(f"{k} {v:.2f} s" for k, v in throttled.items())
-        out.append(WindowFlag(FlagKind.THROTTLED, f"clocks throttled during the {duration_s:.2f} s window: {parts}"))
-    active = [r for r in throttle_reasons if r not in BENIGN_REASONS]
-    if active:
-        out.append(WindowFlag(FlagKind.THROTTLED_AT_END, f"clocks throttled at the end of the window: "
-                                                         f"{', '.join(active)}"))
-    if foreign_processes:
-        out.append(WindowFlag(FlagKind.FOREIGN_PROCESS, "process(es) appeared on the GPU during the window: "
-                              + ", ".join(foreign_processes)))
-    return tuple(out)
 
 
 @dataclass(frozen=True)

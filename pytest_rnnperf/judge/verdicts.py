@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .device import FlagKind, WindowFlag
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, as_positive_array, ratio_interval
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, as_positive_array, ratio_interval
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .records import CaseRecord, StoredRun
+    from pytest_rnnperf.model.records import CaseRecord, StoredRun
 
 
 @dataclass(frozen=True)

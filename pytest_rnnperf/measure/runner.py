@@ -10,16 +10,18 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
-from . import reference
-from .backends import IMPLS, Backend, CaseInputs, ModelBackend, Pair
-from .cases import Case, ModelCase, Subject
-from .device import WindowFlag
-from .parity import ParityReport, ParityRow, compare_results
-from .records import CaseRecord, CrossRecord
-from .stats import Interval, speedup_interval
-from .timing import Measurement, Timer, TimingConfig
-from .timing.device import DeviceTimer, DeviceTiming, kernel_proof, steps_for
-from .timing.wall import WallTimer
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, Pair
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.cases import Case, ModelCase, Subject
+from pytest_rnnperf.model.flags import WindowFlag
+from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results
+from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+from pytest_rnnperf.model.stats import Interval, speedup_interval
+from pytest_rnnperf.model.timing import Measurement, Timer, TimingConfig
+from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
+from pytest_rnnperf.model.timing import DeviceTiming
+from pytest_rnnperf.measure.wall import WallTimer
 
 
 class Window(Protocol):
@@ -80,7 +82,7 @@ def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
 
 def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseInputs) -> Any:
     """The float64 reference as an ImplResult-shaped object (gradients only in train mode)."""
-    from .backends import ImplResult
+    from pytest_rnnperf.model.results import ImplResult
 
     fwd = reference.forward(weights, inputs.x)
     if case.mode != "train":

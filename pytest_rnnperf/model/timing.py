@@ -83,7 +83,6 @@ class PairedMeasurement:
         return np.asarray(self.b.samples) / np.asarray(self.a.samples)
 
 
-
 class Timer(Protocol):
     """A way to time steps; ``name`` labels every measurement it takes."""
 
@@ -98,3 +97,30 @@ class Timer(Protocol):
     def single(self, step: Step, sync: Sync, config: TimingConfig, name: str = "generic") -> Measurement:
         """Time one step alone (where only one side can run)."""
 
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel (by name) of a side: device time and launches per step."""
+
+    name: str
+    ms_per_step: float
+    launches_per_step: float
+
+
+@dataclass(frozen=True)
+class DeviceTiming:
+    """What the GPU did for one side: busy time per step per round, kernel time, launches, the kernel table."""
+
+    busy: Measurement  # samples: seconds of device busy time per step, one per traced round (timer "device")
+    # Summed kernel durations per step, per round (> busy where kernels overlap): the work, whatever the overlap.
+    work: Measurement
+    launches_per_step: float
+    kernels: tuple[KernelStat, ...]
+    # Host nanoseconds per CUPTI timestamp unit over the traced rounds: 1 when CUPTI keeps nanoseconds; another
+    # client of CUPTI in the process may have registered a clock of its own (see the H100 evidence README).
+    clock_scale: float = 1.0
+    # Launches per step of cuDNN's RNN forward and backward kernels and of ATen's fused generic cells, over
+    # every record (the table keeps only the longest): the kernel-level path proof. Not stored.
+    rnn_forward: float = 0.0
+    rnn_backward: float = 0.0
+    generic_cells: float = 0.0

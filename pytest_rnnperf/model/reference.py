@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from .cases import GATES
+from pytest_rnnperf.model.cases import GATES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .backends import CaseInputs
-    from .cases import Case
+    from pytest_rnnperf.model.cases import Case
 
 __all__ = [
     "LayerWeights",
@@ -207,9 +206,6 @@ def init_weights(
 
 def make_inputs(case: Case, seed: int = 0) -> CaseInputs:
     """Float64 parity inputs for ``case``: x ~ N(0, 1), upstream gradients ~ 0.1 * N(0, 1)."""
-    # Imported here, not at the top, so backends/__init__ may import this module at load time without a cycle.
-    from .backends import CaseInputs
-
     s = case.shape
     rng = np.random.default_rng(seed)
     dh = s.hidden_size * s.directions
@@ -423,3 +419,13 @@ def backward(
         d_layer_out = d_layer_in
     d_weights = RNNWeights(w.cell, w.input_size, w.hidden_size, w.num_layers, w.bidirectional, tuple(grads))
     return RNNGrads(d_input=d_layer_out, d_weights=d_weights)
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """Host-side inputs every backend receives: input sequence and upstream gradients (float64)."""
+
+    x: "np.ndarray"  # (T, B, I)
+    d_output: "np.ndarray"  # (T, B, D*H): upstream gradient of the output, the parity loss is <y, d_output>
+    d_h_n: "np.ndarray"  # (L*D, B, H)
+    d_c_n: "np.ndarray | None"  # (L*D, B, H) for LSTM

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .records import CaseRecord, benchmark_extra
+from pytest_rnnperf.model.records import CaseRecord, benchmark_extra
 
 
 class _Entry:

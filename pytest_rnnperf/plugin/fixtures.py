@@ -13,13 +13,13 @@ from typing import Any, Callable
 
 import pytest
 
-from .backends import ModelError
-from .cases import Case, ModelCase
-from .claims import ClaimRow, failure_message
-from .records import CaseRecord, CrossRecord
-from .session import RnnperfSession, Skipped
-from .settings import Settings
-from .workers import WorkerError
+from pytest_rnnperf.backends import ModelError
+from pytest_rnnperf.model.cases import Case, ModelCase
+from pytest_rnnperf.judge.claims import ClaimRow, failure_message
+from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+from pytest_rnnperf.session.session import RnnperfSession, Skipped
+from pytest_rnnperf.session.settings import Settings
+from pytest_rnnperf.measure.subprocesses import WorkerError
 
 
 class RnnperfFixture:
@@ -37,7 +37,7 @@ class RnnperfFixture:
         """--benchmark-disable (or pytest-xdist workers sharing a GPU): one round, nothing recorded; the checks still run."""
         if self._bench is None or not self._bench.disabled:
             return False
-        from .bench import off_for_xdist
+        from pytest_rnnperf.plugin.benchmark import off_for_xdist
 
         # pytest-benchmark turns itself off in every pytest-xdist worker; one with a GPU of its own still times.
         return not (off_for_xdist(self._bench) and self._session.parallel_reason() is None)
@@ -50,7 +50,7 @@ class RnnperfFixture:
     def _recorded(self, record: CaseRecord) -> CaseRecord:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare)."""
         if self._bench is not None and not self._disabled:
-            from .bench import add_entries, entry_source, off_for_xdist
+            from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
             if off_for_xdist(self._bench):  # a pytest-xdist worker: the controller adds them to its pytest-benchmark
                 self._session.carry_entries(entry_source(self._item), record)

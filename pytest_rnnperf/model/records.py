@@ -18,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .backends import PathProof
-from .cases import Case, ModelCase, Shape, Subject, cross_id
-from .device import FlagKind, WindowFlag, is_unavailable, window_flags
-from .parity import ParityReport, ParityRow
-from .peaks import peak_tflops
-from .stats import Interval, speedup_interval
-from .timing import Measurement
-from .timing.device import DeviceTiming, KernelStat
+from pytest_rnnperf.model.results import PathProof
+from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
+from pytest_rnnperf.model.parity import ParityReport, ParityRow
+from pytest_rnnperf.model.peaks import peak_tflops
+from pytest_rnnperf.model.stats import Interval, speedup_interval
+from pytest_rnnperf.model.timing import Measurement
+from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 
 # 1: the first layout. 2: each measurement names its timer; window flags are data ("flags"), other
 # warnings are "notes"; the GPU-busy reading is derived from the telemetry, never read from a stored field.

@@ -1,0 +1,72 @@
+"""What every backend shares: reading its framework's runtime without ever raising.
+
+A backend's fingerprint fields (build, loaded CUDA/cuDNN, precision flags) are read through ``runtime_info``,
+which imports the framework only when called; a value that cannot be read is ``"unavailable: <reason>"``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pytest_rnnperf.model.flags import unavailable
+
+
+def short_error(exc: BaseException) -> str:
+    """``Type: first line`` of an exception, short enough for a header line."""
+    text = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def get_value(fn: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:
+    """Read and format one value, or ``unavailable: <exception>``; never raises."""
+    try:
+        return fmt(fn())
+    except Exception as exc:  # a framework attribute moved or a device is missing: report, don't fail
+        return unavailable(short_error(exc))
+
+
+def format_cudnn_version(version: int | None) -> str:
+    """cuDNN's integer version as text: 91900 -> ``9.19.0`` (cuDNN 9), 8902 -> ``8.9.2`` (cuDNN 8 and older)."""
+    if version is None:
+        return unavailable("no cuDNN")
+    v = int(version)
+    if v >= 90000:  # cuDNN 9 changed the encoding from major*1000 to major*10000
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def _import_failed(keys: tuple[str, ...], module: str, exc: BaseException) -> dict[str, str]:
+    why = f"{module} not installed" if isinstance(exc, ImportError) else f"{module} import failed ({short_error(exc)})"
+    return {key: unavailable(why) for key in keys}
+
+
+def runtime_info(module: str, keys: tuple[str, ...], read: Callable[[Any], dict[str, str]]) -> dict[str, str]:
+    """Import ``module`` and ``read`` its fields; every failure becomes "unavailable: <reason>" values."""
+    try:
+        framework = __import__(module)  # the import statement's hook, as `import torch` would use
+    except Exception as exc:  # not installed, or a broken build (missing CUDA libraries, ABI errors)
+        return _import_failed(keys, module, exc)
+    try:
+        return read(framework)
+    except Exception as exc:  # the framework's config API itself missing or broken: still never raise
+        return {key: unavailable(short_error(exc)) for key in keys}
+
+
+def loaded_cudnn(maps_path: str = "/proc/self/maps", loader: Callable[[str], Any] | None = None) -> str:
+    """Version of the libcudnn mapped into this process, asked of the library itself; Linux only."""
+    try:
+        with open(maps_path) as f:
+            paths = {parts[5].strip() for parts in (line.split(None, 5) for line in f if "libcudnn" in line)
+                     if len(parts) == 6}
+    except Exception:
+        paths = set()
+    libs = sorted(p for p in paths if os.path.basename(p).startswith("libcudnn.so"))
+    if not libs:
+        return unavailable("TF does not expose the loaded cuDNN version and no libcudnn is loaded yet")
+    # RTLD_NOLOAD: only ever get a handle on the copy already loaded, never load another one.
+    load = loader or (lambda p: ctypes.CDLL(p, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+    got = get_value(lambda: load(libs[0]).cudnnGetVersion(), format_cudnn_version)
+    return got if got.startswith("unavailable") else f"{got} ({os.path.basename(libs[0])})"

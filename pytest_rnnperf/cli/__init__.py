@@ -1,0 +1,1 @@
+"""``python -m pytest_rnnperf``: one module per subcommand."""

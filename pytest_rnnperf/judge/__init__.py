@@ -1,0 +1,1 @@
+"""Deciding: verdicts against the stored history, noise, and the claims' verdicts."""

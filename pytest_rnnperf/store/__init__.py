@@ -1,0 +1,1 @@
+"""The stored layout: baselines per GPU model, runs, formats and migrations."""
