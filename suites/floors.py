@@ -3,7 +3,7 @@
 Floors are deliberately conservative: they catch a cuDNN path that silently stopped running or collapsed
 (the Keras 3.14 kind of regression), not a few percent; the stored baselines catch the few percent.
 
-Where the figures come from (../shared/DESIGN.md and baselines/NVIDIA_H200/evidence/README.md, torch 2.11 /
+Where the figures come from (baselines/NVIDIA_H200/evidence/README.md, torch 2.11 /
 cuDNN 9.19, TF 2.21 + Keras 3.15): LSTM and GRU training ran 4x-12x faster on cuDNN at batch <= 512 in both
 frameworks, so those cases get 2.0x, half of the lowest figure. At batch 4700 torch's cuDNN GRU was barely
 faster, so those cases get 0.8x: cuDNN must not fall far behind. At hidden size >= 1024 both sides are bound by

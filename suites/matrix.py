@@ -1,7 +1,7 @@
 """The case matrices of the ready suite, per framework and scale.
 
-nightly covers the shapes measured in ../shared/DESIGN.md, hidden sizes on both sides of cuDNN's
-algorithm thresholds (<=128, 129-192, >192), multi-layer and bidirectional stacks, small and very large
+nightly covers the shapes of the H200 evidence (baselines/NVIDIA_H200/evidence/README.md), hidden sizes on
+both sides of cuDNN's algorithm thresholds (<=128, 129-192, >192), multi-layer and bidirectional stacks, small and very large
 batches, train and infer, and FP32 / TF32 / FP16 / BF16. smoke is tiny shapes for CPU CI; full adds
 every cell and precision to every shape.
 """

@@ -7,9 +7,8 @@ are not listed here: the backend registry (``pytest_rnnperf.backends``) knows th
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Union
 
 CELLS: tuple[str, ...] = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 MODES: tuple[str, ...] = ("train", "infer")
@@ -116,17 +115,3 @@ Subject = Union[Case, ModelCase]  # what a measured record is about
 def cross_id(case: Case, other: str) -> str:
     """Id of the cross-framework check of ``case`` against framework ``other``, e.g. ``torch-vs-tf-lstm-...``."""
     return f"{case.framework}-vs-{other}-" + case.id.split("-", 1)[1]
-
-
-def matrix(
-    frameworks: Iterable[str],
-    cells: Iterable[str],
-    shapes: Iterable[Shape],
-    modes: Iterable[str] = ("train",),
-    precisions: Iterable[str] = ("fp32",),
-) -> list[Case]:
-    """Full cross product of the given axes, in a stable order."""
-    return [
-        Case(framework=f, cell=c, shape=s, mode=m, precision=p)
-        for f, c, s, m, p in itertools.product(frameworks, cells, shapes, modes, precisions)
-    ]

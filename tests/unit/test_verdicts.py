@@ -315,3 +315,40 @@ def test_busy_time_that_moved_while_the_kernels_did_not_is_overlap_reported_not_
     assert v.flagged.startswith("kernels overlapped differently: busy +9.")
     slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.26))
     assert slower is not None and slower.fails and slower.work is not None
+
+
+# ------------------------------------------------------------------------------------------ rules as objects
+
+
+def test_a_new_rule_is_one_class_and_its_comparison_lands_under_its_name() -> None:
+    from dataclasses import dataclass
+
+    from pytest_rnnperf.judge.rules import RULES, Context
+
+    @dataclass(frozen=True)
+    class GenericTime:
+        name: str = "generic_time"
+
+        def compare(self, ctx: Context) -> Comparison | None:
+            base, cur = ctx.baseline.generic, ctx.current.generic
+            return compare("generic time", base.samples, cur.samples, **ctx.options(min_effect=0.05))
+
+    base = record("a", 1.0, generic_ms=5.0, seed=1)
+    slow_generic = record("a", 1.0, generic_ms=6.0, seed=2)
+    verdict = judge(base, slow_generic, rules=RULES + (GenericTime(),))
+    assert verdict is not None
+    assert verdict.comparisons["generic_time"].verdict is Verdict.REGRESSED
+    assert verdict.verdict is Verdict.UNCHANGED  # the cuDNN time still decides
+    assert set(verdict.comparisons) == {"speedup", "cudnn_time", "generic_time"}
+
+
+def test_a_verdict_round_trips_through_json_with_every_comparison_by_name() -> None:
+    from pytest_rnnperf.judge.verdicts import CaseVerdict
+
+    verdict = judge(record("a", 1.0, seed=5, cudnn_dev_ms=0.8), record("a", 1.2, seed=6, cudnn_dev_ms=1.0))
+    assert verdict is not None
+    data = verdict.as_dict()
+    assert {"cudnn_time", "speedup", "kernel_time", "host_overhead"} <= set(data)
+    again = CaseVerdict.from_dict(data)
+    assert again.as_dict() == data and again.outcome is verdict.outcome is Outcome.REGRESSED
+    assert data["kernel_time"] is not None and data["cudnn_time"]["metric"] == "cudnn device time"

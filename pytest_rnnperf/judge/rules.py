@@ -1,0 +1,199 @@
+"""The rule as objects: each rule compares one metric of a case with its baseline; findings flag the window.
+
+``judge`` (verdicts.py) runs every rule of ``RULES`` on a ``Context`` and keeps each comparison under the
+rule's name, then asks each finding of ``FINDINGS`` whether the comparisons together say the window is not to
+be trusted. A new rule is one class here (a ``name`` and a ``compare``), its threshold in ``Policy`` and the
+Setting table, and its test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
+from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.records import CaseRecord
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every rule may read: the two records of one case, the policy, and what follows from them."""
+
+    baseline: CaseRecord
+    current: CaseRecord
+    policy: Policy
+
+    @property
+    def busy(self) -> list[float]:
+        """The GPU-busy fractions of the two runs' timed rounds, where known."""
+        return [b for b in (self.baseline.gpu_busy, self.current.gpu_busy) if b is not None]
+
+    @property
+    def host_bound(self) -> bool:
+        """Either run kept the GPU busy less than ``host_bound_below`` of its timed rounds."""
+        return bool(self.busy) and min(self.busy) < self.policy.host_bound_below
+
+    @property
+    def wall_effect(self) -> float:
+        """The wall-time threshold: wider for host-bound cases, whose wall time drifts with the host."""
+        p = self.policy
+        return max(p.min_effect, p.host_bound_effect) if self.host_bound else p.min_effect
+
+    @property
+    def device(self) -> bool:
+        """Both runs have the cuDNN side's device time, which then decides."""
+        return self.baseline.cudnn_device is not None and self.current.cudnn_device is not None
+
+    def options(self, **extra: Any) -> dict[str, Any]:
+        """The keyword arguments of ``compare`` every rule shares."""
+        return dict(alpha=self.policy.alpha, confidence=self.policy.confidence, **extra)
+
+    def device_options(self) -> dict[str, Any]:
+        """Device time is called on its estimate at the case's own threshold (see ``compare``).
+
+        Within one process it is steady to well under the threshold, so the whole-interval rule would leave a
+        true shift just past it ambiguous.
+        """
+        return self.options(whole_interval=False, min_effect=self.policy.device_effect(self.current.id))
+
+
+class Rule(Protocol):
+    """One comparison of a case with its baseline, stored in the verdict under ``name``."""
+
+    @property
+    def name(self) -> str:
+        """The key of its comparison in the verdict and in rnnperf.json."""
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """The comparison, or None where the rule does not apply to these two records."""
+
+
+class Finding(Protocol):
+    """A reason, read off the comparisons, not to blame a regression on the code."""
+
+    def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
+        """The flag, or None."""
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """The per-round speedup: reported, never failed (it moves with the generic side; the floor guards it)."""
+
+    name: str = "speedup"
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Round speedups, higher is better, at the wall threshold."""
+        base, cur = ctx.baseline.round_speedups, ctx.current.round_speedups
+        if not (base and cur):
+            return None
+        return compare("speedup", base, cur, higher_is_better=True, **ctx.options(min_effect=ctx.wall_effect))
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """The cuDNN side's device busy time per step: what decides where both runs have device time."""
+
+    name: str = "cudnn_time"
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Busy time per step, per traced round."""
+        base, cur = ctx.baseline.cudnn_device, ctx.current.cudnn_device
+        if base is None or cur is None:
+            return None
+        return compare("cudnn device time", base.busy.samples, cur.busy.samples, **ctx.device_options())
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """The cuDNN side's wall time per step: what decides where either run has no device time."""
+
+    name: str = "cudnn_time"
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Wall time per step, per round, at the wall threshold (wider when host-bound)."""
+        if ctx.device or ctx.baseline.cudnn is None or ctx.current.cudnn is None:
+            return None
+        return compare("cudnn time", ctx.baseline.cudnn.samples, ctx.current.cudnn.samples,
+                       **ctx.options(min_effect=ctx.wall_effect))
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """The cuDNN side's summed kernel time per step (> busy where kernels overlap): the work, whatever the overlap."""
+
+    name: str = "kernel_time"
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Summed kernel durations per step, per traced round."""
+        base, cur = ctx.baseline.cudnn_device, ctx.current.cudnn_device
+        if base is None or cur is None:
+            return None
+        return compare("cudnn kernel time", base.work.samples, cur.work.samples, **ctx.device_options())
+
+
+def host_samples(record: CaseRecord) -> tuple[float, ...] | None:
+    """The cuDNN side's host overhead per wall round (wall sample minus the device median), if all positive."""
+    if record.cudnn is None or record.cudnn_device is None:
+        return None
+    device = record.cudnn_device.busy.median
+    samples = tuple(s - device for s in record.cudnn.samples)
+    return samples if all(s > 0 for s in samples) else None
+
+
+@dataclass(frozen=True)
+class HostOverhead:
+    """Wall minus device time per step (dispatch, launches): judged where it is a real share of the step."""
+
+    name: str = "host_overhead"
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """The host overhead, where it is at least ``host_share`` of the baseline's wall step."""
+        base, cur = host_samples(ctx.baseline), host_samples(ctx.current)
+        if not (ctx.device and base and cur and ctx.baseline.cudnn is not None):
+            return None
+        if float(np.median(base)) < ctx.policy.host_share * ctx.baseline.cudnn.median:
+            return None
+        return compare("cudnn host overhead", base, cur, **ctx.options(min_effect=ctx.policy.host_effect))
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Busy time regressed while the summed kernel time did not: concurrent kernels overlapped differently."""
+
+    def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
+        """The OVERLAP flag with both changes."""
+        busy, work = found.get("cudnn_time"), found.get("kernel_time")
+        if not ctx.device or busy is None or work is None:
+            return None
+        if busy.verdict is not Verdict.REGRESSED or work.verdict is Verdict.REGRESSED:
+            return None
+        return WindowFlag(FlagKind.OVERLAP, f"kernels overlapped differently: busy {pct(busy.ratio.estimate - 1)}, "
+                                            f"summed kernel time {pct(work.ratio.estimate - 1)} ({work.verdict})")
+
+
+@dataclass(frozen=True)
+class HostSlowed:
+    """A host-bound case judged on wall time whose time regressed while its speedup held."""
+
+    def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
+        """The HOST_SLOWED flag.
+
+        Both sides are host-bound and timed interleaved in one window: a slower host slows both alike and the
+        speedup holds, while a slower cuDNN path moves the speedup.
+        """
+        time, speed = found.get("cudnn_time"), found.get("speedup")
+        if ctx.device or not ctx.host_bound or time is None or speed is None:
+            return None
+        if time.verdict is not Verdict.REGRESSED or speed.verdict not in (Verdict.UNCHANGED, Verdict.IMPROVED):
+            return None
+        change = f"{round((speed.ratio.estimate - 1) * 100):+d}%"  # rounded first: never "-0%"
+        return WindowFlag(FlagKind.HOST_SLOWED, f"the host slowed both sides alike: speedup {change}, {speed.verdict}")
+
+
+# Order matters only for reading: the speedup first, then the time that decides, then what explains it.
+RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), HostOverhead())
+FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
