@@ -175,7 +175,7 @@ class BackendSpec:
         return all(environ.get(key) == value for key, value in self.env.items())
 
 
-# Built into this package; the entry-point group adds (or replaces) more.
+# The built-in backends, listed here only; the entry-point group adds (or replaces) more.
 _BUILTIN: tuple[str, ...] = (
     "pytest_rnnperf.backends.torch:SPEC", "pytest_rnnperf.backends.tensorflow:SPEC",
     "pytest_rnnperf.backends.keras:KERAS_TORCH", "pytest_rnnperf.backends.keras:KERAS_JAX",
