@@ -9,7 +9,7 @@ table when a path proof, the parity, the floor or the baseline comparison does n
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import pytest
 
@@ -20,6 +20,11 @@ from .records import CaseRecord, CrossRecord
 from .session import RnnperfSession, Skipped
 from .settings import Settings
 from .workers import WorkerError
+
+
+def _fail(message: str) -> NoReturn:
+    """Fail the test with ``message`` alone: no traceback, and no chained exception that repeats it."""
+    raise pytest.fail.Exception(message, pytrace=False) from None
 
 
 class RnnperfFixture:
@@ -74,7 +79,7 @@ class RnnperfFixture:
         except Skipped as exc:
             pytest.skip(str(exc))
         except WorkerError as exc:  # a worker process died: say which and quote its log, no traceback
-            pytest.fail(f"{case.id}: {exc}", pytrace=False)
+            _fail(f"{case.id}: {exc}")
         return self._recorded(record)
 
     def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
@@ -94,13 +99,13 @@ class RnnperfFixture:
             case = ModelCase(id=case_id, framework="unknown", mode=mode, precision=precision or self._settings.precision,
                              floor=floor)
         except ValueError as exc:
-            pytest.fail(f"{case_id}: rnnperf.model(): {exc}", pytrace=False)
+            _fail(f"{case_id}: rnnperf.model(): {exc}")
         try:
             record = self._session.measure_model(case, build(), inputs, self._settings, self._disabled)
         except Skipped as exc:
             pytest.skip(str(exc))
         except ModelError as exc:
-            pytest.fail(f"{case_id}: {exc}", pytrace=False)
+            _fail(f"{case_id}: {exc}")
         return self._recorded(record)
 
     def cross(self, case: Case, other: str = "tf") -> CrossRecord:
@@ -110,7 +115,7 @@ class RnnperfFixture:
         except Skipped as exc:
             pytest.skip(str(exc))
         except WorkerError as exc:
-            pytest.fail(f"{case.id} against {other}: {exc}", pytrace=False)
+            _fail(f"{case.id} against {other}: {exc}")
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""
