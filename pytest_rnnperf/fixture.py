@@ -13,7 +13,7 @@ from typing import Any, Callable, NoReturn
 
 import pytest
 
-from .backends import ModelError
+from .backends import ModelError, model_backend_for
 from .cases import Case, ModelCase
 from .claims import ClaimRow, failure_message
 from .records import CaseRecord, CrossRecord
@@ -25,6 +25,22 @@ from .workers import WorkerError
 def _fail(message: str) -> NoReturn:
     """Fail the test with ``message`` alone: no traceback, and no chained exception that repeats it."""
     raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+def _not_a_builder(build: Any) -> str | None:
+    """Why ``build`` cannot be called to build a model (a model itself, or nothing callable); None when it can."""
+    if not callable(build):
+        return (f"the first argument must build the model (a class, or a function returning the model), "
+                f"got {type(build).__name__} {build!r:.60}")
+    if isinstance(build, type):
+        return None
+    try:  # a model is callable too, but calling it runs its forward without inputs
+        model_backend_for(build)
+    except ModelError:
+        return None
+    name = type(build).__name__
+    return (f"got an instance of {name}; pass what builds it: rnnperf.model({name}, ...) or "
+            f"rnnperf.model(lambda: {name}(...), ...)")
 
 
 class RnnperfFixture:
@@ -100,6 +116,9 @@ class RnnperfFixture:
                              floor=floor)
         except ValueError as exc:
             _fail(f"{case_id}: rnnperf.model(): {exc}")
+        problem = _not_a_builder(build)
+        if problem:
+            _fail(f"{case_id}: rnnperf.model(): {problem}")
         try:
             record = self._session.measure_model(case, build(), inputs, self._settings, self._disabled)
         except Skipped as exc:

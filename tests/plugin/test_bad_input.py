@@ -332,7 +332,7 @@ def test_a_broken_noise_file_stops_the_run_in_one_line_and_stays_as_it_was(proje
     assert path.read_text().endswith('"wide"}}')
 
 
-# ------------------------------------------------------------------------------ your own model (25)
+# ------------------------------------------------------------------------------ your own model (21, 25)
 
 MODELS = """
 import math
@@ -386,6 +386,22 @@ def _one_line(reports: dict[str, list[str]], test: str, *fragments: str) -> str:
     line = reports[test][0]
     assert line.startswith(f"test_own_model.py::{test}: ") and all(f in line for f in fragments), line
     return line
+
+
+def test_a_model_instance_or_something_not_callable_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """Defect 21: rnnperf.model(Encoder(), ...) or model(3, ...) failed with a raw TypeError from calling it."""
+    result, reports = _model_failures(pytester, """
+def test_instance(rnnperf):
+    rnnperf.model(Encoder(), inputs=x)
+
+def test_number(rnnperf):
+    rnnperf.model(3, inputs=x)
+""")
+    result.assert_outcomes(failed=2)
+    _one_line(reports, "test_instance", "rnnperf.model(): got an instance of Encoder",
+              "rnnperf.model(Encoder, ...) or rnnperf.model(lambda: Encoder(...), ...)")
+    _one_line(reports, "test_number", "rnnperf.model(): the first argument must build the model",
+              "got int 3")
 
 
 def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester) -> None:
