@@ -332,7 +332,7 @@ def test_a_broken_noise_file_stops_the_run_in_one_line_and_stays_as_it_was(proje
     assert path.read_text().endswith('"wide"}}')
 
 
-# ------------------------------------------------------------------------------ your own model (21, 25)
+# ------------------------------------------------------------------------------ your own model (21, 22, 25)
 
 MODELS = """
 import math
@@ -402,6 +402,20 @@ def test_number(rnnperf):
               "rnnperf.model(Encoder, ...) or rnnperf.model(lambda: Encoder(...), ...)")
     _one_line(reports, "test_number", "rnnperf.model(): the first argument must build the model",
               "got int 3")
+
+
+def test_a_floor_that_is_not_a_finite_positive_number_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """Defect 22: floor="2.0" or None raised a TypeError; floor=True and floor=inf were accepted."""
+    cases = {"str": '"2.0"', "none": "None", "bool": "True", "inf": "math.inf", "nan": "math.nan", "zero": "0"}
+    result, reports = _model_failures(pytester, "".join(f"""
+def test_floor_{name}(rnnperf):
+    rnnperf.model(Encoder, inputs=x, floor={value})
+""" for name, value in cases.items()))
+    result.assert_outcomes(failed=len(cases))
+    for name, value in cases.items():
+        shown = {"math.inf": "inf", "math.nan": "nan"}.get(value, value).replace('"', "'")
+        _one_line(reports, f"test_floor_{name}", "rnnperf.model(): floor must be a finite speedup > 0 such as 2.0",
+                  f"got {shown}")
 
 
 def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester) -> None:
