@@ -520,6 +520,14 @@ def _model_inputs(inputs: Any) -> tuple[Any, ...]:
     return value
 
 
+def _nothing_to_compare(name: str, outputs: list[tuple[str, Any]]) -> str:
+    """Why a model whose outputs hold no floating-point tensor cannot be checked: parity would compare nothing."""
+    dtypes = ", ".join(f"{n} {str(t.dtype).replace('torch.', '')}" for n, t in outputs)
+    got = f"only integer tensors ({dtypes})" if outputs else "no tensor"
+    return (f"{name}.forward returned {got}: nothing floating-point to compare (return what a loss is computed "
+            f"from, e.g. logits or hidden states)")
+
+
 class TorchBackend:
     """Builds torch pairs; says why it cannot (torch missing, no CUDA GPU, no cuDNN)."""
 
@@ -627,6 +635,8 @@ class TorchBackend:
         try:
             reference = copy_for("reference", torch.float64)
             outputs, _ = reference._run(want_grads=False)
+            if not any(t.is_floating_point() for _, t in outputs):
+                raise ModelError(_nothing_to_compare(type(model).__name__, outputs))
             rng = np.random.default_rng(seed)
             d_host = [rng.standard_normal(tuple(t.shape)) / np.sqrt(max(t.numel(), 1))
                       for _, t in outputs if t.is_floating_point()]
@@ -647,6 +657,8 @@ class TorchBackend:
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+        except ModelError:
+            raise
         except (RuntimeError, TypeError, ValueError) as exc:  # the model rejected its inputs, say
             raise ModelError(f"{type(model).__name__} failed on its inputs: {type(exc).__name__}: "
                              f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}") from None

@@ -332,7 +332,7 @@ def test_a_broken_noise_file_stops_the_run_in_one_line_and_stays_as_it_was(proje
     assert path.read_text().endswith('"wide"}}')
 
 
-# ------------------------------------------------------------------------------ your own model (21, 22, 25)
+# ------------------------------------------------------------------------------ your own model (21, 22, 24, 25)
 
 MODELS = """
 import math
@@ -416,6 +416,29 @@ def test_floor_{name}(rnnperf):
         shown = {"math.inf": "inf", "math.nan": "nan"}.get(value, value).replace('"', "'")
         _one_line(reports, f"test_floor_{name}", "rnnperf.model(): floor must be a finite speedup > 0 such as 2.0",
                   f"got {shown}")
+
+
+def test_a_forward_that_returns_nothing_float_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """Defect 24: a forward returning None or only integer tensors passed with nothing compared."""
+    result, reports = _model_failures(pytester, """
+class Silent(Encoder):
+    def forward(self, x):
+        self.lstm(x)
+
+class Labels(Encoder):
+    def forward(self, x):
+        return self.lstm(x)[0].argmax(-1), torch.tensor(3)
+
+def test_none(rnnperf):
+    rnnperf.check(rnnperf.model(Silent, inputs=x))
+
+def test_labels(rnnperf):
+    rnnperf.check(rnnperf.model(Labels, inputs=x, mode="infer"))
+""")
+    result.assert_outcomes(failed=2)
+    _one_line(reports, "test_none", "Silent.forward returned no tensor: nothing floating-point to compare")
+    _one_line(reports, "test_labels", "Labels.forward returned only integer tensors (output[0] int64, output[1] "
+              "int64): nothing floating-point to compare")
 
 
 def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester) -> None:
