@@ -102,7 +102,7 @@ class RnnperfFixture:
               floor: float = 1.0, name: str = "") -> CaseRecord:
         """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` holding LSTM/GRU/RNN layers).
 
-        ``inputs`` is a tensor, a tuple of tensors, or a callable returning either. The plugin copies the
+        ``inputs`` is a tensor or PackedSequence, a tuple of them, or a callable returning either. The plugin copies the
         model for each side with identical weights, proves the path of each copy, checks outputs and gradients
         against each other and against a float64 copy, times both sides, and stores and compares a baseline
         under this test's id (plus ``name`` when one test checks several models). Without a GPU it checks the

@@ -414,6 +414,8 @@ def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
     torch = _torch()
     if isinstance(obj, torch.Tensor):
         return [(name, obj)]
+    if isinstance(obj, torch.nn.utils.rnn.PackedSequence):  # its values; the sizes and order are the input's
+        return [(name, obj.data)]
     if isinstance(obj, (tuple, list)):
         return [leaf for i, item in enumerate(obj) for leaf in _leaves(item, f"{name}[{i}]")]
     if isinstance(obj, dict):
@@ -446,7 +448,7 @@ class TorchModelImpl:
                 with torch.no_grad():
                     return _leaves(self.module(*self.inputs), "output"), []
             outputs = [(n, t) for n, t in _leaves(self.module(*self.inputs), "output") if t.is_floating_point()]
-            wrt = [(f"d_input[{i}]", x) for i, x in enumerate(self.inputs) if x.requires_grad]
+            wrt = [(f"d_input[{i}]", x) for i, x in enumerate(map(_values, self.inputs)) if x.requires_grad]
             wrt += [(f"d_params[{n}]", p) for n, p in self.module.named_parameters() if p.requires_grad]
             grads = torch.autograd.grad([t for _, t in outputs], [t for _, t in wrt],
                                         self.d_outputs[: len(outputs)], allow_unused=True)
@@ -510,14 +512,34 @@ def _without_dropout(model: Any) -> list[str]:
 
 
 def _model_inputs(inputs: Any) -> tuple[Any, ...]:
-    """The model's positional inputs: a tensor, a tuple/list of tensors, or a callable returning either."""
+    """The model's positional inputs: tensors or PackedSequences, one or a tuple/list, or a callable returning them."""
     torch = _torch()
+    packed = torch.nn.utils.rnn.PackedSequence
     value = inputs() if callable(inputs) else inputs
-    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    bad = [type(v).__name__ for v in value if not isinstance(v, torch.Tensor)]
+    # A PackedSequence is a tuple too, but one input (its fields are not the model's arguments).
+    value = tuple(value) if isinstance(value, (tuple, list)) and not isinstance(value, packed) else (value,)
+    bad = [type(v).__name__ for v in value if not isinstance(v, (torch.Tensor, packed))]
     if bad or not value:
-        raise ModelError(f"inputs must be torch tensors (or a callable returning them), got {bad or 'nothing'}")
+        raise ModelError(f"inputs must be torch tensors or PackedSequences (or a callable returning them), "
+                         f"got {bad or 'nothing'}")
     return value
+
+
+def _values(x: Any) -> Any:
+    """The tensor of an input that carries its values (a packed sequence's data, with its gradient)."""
+    return x.data if isinstance(x, _torch().nn.utils.rnn.PackedSequence) else x
+
+
+def _input_copy(x: Any, device: str, dtype: Any, train: bool) -> Any:
+    """An input on ``device``: floating-point values in ``dtype`` and, in train mode, asking for their gradient.
+
+    A packed sequence moves as a whole: its data (and sort indices) to ``device``, batch_sizes stays on the CPU
+    where torch's RNNs want it.
+    """
+    floating = _values(x).is_floating_point()
+    moved = x.to(device=device, dtype=dtype if floating else _values(x).dtype)
+    _values(moved).requires_grad_(train and floating)
+    return moved
 
 
 def _nothing_to_compare(name: str, outputs: list[tuple[str, Any]]) -> str:
@@ -628,8 +650,7 @@ class TorchBackend:
                 for m in module.modules():
                     if isinstance(m, torch.nn.RNNBase):
                         m.flatten_parameters()
-            xs = tuple(x.to(device=device, dtype=dtype if x.is_floating_point() else x.dtype)
-                       .requires_grad_(train and x.is_floating_point()) for x in host_inputs)
+            xs = tuple(_input_copy(x, device, dtype, train) for x in host_inputs)
             return TorchModelImpl(name, module, device, case.precision, train, xs)
 
         try:

@@ -332,7 +332,7 @@ def test_a_broken_noise_file_stops_the_run_in_one_line_and_stays_as_it_was(proje
     assert path.read_text().endswith('"wide"}}')
 
 
-# ------------------------------------------------------------------------------ your own model (21, 22, 24, 25)
+# ------------------------------------------------------------------------------ your own model (21, 22, 23, 24, 25)
 
 MODELS = """
 import math
@@ -439,6 +439,34 @@ def test_labels(rnnperf):
     _one_line(reports, "test_none", "Silent.forward returned no tensor: nothing floating-point to compare")
     _one_line(reports, "test_labels", "Labels.forward returned only integer tensors (output[0] int64, output[1] "
               "int64): nothing floating-point to compare")
+
+
+def test_a_packed_batch_is_checked_like_a_padded_one(pytester: pytest.Pytester) -> None:
+    """Defect 23: a PackedSequence input failed with "got ['NoneType', 'NoneType']"; it is now run and compared."""
+    result, reports = _model_failures(pytester, """
+class Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(3, 5, bidirectional=True)
+        self.head = nn.Linear(10, 2)
+
+    def forward(self, packed):
+        y, h = self.gru(packed)
+        padded, lengths = pad_packed_sequence(y)
+        return self.head(padded), h
+
+def test_packed(rnnperf):
+    batch = pack_padded_sequence(torch.randn(6, 3, 3), torch.tensor([4, 6, 2]), enforce_sorted=False)
+    record = rnnperf.model(Packed, inputs=lambda: batch)
+    rnnperf.check(record)
+    assert {(r.quantity, r.ok) for r in record.parity.rows} >= {("output", True), ("d_input", True)}
+
+def test_packed_and_more(rnnperf):
+    batch = pack_padded_sequence(torch.randn(6, 3, 3), torch.tensor([6, 4, 2]))
+    rnnperf.check(rnnperf.model(lambda: nn.LSTM(3, 5), inputs=(batch,), mode="infer"))
+""", "-rA")
+    assert reports == {}
+    result.assert_outcomes(passed=2)
 
 
 def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester) -> None:
