@@ -415,6 +415,8 @@ def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
     torch = _torch()
     if isinstance(obj, torch.Tensor):
         return [(name, obj)]
+    if isinstance(obj, torch.nn.utils.rnn.PackedSequence):  # its values; the sizes and order are the input's
+        return [(name, obj.data)]
     if isinstance(obj, (tuple, list)):
         return [leaf for i, item in enumerate(obj) for leaf in _leaves(item, f"{name}[{i}]")]
     if isinstance(obj, dict):
@@ -447,7 +449,7 @@ class TorchModelImpl:
                 with torch.no_grad():
                     return _leaves(self.module(*self.inputs), "output"), []
             outputs = [(n, t) for n, t in _leaves(self.module(*self.inputs), "output") if t.is_floating_point()]
-            wrt = [(f"d_input[{i}]", x) for i, x in enumerate(self.inputs) if x.requires_grad]
+            wrt = [(f"d_input[{i}]", x) for i, x in enumerate(map(_values, self.inputs)) if x.requires_grad]
             wrt += [(f"d_params[{n}]", p) for n, p in self.module.named_parameters() if p.requires_grad]
             grads = torch.autograd.grad([t for _, t in outputs], [t for _, t in wrt],
                                         self.d_outputs[: len(outputs)], allow_unused=True)
@@ -511,14 +513,42 @@ def _without_dropout(model: Any) -> list[str]:
 
 
 def _model_inputs(inputs: Any) -> tuple[Any, ...]:
-    """The model's positional inputs: a tensor, a tuple/list of tensors, or a callable returning either."""
+    """The model's positional inputs: tensors or PackedSequences, one or a tuple/list, or a callable returning them."""
     torch = _torch()
+    packed = torch.nn.utils.rnn.PackedSequence
     value = inputs() if callable(inputs) else inputs
-    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    bad = [type(v).__name__ for v in value if not isinstance(v, torch.Tensor)]
+    # A PackedSequence is a tuple too, but one input (its fields are not the model's arguments).
+    value = tuple(value) if isinstance(value, (tuple, list)) and not isinstance(value, packed) else (value,)
+    bad = [type(v).__name__ for v in value if not isinstance(v, (torch.Tensor, packed))]
     if bad or not value:
-        raise ModelError(f"inputs must be torch tensors (or a callable returning them), got {bad or 'nothing'}")
+        raise ModelError(f"inputs must be torch tensors or PackedSequences (or a callable returning them), "
+                         f"got {bad or 'nothing'}")
     return value
+
+
+def _values(x: Any) -> Any:
+    """The tensor of an input that carries its values (a packed sequence's data, with its gradient)."""
+    return x.data if isinstance(x, _torch().nn.utils.rnn.PackedSequence) else x
+
+
+def _input_copy(x: Any, device: str, dtype: Any, train: bool) -> Any:
+    """An input on ``device``: floating-point values in ``dtype`` and, in train mode, asking for their gradient.
+
+    A packed sequence moves as a whole: its data (and sort indices) to ``device``, batch_sizes stays on the CPU
+    where torch's RNNs want it.
+    """
+    floating = _values(x).is_floating_point()
+    moved = x.to(device=device, dtype=dtype if floating else _values(x).dtype)
+    _values(moved).requires_grad_(train and floating)
+    return moved
+
+
+def _nothing_to_compare(name: str, outputs: list[tuple[str, Any]]) -> str:
+    """Why a model whose outputs hold no floating-point tensor cannot be checked: parity would compare nothing."""
+    dtypes = ", ".join(f"{n} {str(t.dtype).replace('torch.', '')}" for n, t in outputs)
+    got = f"only integer tensors ({dtypes})" if outputs else "no tensor"
+    return (f"{name}.forward returned {got}: nothing floating-point to compare (return what a loss is computed "
+            f"from, e.g. logits or hidden states)")
 
 
 class TorchBackend:
@@ -621,13 +651,14 @@ class TorchBackend:
                 for m in module.modules():
                     if isinstance(m, torch.nn.RNNBase):
                         m.flatten_parameters()
-            xs = tuple(x.to(device=device, dtype=dtype if x.is_floating_point() else x.dtype)
-                       .requires_grad_(train and x.is_floating_point()) for x in host_inputs)
+            xs = tuple(_input_copy(x, device, dtype, train) for x in host_inputs)
             return TorchModelImpl(name, module, device, case.precision, train, xs)
 
         try:
             reference = copy_for("reference", torch.float64)
             outputs, _ = reference._run(want_grads=False)
+            if not any(t.is_floating_point() for _, t in outputs):
+                raise ModelError(_nothing_to_compare(type(model).__name__, outputs))
             rng = np.random.default_rng(seed)
             d_host = [rng.standard_normal(tuple(t.shape)) / np.sqrt(max(t.numel(), 1))
                       for _, t in outputs if t.is_floating_point()]
@@ -648,6 +679,8 @@ class TorchBackend:
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
+        except ModelError:
+            raise
         except (RuntimeError, TypeError, ValueError) as exc:  # the model rejected its inputs, say
             raise ModelError(f"{type(model).__name__} failed on its inputs: {type(exc).__name__}: "
                              f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}") from None

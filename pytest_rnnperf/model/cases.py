@@ -7,6 +7,8 @@ are not listed here: the backend registry (``pytest_rnnperf.backends``) knows th
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -101,8 +103,10 @@ class ModelCase:
         for name, value, allowed in (("mode", self.mode, MODES), ("precision", self.precision, PRECISIONS)):
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(allowed)}")
-        if not self.floor > 0:
-            raise ValueError(f"floor must be a speedup > 0, got {self.floor!r}")
+        floor = self.floor
+        if isinstance(floor, bool) or not isinstance(floor, numbers.Real) or not 0 < floor < math.inf:
+            raise ValueError(f"floor must be a finite speedup > 0 such as 2.0, got {floor!r}")
+        object.__setattr__(self, "floor", float(floor))  # a numpy scalar too: records are written as JSON
 
     def flops_per_step(self) -> float | None:
         """Unknown for an arbitrary model (the summary shows '-')."""

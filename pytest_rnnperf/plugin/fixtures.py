@@ -9,17 +9,38 @@ table when a path proof, the parity, the floor or the baseline comparison does n
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import pytest
 
-from pytest_rnnperf.backends import ModelError
+from pytest_rnnperf.backends import ModelError, model_backend_for
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow, failure_message
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.session.session import RnnperfSession, Skipped
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.measure.subprocesses import WorkerError
+
+
+def _fail(message: str) -> NoReturn:
+    """Fail the test with ``message`` alone: no traceback, and no chained exception that repeats it."""
+    raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+def _not_a_builder(build: Any) -> str | None:
+    """Why ``build`` cannot be called to build a model (a model itself, or nothing callable); None when it can."""
+    if not callable(build):
+        return (f"the first argument must build the model (a class, or a function returning the model), "
+                f"got {type(build).__name__} {build!r:.60}")
+    if isinstance(build, type):
+        return None
+    try:  # a model is callable too, but calling it runs its forward without inputs
+        model_backend_for(build)
+    except ModelError:
+        return None
+    name = type(build).__name__
+    return (f"got an instance of {name}; pass what builds it: rnnperf.model({name}, ...) or "
+            f"rnnperf.model(lambda: {name}(...), ...)")
 
 
 class RnnperfFixture:
@@ -74,14 +95,14 @@ class RnnperfFixture:
         except Skipped as exc:
             pytest.skip(str(exc))
         except WorkerError as exc:  # a worker process died: say which and quote its log, no traceback
-            pytest.fail(f"{case.id}: {exc}", pytrace=False)
+            _fail(f"{case.id}: {exc}")
         return self._recorded(record)
 
     def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
               floor: float = 1.0, name: str = "") -> CaseRecord:
         """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` holding LSTM/GRU/RNN layers).
 
-        ``inputs`` is a tensor, a tuple of tensors, or a callable returning either. The plugin copies the
+        ``inputs`` is a tensor or PackedSequence, a tuple of them, or a callable returning either. The plugin copies the
         model for each side with identical weights, proves the path of each copy, checks outputs and gradients
         against each other and against a float64 copy, times both sides, and stores and compares a baseline
         under this test's id (plus ``name`` when one test checks several models). Without a GPU it checks the
@@ -94,13 +115,16 @@ class RnnperfFixture:
             case = ModelCase(id=case_id, framework="unknown", mode=mode, precision=precision or self._settings.precision,
                              floor=floor)
         except ValueError as exc:
-            pytest.fail(f"{case_id}: rnnperf.model(): {exc}", pytrace=False)
+            _fail(f"{case_id}: rnnperf.model(): {exc}")
+        problem = _not_a_builder(build)
+        if problem:
+            _fail(f"{case_id}: rnnperf.model(): {problem}")
         try:
             record = self._session.measure_model(case, build(), inputs, self._settings, self._disabled)
         except Skipped as exc:
             pytest.skip(str(exc))
         except ModelError as exc:
-            pytest.fail(f"{case_id}: {exc}", pytrace=False)
+            _fail(f"{case_id}: {exc}")
         return self._recorded(record)
 
     def cross(self, case: Case, other: str = "tf") -> CrossRecord:
@@ -110,7 +134,7 @@ class RnnperfFixture:
         except Skipped as exc:
             pytest.skip(str(exc))
         except WorkerError as exc:
-            pytest.fail(f"{case.id} against {other}: {exc}", pytrace=False)
+            _fail(f"{case.id} against {other}: {exc}")
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""

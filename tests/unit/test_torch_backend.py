@@ -104,3 +104,22 @@ def test_the_path_proof_names_the_rnn_op_that_really_ran(two_threads: object) ->
     fused = prove_path("generic", lambda: step(True), "cpu")
     assert not fused.ok and "aten::mkldnn_rnn_layer" in fused.evidence
     assert not prove_path("cudnn", lambda: step(False), "cpu").ok
+
+
+def test_a_packed_batch_is_one_input_compared_on_its_data(two_threads: object) -> None:
+    """Defect 23: a PackedSequence was split into its fields ("got ['NoneType', 'NoneType']"); its data is compared."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from pytest_rnnperf.model.parity import compare_results
+
+    batch = pack_padded_sequence(torch.randn(6, 3, 3), torch.tensor([4, 6, 2]), enforce_sorted=False)
+    pair = TorchBackend().build_model(ModelCase("m", "torch"), torch.nn.LSTM(3, 5), batch, impls=("generic",))
+    try:
+        mine, ref = pair.generic.result(), pair.reference()  # type: ignore[union-attr]
+        # The packed output is its data (12 = 4 + 6 + 2 steps); batch_sizes and the sort order are the input's.
+        assert mine["output[0]"][1].shape == (12, 5) and mine["d_input[0]"][1].shape == (12, 3)
+        assert mine["d_input[0]"][1].any()
+        rows = compare_results("generic vs reference", mine, ref, "fp32")
+        assert [r.quantity for r in rows] == ["output", "d_input", "d_params"] and all(r.ok for r in rows)
+    finally:
+        pair.close()
