@@ -1,16 +1,25 @@
-"""The documentation: the options table in docs/options.md is the one the settings table renders."""
+"""The documentation site (docs/, mkdocs.yml): every page in the nav, a strict build, the options table generated."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_rnnperf.session import options_doc
 from pytest_rnnperf.session.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
+
+
+def _nav_pages() -> list[str]:
+    """The pages mkdocs.yml's nav lists, in order."""
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
+    return [page for entry in nav for page in entry.values()]
 
 
 def test_the_options_page_holds_the_table_the_settings_render() -> None:
@@ -48,3 +57,17 @@ def test_the_command_line_writes_and_checks_the_page(tmp_path: Path, capsys: pyt
     page.write_text("# Options without markers\n")
     assert options_doc.main(["--write", "--page", str(page)]) == 2
     assert "markers" in capsys.readouterr().err
+
+
+def test_the_site_nav_lists_every_docs_page_once() -> None:
+    nav = _nav_pages()
+    assert len(nav) == len(set(nav))
+    assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
+    """What CI runs after the tests (.ci/run); needs the docs extra."""
+    pytest.importorskip("mkdocs", reason="the site needs the docs extra: pip install -e '.[docs]'")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
