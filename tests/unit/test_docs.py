@@ -1,7 +1,8 @@
-"""The documentation site (docs/, mkdocs.yml): every page in the nav, a strict build, the options table generated."""
+"""The README and the documentation site (docs/, mkdocs.yml): short, linked, and the options table generated."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,12 @@ from pytest_rnnperf.session.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
+README = REPO / "README.md"
+
+
+def _links(text: str) -> list[str]:
+    """The targets of the Markdown links in ``text`` (inline links only)."""
+    return re.findall(r"\]\(([^)\s]+)\)", text)
 
 
 def _nav_pages() -> list[str]:
@@ -57,6 +64,27 @@ def test_the_command_line_writes_and_checks_the_page(tmp_path: Path, capsys: pyt
     page.write_text("# Options without markers\n")
     assert options_doc.main(["--write", "--page", str(page)]) == 2
     assert "markers" in capsys.readouterr().err
+
+
+def test_the_readme_is_read_in_five_minutes() -> None:
+    words = len(README.read_text().split())
+    assert words < 1500, f"README.md has {words} words; move reference material into docs/"
+
+
+def test_the_readmes_test_command_is_the_one_ci_runs() -> None:
+    """.ci/run runs the README's 'Run the tests' block, line for line."""
+    block = re.search(r"## Run the tests\n\n```bash\n(.*?)```", README.read_text(), re.S)
+    assert block, "README.md has no 'Run the tests' bash block"
+    ci = (REPO / ".ci" / "run").read_text()
+    assert block.group(1) in ci
+
+
+def test_the_readmes_links_resolve_and_reach_every_docs_page() -> None:
+    links = [link for link in _links(README.read_text()) if "://" not in link]
+    for link in links:
+        assert (REPO / link.split("#")[0]).exists(), f"README.md links to {link}, which does not exist"
+    pages = sorted(p.relative_to(REPO).as_posix() for p in DOCS.glob("*.md"))
+    assert sorted(set(link for link in links if link.startswith("docs/"))) == pages
 
 
 def test_the_site_nav_lists_every_docs_page_once() -> None:
