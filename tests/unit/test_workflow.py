@@ -1,4 +1,5 @@
-"""The nightly GPU workflow (.github/workflows/nightly-gpu.yml) and the README's GitLab example, checked without a GPU.
+"""The nightly GPU workflow (.github/workflows/nightly-gpu.yml) and the GitLab example of docs/nightly-ci.md, checked
+without a GPU.
 
 Both are validated against the schemas that check-jsonschema ships (SchemaStore's github-workflow schema, GitLab's
 CI schema), in a subprocess whose sockets are disabled: the check needs no network.
@@ -157,9 +158,9 @@ def test_the_record_baseline_path_opens_a_pull_request_and_never_pushes_to_the_d
 
 
 def _gitlab_example() -> str:
-    """The README's YAML block that starts with '# .gitlab-ci.yml'."""
-    match = re.search(r"```yaml\n(# \.gitlab-ci\.yml\n.*?)```", (REPO / "README.md").read_text(), re.S)
-    assert match, "README.md has no '# .gitlab-ci.yml' example"
+    """The YAML block of docs/nightly-ci.md that starts with '# .gitlab-ci.yml'."""
+    match = re.search(r"```yaml\n(# \.gitlab-ci\.yml\n.*?)```", (REPO / "docs" / "nightly-ci.md").read_text(), re.S)
+    assert match, "docs/nightly-ci.md has no '# .gitlab-ci.yml' example"
     return match.group(1)
 
 
