@@ -264,7 +264,7 @@ def verdict_lines(run: RunView) -> list[str]:
         ])
     header = ["case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
               "verdict"]
-    lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see README):"]
+    lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see docs/judging.md):"]
     lines += text_table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
     lines += unjudged
