@@ -167,12 +167,13 @@ def test_the_console_script_names_itself(project: pytest.Pytester) -> None:
 def test_an_internal_error_is_exit_3_not_regressed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                                    tmp_path: Path) -> None:
     """Defect 3: a crash must never read as exit 1 ("a case regressed")."""
+    from pytest_rnnperf.cli import compare
     from pytest_rnnperf.cli import main as cli
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(cli, "compare_files", broken)
+    monkeypatch.setattr(compare, "compare_files", broken)
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 3
     assert "internal error" in capsys.readouterr().err
 

@@ -85,7 +85,7 @@ def test_gpus_with_baselines(tmp_path: Path) -> None:
 
 def test_spread_splits_cudnn_time_noise_by_the_verdicts_host_bound_rule(tmp_path: Path) -> None:
     """spread: per-group cuDNN-time spread, with the same busy split the verdicts use."""
-    from pytest_rnnperf.cli.main import spread_files
+    from pytest_rnnperf.cli.spread import spread_files
 
     paths = []
     for n, (big_ms, small_ms) in enumerate([(10.0, 1.5), (10.1, 1.95)]):

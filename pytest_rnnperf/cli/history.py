@@ -1,0 +1,44 @@
+"""``history PATH [PATH...]``: each case's series over many stored runs (files or folders), per GPU model, and
+its change points (steps and drifts, ``history/changes.py`` says how); exit 0 none toward slower, 1 one toward
+slower."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_rnnperf.cli.args import number
+from pytest_rnnperf.session.settings import at_least
+
+
+def add_parser(subparsers: Any) -> None:
+    """The ``history`` subcommand and its options."""
+    from pytest_rnnperf.history.changes import DEFAULT_MIN_SHIFT, FALLBACKS, METRICS, PENALTY
+
+    his = subparsers.add_parser(
+        "history", help="each case's series over many stored runs per GPU model, and its change points",
+        description=f"Each case's series over stored runs, per GPU model (runs of different models are never "
+                    f"mixed), ordered by start time, and its change points: ruptures' PELT on log values, "
+                    f"penalty {PENALTY:g}*noise^2*ln(runs), noise from the series itself; consecutive shifts one "
+                    f"way are a drift where one ramp explains them. Exit 0: no change point toward slower "
+                    f"(longer time, lower speedup); 1: one or more, however long ago; 2: unusable input; "
+                    f"3: internal error.")
+    his.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                     help="stored runs, or folders searched for *.json (baselines/, nightly --benchmark-json files)")
+    his.add_argument("--metric", choices=sorted(METRICS), default="device",
+                     help="cuDNN device time per step (default), cuDNN wall time per step, or the wall speedup")
+    his.add_argument("--fallback", choices=FALLBACKS, default="skip",
+                     help="--metric device, a run without device time for a case: leave that run out of the "
+                          "case's series (skip, default) or follow the case in wall time (wall)")
+    his.add_argument("--min-shift", type=number(at_least(0)), default=DEFAULT_MIN_SHIFT,
+                     help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
+    his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
+    his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")
+
+
+def run(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Exit code and lines of ``history`` for parsed arguments."""
+    from pytest_rnnperf.history.changes import history_files
+
+    return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json)

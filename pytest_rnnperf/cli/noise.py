@@ -1,0 +1,56 @@
+"""``noise RUN RUN [RUN...] --out FILE``: each case's device-time spread over null runs, stored as the per-case
+thresholds of that GPU model (``baselines/<gpu>/noise.json``); exit 0."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_rnnperf.cli.args import DEFAULT, load
+
+
+def add_parser(subparsers: Any) -> None:
+    """The ``noise`` subcommand and its options."""
+    nse = subparsers.add_parser("noise", help="each case's device-time spread over null runs of one GPU model, "
+                                              "written as its per-case thresholds")
+    nse.add_argument("runs", type=Path, nargs="+", help="two or more stored null runs (same GPU model and software)")
+    nse.add_argument("--out", type=Path, default=None,
+                     help="write the thresholds here, e.g. baselines/<gpu>/noise.json (refuses to replace a file)")
+
+
+def run(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Exit code and lines of ``noise`` for parsed arguments."""
+    return noise_files(args.runs, args.out)
+
+
+def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]]:
+    """Exit code and lines for ``noise``: per case, the device-time spread and the threshold it justifies."""
+    from pytest_rnnperf.judge.noise import measure
+    from pytest_rnnperf.model.records import BaselineError
+
+    if len(paths) < 2:
+        return 2, ["error: noise needs at least two stored runs"]
+    if out is not None and out.exists():
+        return 2, [f"error: {out} exists; move it away first (it is never replaced by accident)"]
+    try:
+        runs = load(paths, allow_other_gpu=False)
+    except (BaselineError, ValueError) as exc:
+        return 2, [f"error: {exc}"]
+    result = measure(runs)
+    if not result.spread:
+        return 2, ["error: no case has device time in two or more of these runs"]
+    floor = DEFAULT.device_min_effect
+    lines = [f"{'case':<52} {'device spread':>13} {'threshold':>9}"]
+    for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1]):
+        lines.append(f"{case_id:<52} {value:>13.1%} {result.effect(case_id, floor):>9.1%}")
+    lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {result.raised(floor)} judged above {floor:.0%}")
+    if out is not None:
+        from pytest_rnnperf.store.baselines import write_json
+
+        try:
+            write_json(out, result.to_dict())
+        except OSError as exc:  # a read-only folder, a file where a folder should be, a file that appeared
+            return 2, [f"error: cannot write {out}: {exc.strerror or exc}"]
+        lines.append(f"written: {out}")
+    return 0, lines
