@@ -1,4 +1,8 @@
-"""``compare OLD NEW``: the plugin's verdicts of NEW against the baseline OLD; exit 0 no regression, 1 a case regressed."""
+"""``compare OLD NEW``: the plugin's verdicts of NEW against the baseline OLD; exit 0 no regression, 1 a case regressed.
+
+OLD may be a GPU model's folder (``baselines/<gpu>``): each case is then judged against its history there, as
+the plugin judges it (files numbered from NEW's own number on are left out when NEW lies in that folder).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from pytest_rnnperf.judge.verdicts import Policy
 def add_parser(subparsers: Any) -> None:
     """The ``compare`` subcommand and its options."""
     cmp = subparsers.add_parser("compare", help="verdict per case of NEW against the baseline OLD")
-    cmp.add_argument("old", type=Path, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json)")
+    cmp.add_argument("old", type=Path, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json), or a "
+                                            "GPU model's folder (baselines/NVIDIA_H200) to judge against its history")
     cmp.add_argument("new", type=Path, help="run to judge (e.g. the --benchmark-json of tonight's run)")
     cmp.add_argument("--min-effect", type=positive(), default=DEFAULT.min_effect,
                      help=f"smallest change that counts (default {DEFAULT.min_effect})")
@@ -48,12 +53,17 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     from pytest_rnnperf.judge.verdicts import Outcome, Verdict, compare_runs
 
     try:
-        base, cur = load([old, new], allow_other_gpu)
+        if old.is_dir():
+            runs, cur = history_runs(old, new)
+            base = runs[0]
+        else:
+            base, cur = load([old, new], allow_other_gpu)
+            runs = []
         if noise_file is not None:
             policy = load_noise(noise_file).applied_to(policy)
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
-    verdicts = compare_runs(base, cur, policy)
+    verdicts = judge_history(runs, cur, policy) if runs else compare_runs(base, cur, policy)
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {policy.min_effect:.0%} (wall), "
              f"{policy.device_min_effect:.0%} (device), {policy.host_effect:.0%} (host overhead)"]
     for v in verdicts:
@@ -65,8 +75,11 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
+        if v.drift:
+            lines.append(f"{'':<10} {v.drift}")
         if v.moved:
-            kernels = record_kernel_lines(base.records.get(v.case_id), cur.records.get(v.case_id))
+            kernels = [k.explain() for k in v.kernels] or record_kernel_lines(base.records.get(v.case_id),
+                                                                               cur.records.get(v.case_id))
             if kernels:
                 lines.append(f"{'':<10} kernels: " + "; ".join(kernels))
     missing = sorted(set(base.records) - set(cur.records))
@@ -76,3 +89,37 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     lines.append("environment changes: " + ("; ".join(diff) if diff else "none"))
     lines.append(f"{len(verdicts)} case(s) compared: " + (verdict_counts(verdicts) or "none in common"))
     return (1 if any(v.fails for v in verdicts) else 0), lines
+
+
+def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any]:
+    """The stored runs of a GPU model's folder (newest first) that came before ``new``, and ``new``; ValueError if none."""
+    from pytest_rnnperf.model.records import load_run
+    from pytest_rnnperf.store.baselines import find_all, number_of
+
+    cur = load_run(new)
+    inside = new.resolve().parent.parent == folder.resolve() and number_of(new) > 0
+    paths = [p for p in find_all(folder.parent, folder.name)
+             if p.resolve() != new.resolve() and not (inside and number_of(p) >= number_of(new))]
+    if not paths:
+        raise ValueError(f"{folder}: no stored run before {new.name} (expected {folder}/<machine id>/NNNN_<tag>.json)")
+    runs = [load_run(p) for p in paths]
+    other = [r for r in runs if r.gpu_slug != cur.gpu_slug]
+    if other:
+        raise ValueError(f"{other[0].path} is a run of {other[0].gpu_slug}, {new} of {cur.gpu_slug}: a history is one GPU model's")
+    return runs, cur
+
+
+def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
+    """Each case of ``cur`` judged against its history in ``runs`` (newest first), as the plugin judges it."""
+    from pytest_rnnperf.judge.verdicts import judge
+    from pytest_rnnperf.store.history import case_history
+
+    out = []
+    for case_id, record in cur.records.items():
+        stored = next((r.records[case_id] for r in runs if case_id in r.records), None)
+        if stored is None:
+            continue
+        verdict = judge(stored, record, policy, history=case_history(runs, case_id).processes)
+        if verdict is not None:
+            out.append(verdict)
+    return out

@@ -51,10 +51,16 @@ class Comparison:
     verdict: Verdict
     higher_is_better: bool = False
     alpha: float = 0.01
+    # Judged across processes (``across``): how many stored processes the baseline is the median of, and their
+    # relative noise (None for a kernel that ran in too few of them to have a noise of its own).
+    processes: int = 0
+    noise: float | None = None
 
     def explain(self) -> str:
         """One line, e.g. "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"."""
         r = self.ratio
+        if self.processes:
+            return self._explain_across()
         if self.p_value is None:
             p = "p=n/a"
         elif self.p_value < 1e-4:
@@ -66,9 +72,23 @@ class Comparison:
             f"({p}, threshold {self.min_effect * 100:.3g}%): {self.verdict.value}"
         )
 
+    def _explain_across(self) -> str:
+        """e.g. "cudnn device time +9.0% [+8.6%, +9.4%] against 6 processes (their noise 0.4%, threshold 3%): regressed"."""
+        r = self.ratio
+        change = f"{pct(r.estimate - 1)} [{pct(r.low - 1)}, {pct(r.high - 1)}]"
+        noise = "no noise of its own" if self.noise is None else f"its own noise {self.noise * 100:.1f}%"
+        if self.metric.startswith("kernel/"):
+            before = "absent" if self.baseline_median == 0 else f"{self.baseline_median * 1e3:.3f}"
+            return (f"{self.metric[len('kernel/'):]} {before} -> {self.current_median * 1e3:.3f} ms/step, "
+                    f"{change} of the step ({noise} over {self.processes} processes, threshold "
+                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
+        return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "
+                f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
+
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form for the run's report."""
-        return {"verdict": str(self.verdict), "ratio": self.ratio.estimate, "low": self.ratio.low,
+        return {"processes": self.processes, "noise": self.noise,
+                "verdict": str(self.verdict), "ratio": self.ratio.estimate, "low": self.ratio.low,
                 "high": self.ratio.high, "p_value": self.p_value, "baseline_median": self.baseline_median,
                 "current_median": self.current_median, "min_effect": self.min_effect, "explain": self.explain(),
                 "metric": self.metric, "confidence": self.ratio.confidence, "higher_is_better": self.higher_is_better,
@@ -83,7 +103,8 @@ class Comparison:
                    current_median=float(data["current_median"]), ratio=ratio,
                    p_value=None if p_value is None else float(p_value), min_effect=float(data["min_effect"]),
                    verdict=Verdict(data["verdict"]), higher_is_better=bool(data.get("higher_is_better", False)),
-                   alpha=float(data.get("alpha", 0.01)))
+                   alpha=float(data.get("alpha", 0.01)), processes=int(data.get("processes", 0)),
+                   noise=None if data.get("noise") is None else float(data["noise"]))
 
 
 def compare(

@@ -20,6 +20,10 @@ class Policy:
     fail_host: bool = False  # a host overhead regression fails the case (else it is reported by name)
     alpha: float = 0.01  # significance level of the Mann-Whitney test
     confidence: float = 0.95  # of the bootstrap intervals
+    # A case's history judges it once it holds this many processes (else its newest stored record does).
+    min_processes: int = 3
+    # Across processes, a change must exceed this many times the history's own between-process noise.
+    history_k: float = 4.0
     # Case id -> device-time threshold measured for that case on this GPU model (see ``noise``); a case
     # without one is judged at device_min_effect, and none is judged below it.
     device_effects: Mapping[str, float] = field(default_factory=dict)
@@ -33,6 +37,10 @@ class Policy:
         for case_id, value in self.device_effects.items():
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"device threshold of {case_id} must be a finite number > 0, got {value!r}")
+        if not (isinstance(self.min_processes, int) and self.min_processes >= 2):
+            raise ValueError(f"min_processes must be a whole number >= 2, got {self.min_processes!r}")
+        if not (isinstance(self.history_k, (int, float)) and math.isfinite(self.history_k) and self.history_k > 0):
+            raise ValueError(f"history_k must be a finite number > 0, got {self.history_k!r}")
         for name in ("host_bound_below", "host_share", "alpha", "confidence"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < 1):

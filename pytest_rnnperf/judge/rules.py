@@ -8,24 +8,53 @@ Setting table, and its test.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.process import BUSY, HOST, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
 
 @dataclass(frozen=True)
 class Context:
-    """What every rule may read: the two records of one case, the policy, and what follows from them."""
+    """What every rule may read: the case's newest stored record, its history, this run's record, the policy."""
 
     baseline: CaseRecord
     current: CaseRecord
     policy: Policy
+    # Every stored process of the case since its newest recorded baseline, oldest first (``store.history``).
+    history: Sequence[ProcessSummary] = field(default=())
+
+    @property
+    def across(self) -> bool:
+        """The history has enough processes to judge this one against their spread (else one record decides)."""
+        return len(self.history) >= self.policy.min_processes
+
+    @cached_property
+    def summary(self) -> ProcessSummary:
+        """This process's medians."""
+        return summarize(self.current, "this run")
+
+    @cached_property
+    def processes(self) -> list[ProcessSummary]:
+        """The history's processes of this process's nearest kernel mode (all of them where that mode is rare)."""
+        return xp.nearest_mode(self.history, self.summary, self.policy.min_processes)
+
+    def past(self, metric: str) -> list[float] | None:
+        """The history's process medians of ``metric`` (> 0), where at least ``min_processes`` measured it."""
+        values = [v for s in self.processes if (v := s.get(metric)) is not None and v > 0]
+        return values if len(values) >= self.policy.min_processes else None
+
+    def across_options(self, floor: float, **extra: Any) -> dict[str, Any]:
+        """The keyword arguments of ``across`` every rule shares."""
+        return dict(floor=floor, k=self.policy.history_k, confidence=self.policy.confidence, **extra)
 
     @property
     def busy(self) -> list[float]:
@@ -88,6 +117,10 @@ class Speedup:
     def compare(self, ctx: Context) -> Comparison | None:
         """Round speedups, higher is better, at the wall threshold."""
         base, cur = ctx.baseline.round_speedups, ctx.current.round_speedups
+        if ctx.across:
+            past = ctx.past(SPEEDUP)
+            return None if past is None or not cur else xp.across(
+                "speedup", past, cur, **ctx.across_options(ctx.wall_effect, higher_is_better=True))
         if not (base and cur):
             return None
         return compare("speedup", base, cur, higher_is_better=True, **ctx.options(min_effect=ctx.wall_effect))
@@ -102,6 +135,10 @@ class DeviceTime:
     def compare(self, ctx: Context) -> Comparison | None:
         """Busy time per step, per traced round."""
         base, cur = ctx.baseline.cudnn_device, ctx.current.cudnn_device
+        if ctx.across:
+            past = ctx.past(BUSY)
+            return None if past is None or cur is None else xp.across(
+                "cudnn device time", past, cur.busy.samples, **ctx.across_options(ctx.policy.device_min_effect))
         if base is None or cur is None:
             return None
         return compare("cudnn device time", base.busy.samples, cur.busy.samples, **ctx.device_options())
@@ -115,6 +152,12 @@ class WallTime:
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Wall time per step, per round, at the wall threshold (wider when host-bound)."""
+        if ctx.across:
+            past, cur = ctx.past(WALL), ctx.current.cudnn
+            if ctx.past(BUSY) is not None and ctx.current.cudnn_device is not None:
+                return None  # device time decides
+            return None if past is None or cur is None else xp.across(
+                "cudnn time", past, cur.samples, **ctx.across_options(ctx.wall_effect))
         if ctx.device or ctx.baseline.cudnn is None or ctx.current.cudnn is None:
             return None
         return compare("cudnn time", ctx.baseline.cudnn.samples, ctx.current.cudnn.samples,
@@ -130,6 +173,10 @@ class KernelTime:
     def compare(self, ctx: Context) -> Comparison | None:
         """Summed kernel durations per step, per traced round."""
         base, cur = ctx.baseline.cudnn_device, ctx.current.cudnn_device
+        if ctx.across:
+            past = ctx.past(WORK)
+            return None if past is None or cur is None else xp.across(
+                "cudnn kernel time", past, cur.work.samples, **ctx.across_options(ctx.policy.device_min_effect))
         if base is None or cur is None:
             return None
         return compare("cudnn kernel time", base.work.samples, cur.work.samples, **ctx.device_options())
@@ -152,6 +199,13 @@ class HostOverhead:
 
     def compare(self, ctx: Context) -> Comparison | None:
         """The host overhead, where it is at least ``host_share`` of the baseline's wall step."""
+        if ctx.across:
+            past, walls, now = ctx.past(HOST), ctx.past(WALL), host_samples(ctx.current)
+            if past is None or walls is None or not now:
+                return None
+            if float(np.median(past)) < ctx.policy.host_share * float(np.median(walls)):
+                return None
+            return xp.across("cudnn host overhead", past, now, **ctx.across_options(ctx.policy.host_effect))
         base, cur = host_samples(ctx.baseline), host_samples(ctx.current)
         if not (ctx.device and base and cur and ctx.baseline.cudnn is not None):
             return None
@@ -167,6 +221,8 @@ class Overlap:
     def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
         """The OVERLAP flag with both changes."""
         busy, work = found.get("cudnn_time"), found.get("kernel_time")
+        if ctx.across:  # each kernel is judged on its own: no slowdown is excused by another kernel's speedup
+            return None
         if not ctx.device or busy is None or work is None:
             return None
         if busy.verdict is not Verdict.REGRESSED or work.verdict is Verdict.REGRESSED:
@@ -186,12 +242,22 @@ class HostSlowed:
         speedup holds, while a slower cuDNN path moves the speedup.
         """
         time, speed = found.get("cudnn_time"), found.get("speedup")
-        if ctx.device or not ctx.host_bound or time is None or speed is None:
+        if ctx.across or ctx.device or not ctx.host_bound or time is None or speed is None:
             return None
         if time.verdict is not Verdict.REGRESSED or speed.verdict not in (Verdict.UNCHANGED, Verdict.IMPROVED):
             return None
         change = f"{round((speed.ratio.estimate - 1) * 100):+d}%"  # rounded first: never "-0%"
         return WindowFlag(FlagKind.HOST_SLOWED, f"the host slowed both sides alike: speedup {change}, {speed.verdict}")
+
+
+def kernel_comparisons(ctx: Context) -> tuple[Comparison, ...]:
+    """Each kernel of the cuDNN side that moved against its own history (judged across processes only)."""
+    dev = ctx.current.cudnn_device
+    if not ctx.across or dev is None or ctx.past(WORK) is None:
+        return ()
+    rounds = {name: v for name, v in dev.kernel_rounds.items() if not name.startswith("(")}
+    return tuple(xp.kernels(ctx.processes, ctx.summary, rounds, floor=ctx.policy.device_min_effect,
+                            k=ctx.policy.history_k, confidence=ctx.policy.confidence))
 
 
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.

@@ -34,12 +34,14 @@ tests/unit/test_verdicts.py); nothing else decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from pytest_rnnperf.judge.compare import Comparison, Verdict, Word, compare, pct
 from pytest_rnnperf.judge.policy import Policy
-from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule
+from pytest_rnnperf.judge.sensitivity import drift
+from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.process import ProcessSummary
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.records import CaseRecord, StoredRun
@@ -72,6 +74,10 @@ class CaseVerdict:
     host_bound_busy: float | None = None  # the GPU-busy fraction when the host-bound wall threshold applied
     basis: str = "device"  # "device", or "wall" where either run has no device time
     fail_host: bool = False  # a host overhead regression fails (Policy.fail_host)
+    # Judged across processes: how many stored processes, and each kernel of the cuDNN side that moved.
+    processes: int = 0
+    kernels: tuple[Comparison, ...] = ()
+    drift: str = ""  # a slow change toward slower that the change-point check found over the history and now
 
     def __post_init__(self) -> None:
         """A verdict without the deciding comparison is a bug in the rules."""
@@ -99,9 +105,14 @@ class CaseVerdict:
         return self.comparisons.get("kernel_time")
 
     @property
+    def regressed_kernels(self) -> tuple[Comparison, ...]:
+        """The kernels that appeared or grew by a share of the step that matters."""
+        return tuple(k for k in self.kernels if k.verdict is Verdict.REGRESSED)
+
+    @property
     def verdict(self) -> Verdict:
-        """The cuDNN-time verdict: what regresses when cuDNN gets slower (the speedup also moves with generic)."""
-        return self.time.verdict
+        """The cuDNN-time verdict, or regressed where a kernel regressed: another kernel's speedup excuses nothing."""
+        return Verdict.REGRESSED if self.regressed_kernels or self.drift else self.time.verdict
 
     @property
     def host_regressed(self) -> bool:
@@ -153,7 +164,8 @@ class CaseVerdict:
                 "remeasured": self.remeasured, "host_bound": self.host_bound,
                 **{name: None for name in COMPARISONS},
                 **{name: c.as_dict() for name, c in self.comparisons.items()},
-                "host_bound_busy": self.host_bound_busy, "fail_host": self.fail_host}
+                "host_bound_busy": self.host_bound_busy, "fail_host": self.fail_host,
+                "processes": self.processes, "kernels": [k.as_dict() for k in self.kernels], "drift": self.drift}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CaseVerdict:
@@ -165,7 +177,10 @@ class CaseVerdict:
                    comparisons={k: Comparison.from_dict(data[k]) for k in COMPARISONS if data.get(k) is not None},
                    flags=tuple(WindowFlag(FlagKind(f["kind"]), str(f["message"])) for f in data.get("flags", ())),
                    remeasured=bool(data.get("remeasured", False)), host_bound_busy=None if busy is None else float(busy),
-                   basis=str(data.get("basis", "device")), fail_host=bool(data.get("fail_host", False)))
+                   basis=str(data.get("basis", "device")), fail_host=bool(data.get("fail_host", False)),
+                   processes=int(data.get("processes", 0)),
+                   kernels=tuple(Comparison.from_dict(k) for k in data.get("kernels", ())),
+                   drift=str(data.get("drift", "")))
 
 
 # Every comparison a verdict can hold, by the name it is stored under in rnnperf.json.
@@ -173,31 +188,46 @@ COMPARISONS: tuple[str, ...] = tuple(dict.fromkeys(rule.name for rule in RULES))
 
 
 def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), remeasured: bool = False,
-          rules: tuple[Rule, ...] = RULES, findings: tuple[Finding, ...] = FINDINGS) -> CaseVerdict | None:
-    """Verdict of one case (None when either side has no cuDNN timing to compare): every rule, then the findings."""
+          rules: tuple[Rule, ...] = RULES, findings: tuple[Finding, ...] = FINDINGS,
+          history: Sequence[ProcessSummary] = ()) -> CaseVerdict | None:
+    """Verdict of one case (None when either side has no cuDNN timing to compare): every rule, then the findings.
+
+    With ``history`` (the case's stored processes, oldest first) of at least ``policy.min_processes`` processes,
+    each rule judges this process against their spread (``across``) and every kernel gets its own verdict;
+    with fewer, the newest stored record (``baseline``) decides as one process against one.
+    """
     if baseline.cudnn is None or current.cudnn is None:
         return None
-    ctx = Context(baseline, current, policy)
+    ctx = Context(baseline, current, policy, tuple(history))
     found = {rule.name: c for rule in rules if (c := rule.compare(ctx)) is not None}
+    if ctx.across and "cudnn_time" not in found:  # the history lacks what this run measured: one record decides
+        return judge(baseline, current, policy, remeasured, rules, findings)
     flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
     flags += tuple(f for finding in findings if (f := finding.flag(ctx, found)) is not None)
-    if ctx.device:
-        return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host)
+    processes, kernels = (len(ctx.processes), kernel_comparisons(ctx)) if ctx.across else (0, ())
+    time = found["cudnn_time"]
+    if time.metric == "cudnn device time":
+        slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
+            ctx.history, time.current_median, policy.device_min_effect)
+        return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
+                           processes=processes, kernels=kernels, drift=slow)
     return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured,
-                       host_bound_busy=min(ctx.busy) if ctx.host_bound else None, basis="wall")
+                       host_bound_busy=min(ctx.busy) if ctx.host_bound else None, basis="wall",
+                       processes=processes, kernels=kernels)
 
 
 def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],
-                      policy: Policy = Policy()) -> tuple[CaseRecord, CaseVerdict | None]:
+                      policy: Policy = Policy(), history: Sequence[ProcessSummary] = ()
+                      ) -> tuple[CaseRecord, CaseVerdict | None]:
     """Judge; an ambiguous case is timed once more (``remeasure``) and both windows' rounds, pooled, decide.
 
     Pooling rather than replacing: a true shift near the threshold leaves the interval across the band edge
     in either window alone; twice the rounds narrow it.
     """
-    verdict = judge(baseline, current, policy)
+    verdict = judge(baseline, current, policy, history=history)
     if verdict is not None and verdict.verdict is Verdict.AMBIGUOUS:
         current = current.pooled_with(remeasure())
-        verdict = judge(baseline, current, policy, remeasured=True)
+        verdict = judge(baseline, current, policy, remeasured=True, history=history)
     return current, verdict
 
 

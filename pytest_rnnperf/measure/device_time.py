@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.model.timing import DeviceTiming, KernelStat, Measurement, Step, Sync
 
@@ -302,6 +302,7 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
     busy: list[float] = []
     kernel_sums: list[float] = []
     mine: list[tuple[int, int, str]] = []
+    rounds: list[dict[str, float]] = []  # per round: readable kernel name -> seconds per step
     for start, end in windows:
         chunk = records[bisect.bisect_left(starts, start):bisect.bisect_left(starts, end)]  # [start, end)
         if not chunk:
@@ -310,6 +311,11 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
         busy.append(union_ns((s, e) for s, e, _ in chunk) * scale / steps)
         kernel_sums.append(sum(e - s for s, e, _ in chunk) * scale / steps)
         mine.extend(chunk)
+        per_kernel: dict[str, float] = {}
+        for s, e, n in chunk:
+            key = _clean(display.get(n, n))
+            per_kernel[key] = per_kernel.get(key, 0.0) + (e - s) * scale / steps
+        rounds.append(per_kernel)
     total_steps = steps * len(windows)
     # Durations in ns for the table, whatever CUPTI's unit.
     named = [(0, round((e - s) * scale * 1e9), _clean(display.get(n, n))) for s, e, n in mine]
@@ -319,12 +325,27 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
         test = pattern.search if search else pattern.match
         return sum(1 for _, _, n in named if test(n)) / total_steps
 
+    table = kernel_table(named, total_steps)
     return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME),
                         work=Measurement(name, tuple(kernel_sums), steps, timer=NAME + "-work"),
                         launches_per_step=len(mine) / total_steps,
-                        kernels=kernel_table(named, total_steps), clock_scale=scale * 1e9,
+                        kernels=table, clock_scale=scale * 1e9, kernel_rounds=kernel_rounds(table, rounds),
                         rnn_forward=per_step(CUDNN_RNN_FORWARD), rnn_backward=per_step(CUDNN_RNN_BACKWARD),
                         generic_cells=per_step(GENERIC_CELLS, search=True))
+
+
+def kernel_rounds(table: Sequence[KernelStat], rounds: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, ...]]:
+    """Seconds per step of each kernel of ``table`` in every round (0 where it did not run); the folded row sums the rest.
+
+    Per round rather than one mean, so a kernel's own spread within the process is known when it is judged.
+    """
+    named = [k.name for k in table if not k.name.startswith("(")]
+    out = {name: tuple(r.get(name, 0.0) for r in rounds) for name in named}
+    folded = next((k.name for k in table if k.name.startswith("(")), None)
+    if folded is not None:
+        keep = set(named)
+        out[folded] = tuple(sum(v for n, v in r.items() if n not in keep) for r in rounds)
+    return out
 
 
 def steps_for(per_step_s: float, target_s: float = 0.005, cap: int = 200) -> int:

@@ -23,13 +23,17 @@ from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
 from pytest_rnnperf.model.peaks import peak_tflops
+from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.stats import Interval, speedup_interval
 from pytest_rnnperf.model.timing import Measurement
 from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 
 # 1: the first layout. 2: each measurement names its timer; window flags are data ("flags"), other
 # warnings are "notes"; the GPU-busy reading is derived from the telemetry, never read from a stored field.
-FORMAT_VERSION = 2
+# 3: per-round metrics by stable names ("metrics": {"cudnn/kernel/<name>": seconds per step per traced round});
+# a stored run says whether it is a recorded baseline or a run kept for the history, and may carry the summaries
+# of the extra processes it was recorded with (see ``model.process``).
+FORMAT_VERSION = 3
 
 
 class RecordError(ValueError):
@@ -132,7 +136,9 @@ class CaseRecord:
             """Busy and kernel-time samples of both traced windows; table and launches of the first."""
             if a is None or b is None:
                 return a
-            return replace(a, busy=pool(a.busy, b.busy), work=pool(a.work, b.work))  # type: ignore[arg-type]
+            rounds = {name: v + b.kernel_rounds.get(name, (0.0,) * len(b.busy.samples)) for name, v in a.kernel_rounds.items()}
+            return replace(a, busy=pool(a.busy, b.busy), work=pool(a.work, b.work),  # type: ignore[arg-type]
+                           kernel_rounds=rounds)
 
         cudnn, generic = pool(self.cudnn, again.cudnn), pool(self.generic, again.generic)
         assert generic is not None
@@ -199,7 +205,17 @@ class CaseRecord:
             "host_overhead_s": {side: self.host_overhead_s(side) for side in ("cudnn", "generic")},
             "device_speedup": self.device_speedup,
             "cost_s": dict(self.cost_s),
+            "metrics": self.metrics(),
         }
+
+    def metrics(self) -> dict[str, list[float]]:
+        """Per-round samples by stable name: ``<side>/kernel/<name>`` in seconds per step, one per traced round."""
+        out: dict[str, list[float]] = {}
+        for side in ("cudnn", "generic"):
+            dev = self.device_timing(side)
+            if dev is not None:
+                out.update({f"{side}/kernel/{name}": list(v) for name, v in dev.kernel_rounds.items()})
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, version: int = FORMAT_VERSION) -> CaseRecord:
@@ -229,9 +245,36 @@ class CaseRecord:
                 device_note=_text(d.get("device_note", ""), "device_note"),
                 device_flags=tuple(_flag_from_dict(f) for f in _list(d.get("device_flags", []), "device_flags")),
                 cost_s={str(k): _number(v, f"cost_s.{k}") for k, v in _mapping(d.get("cost_s", {}), "cost_s").items()},
-            )
+            )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None
+
+
+    def _with_metrics(self, metrics: Mapping[str, tuple[float, ...]]) -> CaseRecord:
+        """This record with the stored per-round kernel samples put back on each side's device timing."""
+        out = self
+        for side in ("cudnn", "generic"):
+            dev = self.device_timing(side)
+            prefix = f"{side}/kernel/"
+            rounds = {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
+            if dev is not None and rounds:
+                timed = replace(dev, kernel_rounds=rounds)
+                out = replace(out, cudnn_device=timed) if side == "cudnn" else replace(out, generic_device=timed)
+        return out
+
+
+def _metrics_from_dict(data: Any) -> dict[str, tuple[float, ...]]:
+    """Stored metrics: stable name -> samples, each a finite number >= 0 (at most 100,000 of them)."""
+    out = {}
+    for name, values in _mapping(data, "metrics").items():
+        samples = _list(values, f"metrics.{name}")
+        if len(samples) > 100_000:
+            raise RecordError(f"metrics.{name} holds {len(samples)} samples, more than any run takes")
+        numbers = tuple(_number(v, f"metrics.{name}") for v in samples)
+        if any(v < 0 for v in numbers):
+            raise RecordError(f"metrics.{name} holds a negative time")
+        out[str(name)] = numbers
+    return out
 
 
 @dataclass(frozen=True)
@@ -458,7 +501,12 @@ def _v1_to_v2(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(record: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 -> 3: no per-round metrics were stored (each kernel's table mean stands for its process)."""
+    return dict(record, metrics={})
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate_record(record: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -476,6 +524,11 @@ def migrate_record(record: Mapping[str, Any], version: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- stored runs
 
 
+# What a stored file is: a recorded baseline (a case's history starts at the newest one holding it) or a
+# nightly run kept for the history (--rnnperf-keep-run).
+BASELINE, KEPT = "baseline", "kept"
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """A validated stored run: where it came from, its environment and the records keyed by case id."""
@@ -486,21 +539,52 @@ class StoredRun:
     records: dict[str, CaseRecord]
     datetime: str = ""
     format: int = FORMAT_VERSION  # the format the file was written in (records are migrated on reading)
+    kind: str = BASELINE  # BASELINE: a recorded baseline (a history starts there); KEPT: a run kept for the history
+    # Case id -> the summaries of the extra processes this file was recorded with (--rnnperf-record-processes).
+    processes: Mapping[str, tuple[ProcessSummary, ...]] = field(default_factory=dict)
+
+    def summaries(self, case_id: str) -> list[ProcessSummary]:
+        """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""
+        if case_id not in self.records:
+            return []
+        return [summarize(self.records[case_id], self.path.name), *self.processes.get(case_id, ())]
 
 
-def run_meta(gpu_slug: str, environment: Mapping[str, str], fingerprint: str) -> dict[str, Any]:
+def run_meta(gpu_slug: str, environment: Mapping[str, str], fingerprint: str, kind: str = BASELINE) -> dict[str, Any]:
     """What goes under ``machine_info["rnnperf"]`` of a stored run."""
     return {"format": FORMAT_VERSION, "gpu_slug": gpu_slug, "fingerprint": fingerprint,
-            "environment": dict(environment)}
+            "environment": dict(environment), "kind": kind}
 
 
-def benchmark_extra(record: CaseRecord, side: str) -> dict[str, Any]:
-    """``extra_info`` of one side's pytest-benchmark entry: the full record on the case's main side only."""
+def benchmark_extra(record: CaseRecord, side: str, processes: Iterable[ProcessSummary] = ()) -> dict[str, Any]:
+    """``extra_info`` of one side's pytest-benchmark entry: the full record (and extra processes) on the main side only."""
     main = "cudnn" if record.cudnn is not None else "generic"
     if side == main:
-        return {"rnnperf": record.to_dict()}
+        extra: dict[str, Any] = {"rnnperf": record.to_dict()}
+        more = [p.to_dict() for p in processes]
+        if more:
+            extra["rnnperf_processes"] = more
+        return extra
     return {"rnnperf": {"case": _case_to_dict(record.case), "side": side,
                         "see": f"the {main} entry of this case for the full record"}}
+
+
+def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str, tuple[ProcessSummary, ...]]:
+    """Case id -> the extra processes' summaries stored beside its record (``extra_info["rnnperf_processes"]``)."""
+    out: dict[str, tuple[ProcessSummary, ...]] = {}
+    for bench in benchmarks:
+        extra = bench.get("extra_info") or {}
+        more = extra.get("rnnperf_processes") if isinstance(extra, Mapping) else None
+        if more is None:
+            continue
+        rows = _list(more, "extra_info.rnnperf_processes")
+        try:
+            summaries = tuple(ProcessSummary.from_dict(row, f"{name}#{i + 2}") for i, row in enumerate(rows))
+        except ValueError as exc:
+            raise RecordError(str(exc)) from None
+        for s in summaries:
+            out[s.case_id] = out.get(s.case_id, ()) + (s,)
+    return out
 
 
 def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
@@ -551,13 +635,18 @@ def load_run(path: Path) -> StoredRun:
     environment = meta.get("environment", {})
     if not isinstance(environment, dict):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.environment: not an object")
+    kind = meta.get("kind", BASELINE)
+    if kind not in (BASELINE, KEPT):
+        raise BaselineError(f"{path}: machine_info.rnnperf.kind is {kind!r}, not {BASELINE!r} or {KEPT!r}")
     try:
         records = _records_from_benchmarks(data["benchmarks"], version)
+        processes = _processes_from_benchmarks(data["benchmarks"], path.name)
     except RecordError as exc:
         raise BaselineError(f"{path}: malformed record: {exc}") from None
     return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
                      environment={str(k): str(v) for k, v in environment.items()},
-                     records=records, datetime=str(data.get("datetime", "")), format=version)
+                     records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
+                     processes=processes)
 
 
 # --------------------------------------------------------------------------------------- field readers

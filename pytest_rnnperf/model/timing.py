@@ -9,7 +9,7 @@ see ``timing.wall``). Adding another way to time means adding a module with a cl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -124,3 +124,14 @@ class DeviceTiming:
     rnn_forward: float = 0.0
     rnn_backward: float = 0.0
     generic_cells: float = 0.0
+    # Seconds per step of each kernel of ``kernels`` in every traced round (stored as the metrics
+    # "<side>/kernel/<name>"); empty in records older than format 3.
+    kernel_rounds: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def kernel_ms(self) -> dict[str, float]:
+        """Each kernel's time per step in ms: the median over rounds where known, else the table's mean."""
+        out = {k.name: k.ms_per_step for k in self.kernels}
+        for name, samples in self.kernel_rounds.items():
+            if samples:
+                out[name] = float(np.median(samples)) * 1e3
+        return out

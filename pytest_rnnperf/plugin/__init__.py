@@ -122,6 +122,11 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
     elif settings.update_baseline and (why := writable_problem(root)) is not None:
         problems.append(f"--rnnperf-update-baseline: cannot record into {why}")
+    elif settings.keep_run and (why := writable_problem(root)) is not None:
+        problems.append(f"--rnnperf-keep-run: cannot keep the run in {why}")
+    if settings.update_baseline and settings.keep_run:
+        problems.append("--rnnperf-update-baseline and --rnnperf-keep-run: choose one (a recorded baseline is already "
+                        "part of the history)")
     elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
@@ -376,6 +381,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         bs = _bench(config)
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)))
+    elif run.settings.keep_run:
+        from pytest_rnnperf.plugin.benchmark import benchmark_json
+
+        bs = _bench(config)
+        run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled)
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
 
 

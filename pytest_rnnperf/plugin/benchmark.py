@@ -13,8 +13,9 @@ the entries to its own session: its --benchmark-json, -save and -compare then wo
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Sequence
 
+from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord, benchmark_extra
 
 
@@ -49,8 +50,11 @@ def entry_source(item: Any) -> dict[str, Any]:
             "callspec_id": callspec.id if callspec is not None else None}
 
 
-def add_entries(bs: Any, source: dict[str, Any], record: CaseRecord) -> list[Any]:
-    """Append the record's cuDNN and generic samples to pytest-benchmark's session ``bs`` for the test ``source`` names."""
+def add_entries(bs: Any, source: dict[str, Any], record: CaseRecord, processes: Sequence[ProcessSummary] = ()) -> list[Any]:
+    """Append the record's cuDNN and generic samples to pytest-benchmark's session ``bs`` for the test ``source`` names.
+
+    ``processes``: the summaries of the extra processes the case was recorded in, stored beside its record.
+    """
     from pytest_benchmark.stats import Metadata
 
     added = []
@@ -59,7 +63,7 @@ def add_entries(bs: Any, source: dict[str, Any], record: CaseRecord) -> list[Any
         if m is None:
             continue
         entry = _Entry(source["name"], source["nodeid"], source["params"], source["callspec_id"], side, record.id,
-                       benchmark_extra(record, side))
+                       benchmark_extra(record, side, processes))
         options = {"rounds": len(m.samples), "steps_per_block": m.steps_per_block, "timer": m.timer,
                    "interleaved": record.cudnn is not None}
         md = Metadata(entry, iterations=m.steps_per_block, options=options)

@@ -76,7 +76,7 @@ class RnnperfFixture:
             if off_for_xdist(self._bench):  # a pytest-xdist worker: the controller adds them to its pytest-benchmark
                 self._session.carry_entries(entry_source(self._item), record)
             else:
-                add_entries(self._bench, entry_source(self._item), record)
+                add_entries(self._bench, entry_source(self._item), record, self._session.processes.get(record.id, ()))
         return record
 
     def measure(self, case: Case) -> CaseRecord:

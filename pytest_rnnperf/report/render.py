@@ -202,9 +202,13 @@ def record_kernel_lines(base: "CaseRecord | None", now: "CaseRecord | None", row
 def regression_failure(verdict: "CaseVerdict", run: RunView) -> str:
     """Failure text for a regressed case: the comparison table, the kernels that moved and what changed."""
     what = ("launch/dispatch overhead regressed" if verdict.verdict is not Verdict.REGRESSED
-            else f"cuDNN {verdict.basis} time regressed")
+            else f"cuDNN {verdict.basis} time regressed" if verdict.time.verdict is Verdict.REGRESSED
+            else "a cuDNN-side kernel regressed" if verdict.regressed_kernels
+            else "cuDNN device time drifted")
+    against = (f"its history of {verdict.processes} processes on this GPU model" if verdict.processes
+               else "the baseline of this GPU")
     lines = [
-        f"{verdict.case_id}: {what} against the baseline of this GPU"
+        f"{verdict.case_id}: {what} against {against}"
         + (" (after one re-measure)" if verdict.remeasured else "")
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
@@ -212,7 +216,11 @@ def regression_failure(verdict: "CaseVerdict", run: RunView) -> str:
     lines += [_comparison_row(c) for c in (verdict.time, verdict.work, verdict.host, verdict.speedup) if c is not None]
     if verdict.host_regressed:
         lines.append(f"  {verdict.host_line()}")
-    kernels = kernel_lines(verdict, run)
+    if verdict.processes:
+        lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.host) if c is not None]
+    if verdict.drift:
+        lines.append(f"  {verdict.drift}")
+    kernels = [k.explain() for k in verdict.kernels] or kernel_lines(verdict, run)
     if kernels:
         lines.append("  kernels of the cuDNN side: " + "; ".join(kernels))
     elif verdict.basis == "wall":
@@ -254,7 +262,7 @@ def verdict_lines(run: RunView) -> list[str]:
     for v in run.verdicts.values():
         s, h = v.speedup, v.host
         rows.append([
-            v.case_id, v.basis,
+            v.case_id, v.basis + (f" x{v.processes}" if v.processes else ""),
             f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", _change(v.time),
             "-" if h is None else f"{h.baseline_median * 1e3:.3f} -> {h.current_median * 1e3:.3f} "
                                   f"({h.ratio.estimate - 1:+.0%}, {h.verdict})",
@@ -264,7 +272,8 @@ def verdict_lines(run: RunView) -> list[str]:
         ])
     header = ["case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
               "verdict"]
-    lines = ["", "against the baseline (cuDNN device time decides, wall time where either run has none; see docs/judging.md):"]
+    lines = ["", "against the history (xN: the median of N stored processes; else the newest stored record) -- cuDNN "
+                 "device time decides, wall time where either has none; see docs/judging.md:"]
     lines += text_table(header, rows, right={2, 3, 4})
     lines.append("verdicts: " + verdict_counts(run.verdicts.values()))
     lines += unjudged
@@ -274,7 +283,7 @@ def verdict_lines(run: RunView) -> list[str]:
                          f"fails on it)")
     for v in run.verdicts.values():
         if v.moved:
-            kernels = kernel_lines(v, run)
+            kernels = [k.explain() for k in v.kernels] or kernel_lines(v, run)
             if kernels:
                 lines.append(f"kernels of {v.case_id}: " + "; ".join(kernels))
     moved = [v for v in run.verdicts.values() if v.moved]

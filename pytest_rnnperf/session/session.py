@@ -27,7 +27,11 @@ from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
-from pytest_rnnperf.model.records import BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta
+from pytest_rnnperf.model.process import ProcessSummary, summarize
+from pytest_rnnperf.model.records import (
+    BASELINE, KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta,
+)
+from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
@@ -35,6 +39,7 @@ from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
+KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 class Skipped(Exception):
@@ -108,6 +113,9 @@ class RnnperfSession:
     verdicts: dict[str, CaseVerdict] = field(default_factory=dict)
     unjudged: list[str] = field(default_factory=list)  # cuDNN cases the baseline has no record of
     noise: Noise | None = None  # this GPU model's per-case device-time noise (baselines/<gpu>/noise.json)
+    # Case id -> the extra processes' summaries of a recording with --rnnperf-record-processes (stored beside it).
+    processes: dict[str, list[ProcessSummary]] = field(default_factory=dict)
+    _extra_pools: list[WorkerPool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
@@ -197,6 +205,33 @@ class RnnperfSession:
         runs = [] if self.baseline is None else [self.baseline, *self.older]
         return next((run for run in runs if case_id in run.records), None)
 
+    def history(self, case_id: str) -> CaseHistory:
+        """The stored processes ``case_id`` is judged against: its newest recorded baseline's, then the kept runs'."""
+        return case_history([] if self.baseline is None else [self.baseline, *self.older], case_id)
+
+    def sensitivity_line(self) -> str:
+        """e.g. "; history: 28 case(s) judged across 3-6 processes, 26 resolve 3%, 2 limited by their noise"."""
+        from pytest_rnnperf.judge.sensitivity import sensitivity
+
+        policy = self.policy()
+        cases = [c for c in dict.fromkeys(r.id for r in self.results if r.cudnn is not None)]
+        found = [sensitivity(c, self.history(c).processes, policy) for c in cases]
+        judged = [s for s in found if s.smallest is not None]
+        if not found:
+            return ""
+        if not judged:
+            return f"; history: none of {len(found)} case(s) has {policy.min_processes} stored processes yet"
+        counts = sorted({s.processes for s in judged})
+        span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        fine = sum(1 for s in judged if s.smallest is not None and s.smallest <= s.floor)
+        limited = [f"{s.case_id} {s.smallest:.1%}" for s in judged if s.smallest is not None and s.smallest > s.floor]
+        line = f"; history: {len(judged)} case(s) judged across {span} processes, {fine} resolve their floor"
+        if limited:
+            line += f", {len(limited)} limited by their own noise ({', '.join(limited[:4])}{', ...' if len(limited) > 4 else ''})"
+        if len(judged) < len(found):
+            line += f", {len(found) - len(judged)} against one record"
+        return line + " (python -m pytest_rnnperf sensitivity)"
+
     def stored_record(self, case_id: str) -> CaseRecord | None:
         """The newest stored record of ``case_id``, or None."""
         run = self.stored_run(case_id)
@@ -218,6 +253,7 @@ class RnnperfSession:
             earlier = {name: n for name, n in earlier.items() if n}
             if earlier:
                 line += " + the newest record of cases it lacks: " + ", ".join(f"{n} from {name}" for name, n in earlier.items())
+            line += self.sensitivity_line()
             if self.noise is not None:
                 floor = self.settings.device_effect
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
@@ -274,7 +310,7 @@ class RnnperfSession:
             if self.baseline is not None:
                 self.unjudged.append(case_id)
             return record
-        record, verdict = judge_remeasuring(stored, record, remeasure, self.policy())
+        record, verdict = judge_remeasuring(stored, record, remeasure, self.policy(), self.history(case_id).processes)
         if verdict is not None:
             self.verdicts[case_id] = verdict
         return record
@@ -297,7 +333,24 @@ class RnnperfSession:
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
         self.results.append(record)
+        if record.cudnn is not None and not disabled and self.settings.update_baseline:
+            self._more_processes(case, impls, config, record)
         return record
+
+    def _more_processes(self, case: Case, impls: tuple[str, ...], config: Any, record: CaseRecord) -> None:
+        """Measure a case being recorded in ``record_processes - 1`` more fresh processes; keep their summaries.
+
+        The first night then already has a between-process estimate. Each extra process is a worker started
+        for this recording and kept for its whole run, so every case meets each process once.
+        """
+        backend_spec = spec(case.framework)
+        for i in range(self.settings.record_processes - 1):
+            while len(self._extra_pools) <= i:
+                base = self.worker_pool()
+                self._extra_pools.append(WorkerPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
+                                                    base.telemetry_index))
+            again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, config, impls, None)
+            self.processes.setdefault(case.id, []).append(summarize(again, f"process {i + 2}"))
 
     def measure_model(self, case: ModelCase, model: Any, inputs: Any, settings: Settings,
                       disabled: bool = False) -> CaseRecord:
@@ -381,6 +434,30 @@ class RnnperfSession:
         self.model_views()  # each model's report loads the baselines its workers judged against, not the new file
         return [self._record_model(slug, workers, benchmark_json) for slug, workers in self.models().items()]
 
+    def keep_run(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool) -> list[str]:
+        """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.
+
+        Only a clean run is kept: one that failed or regressed would teach the history its own slowdown.
+        """
+        if not self.device.available or self.worker_runs:
+            why = f"no GPU ({self.device.reason})" if not self.device.available else "pytest-xdist runs are not kept yet"
+            return [f"run not kept: {why}"]
+        if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
+            return ["run not kept: no cuDNN case was timed in this run"]
+        regressed = [v.case_id for v in self.verdicts.values() if v.verdict.value == "regressed" or v.host_regressed]
+        if self.failed or regressed:
+            return [f"run not kept: {self.failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
+                    f"keeps clean runs only"]
+        if self.baseline is None:
+            return [f"run not kept: no baseline of {self.device.gpu_slug} to add it to; {RECORD_HINT}"]
+        meta = run_meta(self.device.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT)
+        folder = self.root / self.device.gpu_slug / self.machine_id
+        try:
+            path = write_new(folder, KEPT_TAG, benchmark_json(None, meta))
+        except OSError as exc:
+            return [f"run not kept: cannot write to {folder}: {exc.strerror or exc}"]
+        return [f"run kept for the history: {path}"]
+
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
         """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""
         folder = self.root / gpu_slug / self.machine_id
@@ -421,6 +498,8 @@ class RnnperfSession:
         """Stop the worker processes (the end of the run)."""
         if self._pool is not None:
             self._pool.close()
+        for pool in self._extra_pools:
+            pool.close()
 
     def finish(self, step_summary: str = "") -> None:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
@@ -472,11 +551,12 @@ class RnnperfSession:
             "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes,
             "verdicts": [v.as_dict() for v in self.verdicts.values()], "unjudged": self.unjudged,
             "failed": self.failed,
+            "processes": {c: [p.to_dict() for p in ps] for c, ps in self.processes.items()},
             "benchmarks": [{"source": s, "result": position[id(r)]} for s, r in self.bench_sources if id(r) in position],
         }))
 
     def merge_worker(self, text: str | None, error: Any = None,
-                     add_entries: Callable[[dict[str, Any], CaseRecord], list[Any]] | None = None) -> None:
+                     add_entries: Callable[..., list[Any]] | None = None) -> None:
         """Add a worker's output to this (controller's) session; ``add_entries`` puts its timings into pytest-benchmark."""
         if error is not None:
             self.failed += 1  # a worker that went down took its tests' outcomes with it: no baseline from this run
@@ -507,9 +587,14 @@ class RnnperfSession:
             self.runtime.setdefault(name, fields)
         self.notes += [n for n in data.get("notes", []) if n not in self.notes]
         self.failed += int(data.get("failed", 0))
+        for case_id, rows in data.get("processes", {}).items():
+            self.processes[case_id] = [ProcessSummary.from_dict(row, "worker") for row in rows]
         if add_entries is not None:
             for entry in data.get("benchmarks", []):
-                worker.entries += add_entries(entry["source"], results[entry["result"]])
+                record = results[entry["result"]]
+                more = self.processes.get(record.id)
+                worker.entries += (add_entries(entry["source"], record, more) if more
+                                   else add_entries(entry["source"], record))
 
     def planned_models(self) -> list[str]:
         """The GPU models the pytest-xdist workers will pin, as the controller foresees them (empty otherwise)."""

@@ -125,6 +125,14 @@ SETTINGS: tuple[Setting, ...] = (
             "a file; never overwrites one)", switch=True),
     Setting("baseline_tag", "baseline", to_str, "name part of a recorded baseline file (NNNN_<tag>.json)",
             check=tag_problem),
+    Setting("record_processes", 3, to_int, "processes a recorded baseline measures each cuDNN case in (this one and "
+            "fresh worker processes), so its history has a between-process spread from the first night (1 to 10)",
+            check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),
+    Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
+            "baselines) when it passed without a regression; nightly CI keeps its runs so the history learns "
+            "each case's noise", switch=True),
+    Setting("min_processes", _POLICY.min_processes, to_int, "stored processes a case's history needs before it "
+            "is judged across processes (fewer: against its newest stored record alone)", check=at_least(2)),
     Setting("min_effect", _POLICY.min_effect, to_float, "smallest change of the cuDNN wall time that counts as a "
             "regression or improvement where either run has no device time (0.05 = 5%)",
             check=at_least(0, strict=True)),
@@ -161,6 +169,9 @@ class Settings:
     baselines: str
     update_baseline: bool
     baseline_tag: str
+    record_processes: int
+    keep_run: bool
+    min_processes: int
     min_effect: float
     host_bound_effect: float
     device_effect: float
@@ -180,4 +191,5 @@ class Settings:
     def policy(self) -> Policy:
         """The verdict policy these settings ask for."""
         return Policy(min_effect=self.min_effect, host_bound_effect=self.host_bound_effect,
-                      device_min_effect=self.device_effect, host_effect=self.host_effect, fail_host=self.fail_host)
+                      device_min_effect=self.device_effect, host_effect=self.host_effect, fail_host=self.fail_host,
+                      min_processes=self.min_processes)

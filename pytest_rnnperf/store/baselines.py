@@ -38,6 +38,11 @@ def _number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
+def number_of(path: Path) -> int:
+    """The NNNN of a stored run's file name (0 for another name)."""
+    return _number(path)
+
+
 def find_latest(root: Path, gpu_slug: str, machine_id: str | None = None) -> Path | None:
     """The newest baseline of this GPU model: highest number, preferring this machine id's folder."""
     files = find_all(root, gpu_slug, machine_id)

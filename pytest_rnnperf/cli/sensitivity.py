@@ -1,0 +1,88 @@
+"""``sensitivity baselines/<gpu>``: per case, the smallest regression its history can detect, and which cases need
+more processes; ``--case ID`` shows how each kernel's noise was learned. Exit 0 (2 on unusable input)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_rnnperf.cli.args import DEFAULT
+
+
+def add_parser(subparsers: Any) -> None:
+    """The ``sensitivity`` subcommand and its options."""
+    sen = subparsers.add_parser("sensitivity", help="per case, the smallest regression its stored history can detect")
+    sen.add_argument("folder", type=Path, help="a GPU model's folder of stored runs (baselines/<gpu>)")
+    sen.add_argument("--case", default=None, help="one case id: its kernels across the history, each with its noise")
+
+
+def run(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Exit code and lines of ``sensitivity`` for parsed arguments."""
+    from pytest_rnnperf.model.records import BaselineError, load_run
+    from pytest_rnnperf.store.baselines import find_all
+
+    folder: Path = args.folder
+    if not folder.is_dir():
+        return 2, [f"error: {folder}: not a folder (give baselines/<gpu>)"]
+    paths = find_all(folder.parent, folder.name)
+    if not paths:
+        return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
+    try:
+        runs = [load_run(p) for p in paths]
+    except BaselineError as exc:
+        return 2, [f"error: {exc}"]
+    if args.case is not None:
+        return kernel_table(runs, args.case)
+    return 0, case_table(runs)
+
+
+def case_table(runs: list[Any]) -> list[str]:
+    """One row per case: processes, noise between them, the smallest regression a new process is failed for."""
+    from pytest_rnnperf.judge.sensitivity import sensitivity
+    from pytest_rnnperf.report.render import text_table
+    from pytest_rnnperf.store.history import case_history, case_ids
+
+    rows, found = [], []
+    for case_id in case_ids(runs):
+        history = case_history(runs, case_id)
+        if not any(p.get("wall") for p in history.processes):
+            continue  # a generic-only case (against the float64 reference): nothing timed to judge
+        s = sensitivity(case_id, history.processes, DEFAULT)
+        found.append(s)
+        rows.append([case_id, str(s.processes), s.metric, "-" if s.noise is None else f"{s.noise:.2%}",
+                     "-" if s.smallest is None else f"{s.smallest:.1%}", history.since, s.status])
+    lines = text_table(["case", "processes", "metric", "noise", "smallest", "since", "status"], rows, right={1, 3, 4})
+    few = [s.case_id for s in found if s.smallest is None]
+    noisy = [s.case_id for s in found if s.smallest is not None and s.smallest > s.floor]
+    lines.append(f"{len(found)} case(s): {len(found) - len(few) - len(noisy)} resolve their floor, {len(noisy)} limited by "
+                 f"their own noise, {len(few)} need {DEFAULT.min_processes} processes (record with "
+                 f"--rnnperf-record-processes, or keep nightly runs with --rnnperf-keep-run)")
+    return lines
+
+
+def kernel_table(runs: list[Any], case_id: str) -> tuple[int, list[str]]:
+    """The cuDNN side's kernels of one case in every process of its history (ms/step), center and noise."""
+    from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
+    from pytest_rnnperf.report.render import text_table
+    from pytest_rnnperf.store.history import case_history
+
+    history = case_history(runs, case_id)
+    if not history.processes:
+        return 2, [f"error: no stored run holds {case_id}"]
+    names = list(dict.fromkeys(n for s in history.processes for n in s.kernels))
+    rows = []
+    for name in names:
+        values = [s.kernels.get(name, 0.0) for s in history.processes]
+        present = [v for v in values if v > 0]
+        noise = spread(present).noise if len(present) >= 3 else None
+        center = sorted(values)[len(values) // 2]
+        rows.append([name[:60]] + [f"{v * 1e3:.4f}" if v else "-" for v in values]
+                    + [f"{center * 1e3:.4f}", "-" if noise is None else f"{noise:.2%}"])
+    busy = [s.get("busy") or 0.0 for s in history.processes]
+    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" for v in busy]
+                + [f"{sorted(busy)[len(busy) // 2] * 1e3:.4f}", f"{spread([b for b in busy if b]).noise:.2%}" if all(busy) else "-"])
+    header = ["kernel (ms/step)"] + [s.source for s in history.processes] + ["median", "noise"]
+    lines = [f"{case_id}: {len(history.processes)} processes since {history.since} (noise: 1.4826 x MAD of the logs, "
+             f"at least {NOISE_FLOOR:.1%}; '-' = did not run)"]
+    return 0, lines + text_table(header, rows, right=set(range(1, len(header))))

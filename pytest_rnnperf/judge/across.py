@@ -1,0 +1,159 @@
+"""Judging across processes: this process against the spread of its history's process medians.
+
+Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every between-process wobble
+"significant". Here each stored process of the case's history is one value (its median), and:
+
+- the history's center is the median of those values, its noise the robust spread between them (1.4826 x the
+  median absolute deviation of their logs: a relative standard deviation that one odd process cannot inflate),
+  never below ``NOISE_FLOOR``;
+- the threshold is ``max(floor, k * noise * sqrt(1 + 1/n))`` for ``n`` processes: a prediction interval for one
+  new process, never tighter than the policy's floor (3% for device time);
+- this process's value gets a bootstrap interval of its rounds' median; regressed when the whole interval lies
+  beyond the threshold on the worse side, unchanged when it lies inside the band, ambiguous otherwise (then the
+  case is timed once more and decided on the pooled rounds).
+
+Each kernel of the cuDNN side is judged the same way against its own history, in absolute time per step: it
+regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step.
+A process whose kernel mix settled in another mode (another GEMM, another cuDNN algorithm) is matched to the
+history's processes of its nearest mode first. Pure: numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pytest_rnnperf.judge.compare import Comparison, Verdict
+from pytest_rnnperf.model.process import KERNEL, ProcessSummary
+from pytest_rnnperf.model.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval
+
+# A steady case's cuDNN device time moved < 0.5% between H100 processes (evidence README): the noise of a
+# history is never taken as smaller, however alike its few processes came out.
+NOISE_FLOOR = 0.005
+# A kernel belongs to a process's mode when it takes at least this share of the step.
+MODE_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A metric over a history's processes: center (median), relative noise between processes, how many."""
+
+    center: float
+    noise: float
+    n: int
+
+    def threshold(self, floor: float, k: float) -> float:
+        """The smallest change this history can tell from its own noise, never below ``floor``."""
+        return max(floor, k * self.noise * math.sqrt(1.0 + 1.0 / max(self.n, 1)))
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """Center and robust relative noise of process medians (all > 0)."""
+    logs = np.log(np.asarray(values, dtype=float))
+    mid = float(np.median(logs))
+    mad = float(np.median(np.abs(logs - mid))) * 1.4826
+    return Spread(center=math.exp(mid), noise=max(mad, NOISE_FLOOR), n=len(logs))
+
+
+def median_interval(samples: Sequence[float], confidence: float = 0.95, seed: int = DEFAULT_SEED,
+                    n_resamples: int = DEFAULT_RESAMPLES) -> Interval:
+    """The median of ``samples`` with a percentile-bootstrap interval (the range itself for < 3 samples)."""
+    x = np.asarray(samples, dtype=float)
+    est = float(np.median(x))
+    if x.size < 3:
+        return Interval(est, float(x.min()), float(x.max()), confidence)
+    rng = np.random.default_rng(seed)
+    medians = np.median(x[rng.integers(0, x.size, size=(n_resamples, x.size))], axis=1)
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return Interval(est, min(float(low), est), max(float(high), est), confidence)
+
+
+def across(metric: str, history: Sequence[float], current: Sequence[float], *, floor: float, k: float,
+           higher_is_better: bool = False, confidence: float = 0.95) -> Comparison:
+    """This process's samples against the history's process medians (see the module's rule)."""
+    sp = spread(history)
+    t = sp.threshold(floor, k)
+    iv = median_interval(current, confidence)
+    ratio = Interval(iv.estimate / sp.center, iv.low / sp.center, iv.high / sp.center, confidence)
+    upper, lower = 1.0 + t, 1.0 / (1.0 + t)
+    above, below = ratio.low > upper, ratio.high < lower
+    worse, better = (below, above) if higher_is_better else (above, below)
+    if worse:
+        verdict = Verdict.REGRESSED
+    elif better:
+        verdict = Verdict.IMPROVED
+    elif lower <= ratio.low and ratio.high <= upper:
+        verdict = Verdict.UNCHANGED
+    else:
+        verdict = Verdict.AMBIGUOUS
+    return Comparison(metric=metric, baseline_median=sp.center, current_median=iv.estimate, ratio=ratio,
+                      p_value=None, min_effect=t, verdict=verdict, higher_is_better=higher_is_better,
+                      processes=sp.n, noise=sp.noise)
+
+
+def mode(summary: ProcessSummary, step: float) -> frozenset[str]:
+    """The kernels that take at least ``MODE_SHARE`` of a step of ``step`` seconds in this process."""
+    return frozenset(name for name, t in summary.kernels.items() if step > 0 and t >= MODE_SHARE * step)
+
+
+def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min_processes: int) -> list[ProcessSummary]:
+    """The history's processes whose kernel mix is most like this one's, where there are ``min_processes`` of them.
+
+    A mix that settles in several modes (another GEMM kernel in some processes) would otherwise read as a
+    kernel that appeared and another that vanished; with too few processes of the nearest mode, all are used.
+    """
+    step = current.get("work") or current.get("busy") or 0.0
+    mine = mode(current, step)
+
+    def similarity(s: ProcessSummary) -> float:
+        """Jaccard similarity of the two kernel mixes."""
+        other = mode(s, s.get("work") or s.get("busy") or 0.0)
+        union = mine | other
+        return len(mine & other) / len(union) if union else 1.0
+
+    if not history:
+        return []
+    best = max(similarity(s) for s in history)
+    near = [s for s in history if similarity(s) == best]
+    return near if len(near) >= min_processes else list(history)
+
+
+def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: Mapping[str, Sequence[float]], *,
+            floor: float, k: float, confidence: float = 0.95) -> list[Comparison]:
+    """Each kernel of the cuDNN side against its own history: those that moved by ``floor`` of the step or more.
+
+    Times are absolute (seconds per step): a kernel that appeared has no history of its own, and a growth is
+    weighed by the share of the step it costs, not by its own relative change. A kernel's threshold is the
+    larger of ``floor`` of the step and ``k`` times its own between-process noise.
+    """
+    step = float(np.median([s.get("work") or s.get("busy") or 0.0 for s in history]))
+    if step <= 0:
+        return []
+    names = dict.fromkeys([*current.kernels, *(n for s in history for n in s.kernels)])
+    out = []
+    for name in names:
+        past = [s.kernels.get(name, 0.0) for s in history]
+        now = list(rounds.get(name) or [current.kernels.get(name, 0.0)])
+        center = float(np.median(past))
+        present = [v for v in past if v > 0]
+        # Its own noise, from the processes where it ran; a kernel absent from most has only the floor.
+        noise = spread(present).noise if len(present) >= 3 else NOISE_FLOOR
+        allowed = max(floor * step, k * noise * center * math.sqrt(1.0 + 1.0 / len(past)))
+        iv = median_interval(now, confidence)
+        if iv.low - center > allowed:
+            verdict = Verdict.REGRESSED
+        elif center - iv.high > allowed:
+            verdict = Verdict.IMPROVED
+        else:
+            continue
+        # The ratio is of the whole step: how much of it this kernel added or took away.
+        ratio = Interval(1 + (iv.estimate - center) / step, 1 + (iv.low - center) / step,
+                         1 + (iv.high - center) / step, confidence)
+        out.append(Comparison(metric=KERNEL + name, baseline_median=center, current_median=iv.estimate, ratio=ratio,
+                              p_value=None, min_effect=allowed / step, verdict=verdict, processes=len(past),
+                              noise=noise if len(present) >= 3 else None))
+    return sorted(out, key=lambda c: -abs(c.ratio.estimate - 1))

@@ -1,0 +1,85 @@
+"""One process's summary of a case: what the history keeps of every stored run, one row per case and process.
+
+Within a process a case's rounds agree to a fraction of a percent; between processes the same kernels settle
+differently. So the history judges a new process against other processes, each reduced to its medians: the
+cuDNN side's device busy time, summed kernel time, wall time, host overhead, and each kernel's time per step.
+Metrics are keyed by stable names (``busy``, ``kernel/<name>``), so a new metric is a new key. Pure data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+# The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
+FOLDED = "(other kernels)"
+_FOLDED = re.compile(r"^\(\d+ other kernels\)$")
+BUSY, WORK, WALL, HOST, SPEEDUP = "busy", "work", "wall", "host", "speedup"
+KERNEL = "kernel/"
+
+
+def kernel_key(name: str) -> str:
+    """The metric name of a kernel, with the folded row under one name whatever it folded."""
+    return KERNEL + (FOLDED if _FOLDED.match(name) else name)
+
+
+@dataclass(frozen=True)
+class ProcessSummary:
+    """The medians of one case in one process (seconds per step), by metric name, and where they came from."""
+
+    case_id: str
+    source: str  # the stored file's name, with "#2" etc. for the extra processes recorded with it
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> dict[str, float]:
+        """Kernel name -> seconds per step of the cuDNN side."""
+        return {k[len(KERNEL):]: v for k, v in self.metrics.items() if k.startswith(KERNEL)}
+
+    def get(self, metric: str) -> float | None:
+        """A metric's value, or None where this process did not measure it."""
+        return self.metrics.get(metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"case": self.case_id, "source": self.source, "metrics": dict(self.metrics)}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> ProcessSummary:
+        """Inverse of ``to_dict``; ValueError naming the field when it is malformed."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("case"), str):
+            raise ValueError("a process summary needs an object with a 'case' id")
+        metrics = data.get("metrics")
+        if not isinstance(metrics, Mapping):
+            raise ValueError(f"process summary of {data['case']}: 'metrics' is not an object")
+        out: dict[str, float] = {}
+        for name, value in metrics.items():
+            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value < 0:
+                raise ValueError(f"process summary of {data['case']}: metric {name!r} must be a finite number >= 0")
+            out[name] = float(value)
+        return cls(str(data["case"]), str(data.get("source", source)), out)
+
+
+def summarize(record: Any, source: str) -> ProcessSummary:
+    """The summary of one case record (a ``CaseRecord``) as measured in its process."""
+    metrics: dict[str, float] = {}
+    if record.cudnn is not None:
+        metrics[WALL] = record.cudnn.median
+        speedups = record.round_speedups
+        if speedups:
+            metrics[SPEEDUP] = float(np.median(speedups))
+    dev = record.cudnn_device
+    if dev is not None:
+        metrics[BUSY] = dev.busy.median
+        metrics[WORK] = dev.work.median
+        if record.cudnn is not None and record.cudnn.median > dev.busy.median:
+            metrics[HOST] = record.cudnn.median - dev.busy.median
+        for name, ms in dev.kernel_ms().items():
+            key = kernel_key(name)
+            metrics[key] = metrics.get(key, 0.0) + ms / 1e3
+    return ProcessSummary(record.id, source, metrics)
