@@ -130,7 +130,8 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
     weighed by the share of the step it costs, not by its own relative change. A kernel's threshold is the
     larger of ``floor`` of the step and ``k`` times its own between-process noise.
     """
-    step = float(np.median([s.get("work") or s.get("busy") or 0.0 for s in history]))
+    # Shares are of the step the user waits for: the device busy time (kernels on other streams overlap in it).
+    step = float(np.median([s.get("busy") or s.get("work") or 0.0 for s in history]))
     if step <= 0:
         return []
     names = dict.fromkeys([*current.kernels, *(n for s in history for n in s.kernels)])
@@ -144,9 +145,11 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
         noise = spread(present).noise if len(present) >= 3 else NOISE_FLOOR
         allowed = max(floor * step, k * noise * center * math.sqrt(1.0 + 1.0 / len(past)))
         iv = median_interval(now, confidence)
-        if iv.low - center > allowed:
+        # Called on the estimate, the whole interval on that side of no change (within a process a kernel's
+        # rounds agree closely; a kernel of just the floor's size is then caught, not left ambiguous).
+        if iv.estimate - center >= allowed and iv.low > center:
             verdict = Verdict.REGRESSED
-        elif center - iv.high > allowed:
+        elif center - iv.estimate >= allowed and iv.high < center:
             verdict = Verdict.IMPROVED
         else:
             continue

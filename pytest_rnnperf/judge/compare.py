@@ -81,7 +81,9 @@ class Comparison:
             before = "absent" if self.baseline_median == 0 else f"{self.baseline_median * 1e3:.3f}"
             return (f"{self.metric[len('kernel/'):]} {before} -> {self.current_median * 1e3:.3f} ms/step, "
                     f"{change} of the step ({noise} over {self.processes} processes, threshold "
-                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
+                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}"
+                    + (" (less than half of it reached the step's device time)"
+                       if self.verdict is Verdict.AMBIGUOUS else ""))
         return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "
                 f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
 

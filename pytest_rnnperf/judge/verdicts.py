@@ -204,8 +204,8 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
         return judge(baseline, current, policy, remeasured, rules, findings)
     flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
     flags += tuple(f for finding in findings if (f := finding.flag(ctx, found)) is not None)
-    processes, kernels = (len(ctx.processes), kernel_comparisons(ctx)) if ctx.across else (0, ())
     time = found["cudnn_time"]
+    processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
     if time.metric == "cudnn device time":
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
             ctx.history, time.current_median, policy.device_min_effect)
