@@ -48,6 +48,13 @@ def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy)
     return Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
 
 
+def drift_check_available() -> bool:
+    """ruptures (the change-point library) can be imported; without it the drift check is off, never a crash."""
+    from importlib.util import find_spec
+
+    return find_spec("ruptures") is not None
+
+
 def drift(history: Sequence[ProcessSummary], current: float, floor: float) -> str:
     """A change toward slower of at least ``floor`` that ends at this process, over the history's device time; else "".
 
@@ -55,7 +62,7 @@ def drift(history: Sequence[ProcessSummary], current: float, floor: float) -> st
     but not the change points of the whole series.
     """
     series = [v for s in history if (v := s.get(BUSY))] + [current]
-    if len(series) < MIN_RUNS:
+    if len(series) < MIN_RUNS or not drift_check_available():
         return ""
     found = detect(series)
     last = [c for c in found.change_points if c.shift >= floor and c.end >= len(series) - MIN_RUNS // 2]
