@@ -64,11 +64,18 @@ def drift(history: Sequence[ProcessSummary], current: float, floor: float) -> st
     series = [v for s in history if (v := s.get(BUSY))] + [current]
     if len(series) < MIN_RUNS or not drift_check_available():
         return ""
-    found = detect(series)
-    last = [c for c in found.change_points if c.shift >= floor and c.end >= len(series) - MIN_RUNS // 2]
-    if not last:
+    # The trailing run of changes toward slower, together: a ramp may come out as several small steps.
+    trailing = []
+    for c in reversed(detect(series).change_points):
+        if c.shift <= 0:
+            break
+        trailing.append(c)
+    total = 1.0
+    for c in trailing:
+        total *= 1.0 + c.shift
+    if not trailing or total - 1.0 < floor:  # the level now is the slow one: until a new baseline resets it
         return ""
-    c = last[-1]
-    what = "drift" if c.kind == "drift" else "step"
-    return (f"{what} of {c.shift:+.1%} in device time over the history's last {len(series) - c.start} of "
+    start = trailing[-1].start
+    what = "drift" if len(trailing) > 1 or trailing[0].kind == "drift" else "step"
+    return (f"{what} of {total - 1:+.1%} in device time over the history's last {len(series) - start} of "
             f"{len(series)} processes (change-point check)")

@@ -1,0 +1,124 @@
+"""Judging across processes: the history's spread, the verdict of one process, each kernel on its own, drift."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_rnnperf.judge.across import NOISE_FLOOR, across, kernels, nearest_mode, spread
+from pytest_rnnperf.judge.compare import Verdict
+from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.judge.sensitivity import drift, sensitivity
+from pytest_rnnperf.model.process import ProcessSummary
+from pytest_rnnperf.model.records import BASELINE, KEPT, StoredRun
+from pytest_rnnperf.store.history import case_history
+
+
+def _proc(busy: float, source: str = "p", **kernel_ms: float) -> ProcessSummary:
+    """A process of one case: busy time in ms and its kernels in ms per step."""
+    metrics = {"busy": busy / 1e3, "work": busy / 1e3, "wall": busy * 1.2 / 1e3}
+    metrics.update({f"kernel/{name}": ms / 1e3 for name, ms in kernel_ms.items()})
+    return ProcessSummary("case", source, metrics)
+
+
+def test_one_odd_process_barely_moves_the_center_or_the_noise() -> None:
+    """Median and MAD: a fifth process 30% off leaves the center and the noise where four steady ones put them."""
+    steady = spread([1.0, 1.002, 0.998, 1.001])
+    odd = spread([1.0, 1.002, 0.998, 1.001, 1.3])
+    assert odd.center == pytest.approx(steady.center, rel=0.002)
+    assert odd.noise < 0.01
+
+
+def test_the_noise_is_never_taken_below_its_floor_and_the_threshold_never_below_the_policy() -> None:
+    """Identical processes still leave NOISE_FLOOR; the threshold is at least the floor and grows with noise."""
+    assert spread([2.0, 2.0, 2.0]).noise == NOISE_FLOOR
+    assert spread([2.0, 2.0, 2.0]).threshold(0.03, 4.0) == 0.03
+    noisy = spread([1.0, 1.1, 0.9, 1.05, 0.95])
+    assert noisy.threshold(0.03, 4.0) > 0.2
+
+
+def test_a_ten_percent_shift_against_steady_processes_regresses_and_one_percent_does_not() -> None:
+    """Six steady processes: +10% regressed with the count in its line, +1% unchanged."""
+    history = [1.0, 1.001, 0.999, 1.002, 0.998, 1.0]
+    slow = across("cudnn device time", history, [1.10, 1.101, 1.099, 1.1], floor=0.03, k=4.0)
+    assert slow.verdict is Verdict.REGRESSED and "against 6 processes" in slow.explain()
+    same = across("cudnn device time", history, [1.01, 1.011, 1.009, 1.01], floor=0.03, k=4.0)
+    assert same.verdict is Verdict.UNCHANGED
+
+
+def test_a_shift_within_a_noisy_historys_own_noise_is_not_a_regression() -> None:
+    """A case that moves 8% between processes is not failed for +8%."""
+    history = [1.0, 1.08, 0.93, 1.05, 0.96]
+    assert across("t", history, [1.08, 1.081, 1.079], floor=0.03, k=4.0).verdict is not Verdict.REGRESSED
+
+
+def test_a_lower_speedup_is_the_worse_side() -> None:
+    """higher_is_better: a 20% lower speedup regressed."""
+    c = across("speedup", [5.0, 5.01, 4.99], [4.0, 4.01, 3.99], floor=0.05, k=4.0, higher_is_better=True)
+    assert c.verdict is Verdict.REGRESSED
+
+
+def test_a_kernel_that_appeared_with_five_percent_of_the_step_is_named() -> None:
+    """A spin kernel absent from every process, 5% of the step now: regressed, by name."""
+    history = [_proc(10.0, rnn=6.0, gemm=4.0) for _ in range(4)]
+    now = _proc(10.5, rnn=6.0, gemm=4.0, spin=0.5)
+    found = kernels(history, now, {"spin": [0.0005] * 4}, floor=0.03, k=4.0)
+    assert [c.metric for c in found if c.verdict is Verdict.REGRESSED] == ["kernel/spin"]
+    assert "absent -> 0.500 ms/step" in found[0].explain()
+
+
+def test_a_grown_kernel_is_regressed_even_when_another_kernel_got_faster() -> None:
+    """The RNN kernel +0.9 ms (9% of the step) while a GEMM is 0.9 ms faster: the RNN kernel is still named."""
+    history = [_proc(10.0, rnn=6.0, gemm=4.0) for _ in range(4)]
+    now = _proc(10.0, rnn=6.9, gemm=3.1)
+    found = {c.metric: c.verdict for c in kernels(history, now, {}, floor=0.03, k=4.0)}
+    assert found == {"kernel/rnn": Verdict.REGRESSED, "kernel/gemm": Verdict.IMPROVED}
+
+
+def test_a_kernel_with_a_noisy_history_and_a_change_under_the_floor_are_not_reported() -> None:
+    """A GEMM that moves 15% between processes and a 1%-of-step change: nothing reported."""
+    history = [_proc(10.0, rnn=6.0, gemm=g) for g in (4.0, 4.6, 3.5, 4.3, 3.8)]
+    assert kernels(history, _proc(10.0, rnn=6.1, gemm=4.6), {}, floor=0.03, k=4.0) == []
+
+
+def test_the_nearest_mode_is_used_where_enough_processes_share_it() -> None:
+    """Processes that ran GEMM b instead of a are judged against the ones that did, when there are three."""
+    a = [_proc(10.0, rnn=6.0, gemm_a=4.0) for _ in range(3)]
+    b = [_proc(10.0, rnn=6.0, gemm_b=4.0) for _ in range(3)]
+    now = _proc(10.0, rnn=6.0, gemm_b=4.0)
+    assert nearest_mode(a + b, now, 3) == b
+    assert nearest_mode(a + b[:1], now, 3) == a + b[:1]
+
+
+def test_ten_nights_of_one_percent_each_are_a_drift_and_a_flat_history_is_not() -> None:
+    """The change-point check over the history and this process."""
+    rising = [_proc(10.0 * 1.01 ** i) for i in range(10)]
+    assert "in device time" in drift(rising, 10.0 * 1.01 ** 10 / 1e3, 0.03)
+    flat = [_proc(10.0 + 0.01 * (i % 3)) for i in range(10)]
+    assert drift(flat, 0.01001, 0.03) == ""
+    assert drift(rising[:3], 0.02, 0.03) == ""
+
+
+def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
+    """Two processes: judged against one record; five steady: resolves 3%; noisy: limited."""
+    policy = Policy()
+    assert sensitivity("case", [_proc(10.0)] * 2, policy).smallest is None
+    assert sensitivity("case", [_proc(10.0 + 0.001 * i) for i in range(5)], policy).status == "resolves 3%"
+    noisy = sensitivity("case", [_proc(v) for v in (10.0, 11.0, 9.0, 10.6, 9.4)], policy)
+    assert noisy.smallest is not None and noisy.smallest > 0.03 and "limits it" in noisy.status
+
+
+def _stored(name: str, kind: str, case_ids: tuple[str, ...]) -> StoredRun:
+    """A stored run holding records of ``case_ids`` (records are only counted here, never read)."""
+    from pathlib import Path
+
+    return StoredRun(path=Path(name), gpu_slug="G", environment={}, records={c: object() for c in case_ids},  # type: ignore[misc]
+                     kind=kind)
+
+
+def test_a_history_starts_at_the_newest_baseline_holding_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept runs after the newest baseline with the case, oldest first; older baselines left out."""
+    monkeypatch.setattr(StoredRun, "summaries", lambda self, c: [ProcessSummary(c, self.path.name, {})])
+    runs = [_stored("0004_run.json", KEPT, ("a",)), _stored("0003_baseline.json", BASELINE, ("b",)),
+            _stored("0002_run.json", KEPT, ("a",)), _stored("0001_baseline.json", BASELINE, ("a", "b"))]
+    assert case_history(runs, "a").files == ("0001_baseline.json", "0002_run.json", "0004_run.json")
+    assert case_history(runs, "b").files == ("0003_baseline.json",)
