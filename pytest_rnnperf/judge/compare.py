@@ -78,9 +78,14 @@ class Comparison:
         change = f"{pct(r.estimate - 1)} [{pct(r.low - 1)}, {pct(r.high - 1)}]"
         noise = "no noise of its own" if self.noise is None else f"its own noise {self.noise * 100:.1f}%"
         if self.metric.startswith("kernel/"):
-            before = "absent" if self.baseline_median == 0 else f"{self.baseline_median * 1e3:.3f}"
-            return (f"{self.metric[len('kernel/'):]} {before} -> {self.current_median * 1e3:.3f} ms/step, "
-                    f"{change} of the step ({noise} over {self.processes} processes, threshold "
+            name, before, now = self.metric[len("kernel/"):], self.baseline_median * 1e3, self.current_median * 1e3
+            if before == 0:
+                moved = f"appeared: {name} {now:.3f} ms/step"
+            elif now == 0:
+                moved = f"vanished: {name} {before:.3f} ms/step"
+            else:
+                moved = f"{name} {before:.3f} -> {now:.3f} ms/step"
+            return (f"{moved}, {change} of the step ({noise} over {self.processes} processes, threshold "
                     f"{self.min_effect * 100:.3g}%): {self.verdict.value}"
                     + (" (less than half of it reached the step's device time)"
                        if self.verdict is Verdict.AMBIGUOUS else ""))

@@ -239,10 +239,11 @@ class HostSlowed:
         """The HOST_SLOWED flag.
 
         Both sides are host-bound and timed interleaved in one window: a slower host slows both alike and the
-        speedup holds, while a slower cuDNN path moves the speedup.
+        speedup holds, while a slower cuDNN path moves the speedup. That holds across processes too: a slower
+        runner host slows a whole process, both sides alike.
         """
         time, speed = found.get("cudnn_time"), found.get("speedup")
-        if ctx.across or ctx.device or not ctx.host_bound or time is None or speed is None:
+        if ctx.device or not ctx.host_bound or time is None or speed is None:
             return None
         if time.verdict is not Verdict.REGRESSED or speed.verdict not in (Verdict.UNCHANGED, Verdict.IMPROVED):
             return None

@@ -60,7 +60,7 @@ def test_unchanged_run_is_not_flagged(project: pytest.Pytester) -> None:
     _record(project)
     result = run(project)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*against the baseline*", "*verdicts: *"])
+    result.stdout.fnmatch_lines(["*against the history*", "*device x3*", "*verdicts: *"])
     assert "regressed" not in result.stdout.str().split("verdicts:")[1].splitlines()[0]
 
 
@@ -86,17 +86,18 @@ def test_each_case_is_judged_against_its_newest_record_across_baseline_files(pro
 
 
 def test_a_case_within_its_measured_noise_is_not_failed(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """+8% device time fails at 3%; with a noise file from null runs that saw the case move 8%, it passes."""
-    first = _record(project)
+    """Baselines of one process each: +8% fails at 3%; with a noise file from null runs that saw 8%, it passes."""
+    one = "--rnnperf-record-processes=1"  # a single process per record: judged pairwise, the noise file applies
+    first = _record(project, one)
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.54")
     run(project).assert_outcomes(failed=2)
-    second = _record(project, "--rnnperf-no-fail-regression")  # a null run that landed 8% higher
+    second = _record(project, one, "--rnnperf-no-fail-regression")  # a null run that landed 8% higher
     noise_file = project.path / GPU_DIR / "noise.json"
     done = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "noise", str(first), str(second), "--out",
                            str(noise_file)], capture_output=True, text=True, cwd=project.path)
     assert done.returncode == 0, done.stderr
     monkeypatch.delenv("FAKE_CUDNN_DEV_MS")
-    _record(project)  # the newest baseline is at 0.5 ms again
+    _record(project, one)  # the newest baseline is at 0.5 ms again
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.54")
     result = run(project)
     result.assert_outcomes(passed=2)
@@ -142,9 +143,9 @@ def test_slower_cudnn_fails_and_names_the_kernel_and_what_changed(project: pytes
     result = run(project)
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*cuDNN device time regressed against the baseline of this GPU*",
+        "*cuDNN device time regressed against its history of 3 processes on this GPU model*",
         "*cudnn device time*regressed*",
-        "*kernels of the cuDNN side: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step (+50%)*",
+        "*kernels of the cuDNN side: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step, +50.0% *of the step*regressed*",
         "*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*",
         "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
 
@@ -164,7 +165,7 @@ def test_a_slower_launch_path_is_named_as_host_overhead_not_cudnn(project: pytes
     result = run(project, "--rnnperf-fail-host")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*launch/dispatch overhead regressed against the baseline of this GPU*",
+        "*launch/dispatch overhead regressed against its history of 3 processes on this GPU model*",
         "*cudnn device time*unchanged", "*cudnn host overhead*regressed",
         "*launch/dispatch overhead +100.*: driver or framework*"])
     assert "cuDNN device time regressed" not in result.stdout.str()
@@ -178,8 +179,8 @@ def test_a_cudnn_algorithm_switch_names_the_kernels_that_came_and_went(project: 
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.6")
     result = run(project)
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*kernels of the cuDNN side: appeared: elemWiseRNNcell (0.600 ms/step); "
-                                 "vanished: RNN_blockPersist_fp_LSTM (0.500 ms/step)*"])
+    result.stdout.fnmatch_lines(["*kernels of the cuDNN side: appeared: elemWiseRNNcell 0.600 ms/step, *: regressed; "
+                                 "vanished: RNN_blockPersist_fp_LSTM 0.500 ms/step, -100.0%*"])
 
 
 def test_a_baseline_without_device_time_is_judged_on_wall_time_and_says_so(project: pytest.Pytester,
@@ -189,7 +190,7 @@ def test_a_baseline_without_device_time_is_judged_on_wall_time_and_says_so(proje
     monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
     result = run(project)
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against the baseline of this GPU*",
+    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against its history of 3 processes on this GPU model*",
                                  "*judged on wall time: the baseline or this run has no device time*"])
 
 
@@ -217,7 +218,8 @@ def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytes
     monkeypatch.setenv("FAKE_GENERIC_MS", "4")
     result = run(project, "--rnnperf-device-rounds=0")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against the baseline of this GPU [[]host-bound: GPU busy 20%*"])
+    result.stdout.fnmatch_lines(["*cuDNN wall time regressed against its history of 3 processes on this GPU model "
+                                 "[[]host-bound: GPU busy 20%*"])
 
 
 def test_ambiguous_case_is_timed_once_more_on_the_same_pair(project: pytest.Pytester,

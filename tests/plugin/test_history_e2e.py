@@ -1,0 +1,104 @@
+"""End-to-end: a GPU model's history of processes, as a nightly job records, keeps and judges it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import load_json, run
+
+GPU_DIR = "baselines/NVIDIA_H200"
+
+
+def _files(project: pytest.Pytester) -> list[str]:
+    """Names of the stored files of the fake H200, in order."""
+    return sorted(p.name for p in (project.path / GPU_DIR).glob("*/*.json"))
+
+
+def test_a_recorded_baseline_holds_one_summary_per_process(project: pytest.Pytester) -> None:
+    """--rnnperf-record-processes=4: beside its own samples each cuDNN entry carries three more processes' summaries."""
+    run(project, "--rnnperf-update-baseline", "--rnnperf-record-processes=4").assert_outcomes(passed=2)
+    (path,) = (project.path / GPU_DIR).glob("*/0001_baseline.json")
+    cudnn = [b for b in load_json(path)["benchmarks"] if b["params"]["side"] == "cudnn"]
+    assert len(cudnn) == 2
+    for bench in cudnn:
+        processes = bench["extra_info"]["rnnperf_processes"]
+        assert [p["source"] for p in processes] == ["process 2", "process 3", "process 4"]
+        assert all(p["metrics"]["busy"] > 0 and any(m.startswith("kernel/") for m in p["metrics"]) for p in processes)
+
+
+def test_a_clean_run_is_kept_and_widens_the_history(project: pytest.Pytester) -> None:
+    """--rnnperf-keep-run adds NNNN_run.json; the next run is judged against four processes, not three."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    kept = run(project, "--rnnperf-keep-run")
+    kept.assert_outcomes(passed=2)
+    kept.stdout.fnmatch_lines(["*device x3*", "*run kept for the history: *0002_run.json*"])
+    assert _files(project) == ["0001_baseline.json", "0002_run.json"]
+    again = run(project)
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["*device x4*", "verdicts: 2 unchanged"])
+
+
+def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that regressed would teach the history its own slowdown: it is reported, not stored."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    result = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*run not kept: 0 test(s) failed, 2 case(s) regressed; the history keeps clean "
+                                 "runs only*"])
+    assert _files(project) == ["0001_baseline.json"]
+
+
+def test_a_run_without_a_baseline_is_not_kept(project: pytest.Pytester) -> None:
+    """Nothing to add to: the run says how to record the first baseline and writes nothing."""
+    result = run(project, "--rnnperf-keep-run")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*run not kept: no baseline of NVIDIA_H200 to add it to*--rnnperf-update-baseline*"])
+    assert not (project.path / "baselines").exists()
+
+
+def test_a_single_process_baseline_is_judged_against_its_newest_record_and_says_why(project: pytest.Pytester) -> None:
+    """--rnnperf-record-processes=1: too few processes for a history; the summary says so and judges pairwise."""
+    run(project, "--rnnperf-update-baseline", "--rnnperf-record-processes=1").assert_outcomes(passed=2)
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*history: none of 2 case(s) has 3 stored processes yet*"])
+    assert "device x" not in result.stdout.str()
+
+
+def test_min_processes_decides_when_the_history_takes_over(project: pytest.Pytester) -> None:
+    """Two recorded processes: pairwise under the default of 3, across processes with --rnnperf-min-processes=2."""
+    run(project, "--rnnperf-update-baseline", "--rnnperf-record-processes=2").assert_outcomes(passed=2)
+    assert "device x" not in run(project).stdout.str()
+    result = run(project, "--rnnperf-min-processes=2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*device x2*"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rnnperf-update-baseline", "--rnnperf-keep-run"], "--rnnperf-update-baseline and --rnnperf-keep-run: choose one"),
+    (["--rnnperf-record-processes=0"], "0 must be between 1 and 10"),
+    (["--rnnperf-record-processes=11"], "11 must be between 1 and 10"),
+    (["--rnnperf-min-processes=1"], "--rnnperf-min-processes"),
+])
+def test_history_options_out_of_range_stop_the_run_in_one_line(project: pytest.Pytester, args: list[str],
+                                                               message: str) -> None:
+    """Each bad history option is a usage error before any test runs, and nothing is written."""
+    result = run(project, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr.str()
+    assert not (project.path / "baselines").exists()
+
+
+def test_sensitivity_names_what_each_case_can_catch(project: pytest.Pytester) -> None:
+    """python -m pytest_rnnperf sensitivity FOLDER: one row per case with its processes and the smallest catch."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    done = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "sensitivity", str(Path(GPU_DIR))],
+                          capture_output=True, text=True, cwd=project.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in done.stdout and "torch-gru-train-fp32-T4-B2-I3-H5-L1" in done.stdout
