@@ -137,4 +137,9 @@ def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[st
 
 def format_diff(diff: list[tuple[str, str, str]]) -> list[str]:
     """Lines such as ``driver: 580.159 -> 590.1`` for a regression report."""
-    return [f"{key}: {before} -> {after}" for key, before, after in diff]
+    return [f"{key}: {_short(before)} -> {_short(after)}" for key, before, after in diff]
+
+
+def _short(value: str, width: int = 80) -> str:
+    """``value``, cut to ``width`` characters with its full length named (an injection spec lists every case)."""
+    return value if len(value) <= width else f"{value[:width]}... ({len(value)} characters)"

@@ -211,7 +211,7 @@ class RnnperfSession:
 
     def sensitivity_line(self) -> str:
         """e.g. "; history: 28 case(s) judged across 3-6 processes, 26 resolve 3%, 2 limited by their noise"."""
-        from pytest_rnnperf.judge.sensitivity import sensitivity
+        from pytest_rnnperf.judge.sensitivity import drift_check_available, sensitivity
 
         policy = self.policy()
         cases = [c for c in dict.fromkeys(r.id for r in self.results if r.cudnn is not None)]
@@ -230,6 +230,8 @@ class RnnperfSession:
             line += f", {len(limited)} limited by their own noise ({', '.join(limited[:4])}{', ...' if len(limited) > 4 else ''})"
         if len(judged) < len(found):
             line += f", {len(found) - len(judged)} against one record"
+        # Said either way: a gate that is off must not look like one that found nothing.
+        line += "; drift check on" if drift_check_available() else "; drift check off (pip install ruptures)"
         return line + " (python -m pytest_rnnperf sensitivity)"
 
     def stored_record(self, case_id: str) -> CaseRecord | None:
@@ -248,13 +250,17 @@ class RnnperfSession:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
             line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
-            earlier = {r.path.name: sum(1 for c in r.records if c not in self.baseline.records and self.stored_run(c) is r)
+            # Only the cases this run judged: a -k selection must not list the files of cases it left out.
+            ran = {r.id for r in self.results} or None
+            earlier = {r.path.name: sum(1 for c in r.records if c not in self.baseline.records and self.stored_run(c) is r
+                                        and (ran is None or c in ran))
                        for r in self.older}
             earlier = {name: n for name, n in earlier.items() if n}
             if earlier:
                 line += " + the newest record of cases it lacks: " + ", ".join(f"{n} from {name}" for name, n in earlier.items())
             line += self.sensitivity_line()
-            if self.noise is not None:
+            pairwise = not self.verdicts or any(not v.processes for v in self.verdicts.values())
+            if self.noise is not None and pairwise:  # noise.json serves only cases judged against one record
                 floor = self.settings.device_effect
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
                          f"({noise.FILE_NAME}): {self.noise.raised(floor)} judged above {floor:.0%}")

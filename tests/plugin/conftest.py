@@ -37,6 +37,8 @@ else:
     if len(names) > 1 or os.environ.get("FAKE_GPU_COUNT"):
         FAKE.devices(*(names if len(names) > 1 else names * int(os.environ["FAKE_GPU_COUNT"])))
     FAKE.driver = os.environ.get("FAKE_DRIVER", FAKE.driver)
+if os.environ.get("FAKE_NO_RUPTURES"):  # an install without the change-point library: find_spec says None
+    sys.modules["ruptures"] = None
 sys.modules["pynvml"] = FAKE  # every NVML read of this process (GPU placement, nvml_index) sees the fake
 _read = device.read_device_info
 device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)

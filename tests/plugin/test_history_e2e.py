@@ -39,7 +39,18 @@ def test_a_clean_run_is_kept_and_widens_the_history(project: pytest.Pytester) ->
     assert _files(project) == ["0001_baseline.json", "0002_run.json"]
     again = run(project)
     again.assert_outcomes(passed=2)
-    again.stdout.fnmatch_lines(["*device x4*", "verdicts: 2 unchanged"])
+    again.stdout.fnmatch_lines(["*device x4*", "verdicts: 2 unchanged", "*history: 2 case(s) judged across 4 "
+                                "processes, 2 resolve their floor; drift check on*"])
+
+
+def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change-point library missing: cases are still judged, and the summary says the drift check is off."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_NO_RUPTURES", "1")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*device x3*", "*; drift check off (pip install ruptures)*"])
 
 
 def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

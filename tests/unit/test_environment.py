@@ -221,3 +221,11 @@ def test_diff_leaves_out_a_framework_that_did_not_run_on_one_side() -> None:
     # Both sides ran TF: a field that vanished is a change and is listed.
     assert diff_environments(old, {**new, "tf.cudnn_runtime": "9.19.0"}) == [
         ("torch.cudnn_version", "9.19.0", "9.20.0"), ("tf.tensor_float_32", "True", "absent")]
+
+
+def test_a_long_value_in_a_diff_line_is_cut_and_its_length_named() -> None:
+    """An injection spec naming 30 cases stays one readable line; the change is still visible."""
+    spec = ",".join(f"torch-case-{i}=7.53" for i in range(30))
+    (line,) = format_diff([("RNNPERF_INJECT_CUDNN_DELAY_US", "absent", spec)])
+    assert line.startswith("RNNPERF_INJECT_CUDNN_DELAY_US: absent -> torch-case-0=7.53,")
+    assert line.endswith(f"... ({len(spec)} characters)") and len(line) < 160
