@@ -31,8 +31,12 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
 
     if len(paths) < 2:
         return 2, ["error: noise needs at least two stored runs"]
-    if out is not None and out.exists():
-        return 2, [f"error: {out} exists; move it away first (it is never replaced by accident)"]
+    if out is not None:
+        from pytest_rnnperf.store.baselines import output_problem
+
+        problem = output_problem("--out", out, "noise.json")
+        if problem:
+            return 2, [f"error: {problem}"]
     try:
         runs = load(paths, allow_other_gpu=False)
     except (BaselineError, ValueError) as exc:

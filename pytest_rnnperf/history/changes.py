@@ -44,6 +44,7 @@ from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: his
 )
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun, load_run
 from pytest_rnnperf.report.render import text_table
+from pytest_rnnperf.store.baselines import output_problem, write_json
 
 FALLBACKS = ("skip", "wall")
 
@@ -441,6 +442,8 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
 
     if find_spec("ruptures") is None:  # an install problem, not a bug: say so instead of a traceback
         return 2, ["error: history needs ruptures: pip install 'ruptures>=1.1'"]
+    if json_path is not None and (problem := output_problem("--json", json_path, "history.json")):
+        return 2, [f"error: {problem}"]  # before reading: a stored run (its own input, too) is never replaced
     try:
         loaded = load_runs(paths)
     except BaselineError as exc:
@@ -458,8 +461,7 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
             return 2, [f"error: cannot write plots to {plot_dir}: {exc.strerror or exc}"]
     if json_path is not None:
         try:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(dict(to_dict(history), exit=code), indent=2) + "\n", encoding="utf-8")
+            write_json(json_path, dict(to_dict(history), exit=code))  # never over a file that appeared meanwhile
         except OSError as exc:
             return 2, [f"error: cannot write {json_path}: {exc.strerror or exc}"]
         lines.append(f"written: {json_path}")

@@ -130,6 +130,14 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
+    given = config.getoption("benchmark_json", None)
+    if given is not None and settings.baselines.strip():
+        target = (config.invocation_params.dir / given).resolve()
+        # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
+        # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
+        if target.is_file() and target.is_relative_to(root.resolve()):
+            problems.append(f"--benchmark-json={given}: {target} is a file in the baselines folder and is never "
+                            f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)")
     if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
         problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
                         "after the whole run)")

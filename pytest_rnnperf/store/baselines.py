@@ -88,6 +88,16 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
         os.unlink(tmp)
 
 
+def output_problem(flag: str, path: Path, example: str) -> str | None:
+    """Why ``path`` cannot be a new output file (one that exists is never replaced), or None when it can."""
+    if path.is_dir():
+        return f"{flag} {path}: a folder, not a file (e.g. {flag} {path / example})"
+    if path.exists() or path.is_symlink():
+        return f"{flag} {path}: the file exists and is never replaced; give a new name"
+    why = _write_blocker(path.parent)
+    return None if why is None else f"{flag} {path}: {why}"
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically; FileExistsError if ``path`` exists (nothing is replaced)."""
     tmp = _temp_json(path.parent, data)
@@ -127,15 +137,24 @@ def _umask() -> int:
 
 def writable_problem(folder: Path) -> str | None:
     """Why files cannot be created in ``folder`` (made on demand), or None when they can."""
+    why = _write_blocker(folder)
+    return None if why is None else f"{folder}: {why}"
+
+
+def _write_blocker(folder: Path) -> str | None:
+    """What on the way to ``folder`` stops a file being created there, naming that path; None when nothing does."""
     target = folder
-    while not target.exists():
-        if target.parent == target:
-            return f"{folder}: no existing parent folder"
-        target = target.parent
+    try:
+        while not target.exists():
+            if target.parent == target:
+                return "no existing parent folder"
+            target = target.parent
+    except OSError as exc:  # a folder on the way that cannot be searched
+        return f"cannot look into {target.parent}: {exc.strerror or exc}"
     if not target.is_dir():
-        return f"{folder}: {target} is a file, not a folder"
+        return f"{target} is a file, not a folder"
     if not os.access(target, os.W_OK | os.X_OK):
-        return f"{folder}: {target} is not writable"
+        return f"{target} is not writable"
     return None
 
 

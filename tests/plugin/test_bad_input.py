@@ -483,3 +483,40 @@ def test_no_rnn(rnnperf):
     assert "During handling" not in result.stdout.str()
     _one_line(reports, "test_mode", "rnnperf.model(): unknown mode 'training'; expected one of train, infer")
     _one_line(reports, "test_no_rnn", "Linear has no nn.LSTM, nn.GRU or nn.RNN")
+
+
+# --------------------------------------------------------------- nothing stored is replaced (issue 23: D1, D2, D29)
+
+
+def test_history_refuses_to_write_its_json_over_an_existing_file(project: pytest.Pytester) -> None:
+    """D1: history --json onto the baseline (or onto its own input) replaced it; now exit 2, the file unchanged."""
+    path = _record(project)
+    run(project, "--benchmark-json=tonight.json").assert_outcomes(passed=2)
+    tonight = project.path / "tonight.json"
+    for target in (path, tonight):
+        before = _sha(target)
+        result = _cli(project, "history", "baselines", "tonight.json", "--json", str(target))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.splitlines() == [f"error: --json {target}: the file exists and is never replaced; "
+                                              f"give a new name"]
+        assert _sha(target) == before
+
+
+def test_benchmark_json_onto_a_stored_baseline_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """D2: --benchmark-json=<a baseline> made tonight's run the baseline; now exit 4 before any test, file unchanged."""
+    path = _record(project)
+    before = _sha(path)
+    relative = path.relative_to(project.path)
+    _usage_error(run(project, f"--benchmark-json={relative}"), f"--benchmark-json={relative}: {path} is a file in "
+                 "the baselines folder", "never replaced")
+    assert _sha(path) == before
+
+
+def test_noise_out_names_the_real_problem_with_its_path(project: pytest.Pytester) -> None:
+    """D29: --out . said ". exists; move it away"; --out under a file said "File exists"."""
+    path = _record(project)
+    (project.path / "taken").write_text("x")
+    for out, message in ((".", "error: --out .: a folder, not a file (e.g. --out noise.json)"),
+                         ("taken/noise.json", "error: --out taken/noise.json: taken is a file, not a folder")):
+        result = _cli(project, "noise", str(path), str(path), "--out", out)
+        assert result.returncode == 2 and result.stderr.splitlines() == [message], result.stderr

@@ -71,6 +71,7 @@ def _history(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[
 def _json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, dict, list[str]]:
     """Exit code, the --json result and stdout lines."""
     out = tmp_path / "history.json"
+    out.unlink(missing_ok=True)  # history never replaces a file: each call writes a fresh one
     code, lines, err = _history(capsys, *args, "--json", str(out))
     assert code in (0, 1), err
     return code, json.loads(out.read_text()), lines

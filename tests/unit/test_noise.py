@@ -63,7 +63,8 @@ def test_the_noise_command_writes_once_and_never_replaces(tmp_path: Path) -> Non
     assert code == 2 and "exists" in lines[0] and out.read_bytes() == before
     (tmp_path / "a-file").write_text("x")
     code, lines = noise_files(_runs(tmp_path), tmp_path / "a-file" / "noise.json")
-    assert code == 2 and lines == [f"error: cannot write {tmp_path / 'a-file' / 'noise.json'}: File exists"], lines
+    assert code == 2 and lines == [f"error: --out {tmp_path / 'a-file' / 'noise.json'}: {tmp_path / 'a-file'} is a file, "
+                                   f"not a folder"], lines
 
 
 @pytest.mark.parametrize("content, message", [
