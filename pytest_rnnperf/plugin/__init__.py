@@ -222,6 +222,10 @@ def pytest_configure(config: pytest.Config) -> None:
         latest = run.load_baseline()
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
+    if (settings.update_baseline or settings.keep_run) and not hasattr(config, "workerinput"):  # the controller writes
+        problems = run.record_problems()
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
     _configure_benchmark(config, run, latest)
 
 
@@ -388,12 +392,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         bs = _bench(config)
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
-                                         benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)))
+                                         benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
+                                         exit_status=int(exitstatus))
+        if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif run.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = _bench(config)
-        run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled)
+        run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
+                                  exit_status=int(exitstatus))
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
 
 

@@ -20,7 +20,9 @@ from pytest_rnnperf.backends import (
     INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend,
 )
 from pytest_rnnperf.backends import model_backend_for, spec
-from pytest_rnnperf.store.baselines import find_all, gpus_with_baselines, write_new
+from pytest_rnnperf.store.baselines import (
+    find_all, gpus_with_baselines, record_problem, writable_problem, write_new,
+)
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
 from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
@@ -118,6 +120,7 @@ class RnnperfSession:
     _extra_pools: list[WorkerPool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
+    unrecorded: bool = False  # a baseline was asked for and could not be written (the run must not exit 0)
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = field(default_factory=list)
     _backends: dict[str, Backend] = field(default_factory=dict)
@@ -199,6 +202,14 @@ class RnnperfSession:
             except BaselineError as exc:
                 raise UsageProblem(str(exc)) from None
         return latest
+
+    def record_problems(self) -> list[str]:
+        """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
+        slugs = self.planned_models() or ([self.device.gpu_slug] if self.device.available else [])
+        problems = (record_problem(self.root / slug / self.machine_id) for slug in slugs)
+        flag = "--rnnperf-update-baseline: cannot record into" if self.settings.update_baseline else \
+            "--rnnperf-keep-run: cannot keep the run in"
+        return [f"{flag} {why}" for why in problems if why]
 
     def stored_run(self, case_id: str) -> StoredRun | None:
         """The newest baseline file that holds ``case_id``, or None."""
@@ -419,13 +430,18 @@ class RnnperfSession:
 
     # ------------------------------------------------------------------------------------------- finishing
 
-    def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool) -> list[str]:
+    def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool,
+                        exit_status: int = 0) -> list[str]:
         """Write this run as the next baseline file of its GPU model; returns the lines the summary prints.
 
         ``benchmark_json(entries, meta)`` is the pytest-benchmark JSON of the run (of those entries, with that
         ``machine_info["rnnperf"]``, where given). A pytest-xdist controller writes one file per GPU model of its
-        workers, each from that model's workers alone.
+        workers, each from that model's workers alone. ``exit_status`` is pytest's: only a run that ended OK
+        (0) is recorded.
         """
+        if exit_status != 0 and not self.failed:  # interrupted (Ctrl-C), stopped, or an internal error
+            why = "the run was interrupted" if exit_status == 2 else "the run did not end OK"
+            return [f"baseline not recorded: {why} (exit status {exit_status})"]
         if not self.worker_runs and not self.device.available:
             return [f"baseline not recorded: no GPU ({self.device.reason})"]
         parallel = self.parallel_reason()
@@ -440,11 +456,15 @@ class RnnperfSession:
         self.model_views()  # each model's report loads the baselines its workers judged against, not the new file
         return [self._record_model(slug, workers, benchmark_json) for slug, workers in self.models().items()]
 
-    def keep_run(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool) -> list[str]:
+    def keep_run(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool,
+                 exit_status: int = 0) -> list[str]:
         """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.
 
-        Only a clean run is kept: one that failed or regressed would teach the history its own slowdown.
+        Only a clean run is kept: one that failed or regressed would teach the history its own slowdown, and an
+        interrupted one holds only some of its cases.
         """
+        if exit_status != 0 and not self.failed:
+            return [f"run not kept: the run did not end OK (exit status {exit_status})"]
         if not self.device.available or self.worker_runs:
             why = f"no GPU ({self.device.reason})" if not self.device.available else "pytest-xdist runs are not kept yet"
             return [f"run not kept: {why}"]
@@ -461,7 +481,9 @@ class RnnperfSession:
         try:
             path = write_new(folder, KEPT_TAG, benchmark_json(None, meta))
         except OSError as exc:
-            return [f"run not kept: cannot write to {folder}: {exc.strerror or exc}"]
+            return [f"run not kept: cannot write to {writable_problem(folder) or f'{folder}: {exc.strerror or exc}'}"]
+        except BaselineError as exc:
+            return [f"run not kept: {exc}"]
         return [f"run kept for the history: {path}"]
 
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
@@ -470,7 +492,12 @@ class RnnperfSession:
         try:
             path = write_new(folder, self.settings.baseline_tag, data)
         except OSError as exc:
-            return f"baseline not recorded: cannot write to {folder}: {exc.strerror or exc}"
+            self.unrecorded = True
+            why = writable_problem(folder) or f"{folder}: {exc.strerror or exc}"  # a file in the way is named as such
+            return f"baseline not recorded: cannot write to {why}"
+        except BaselineError as exc:
+            self.unrecorded = True
+            return f"baseline not recorded: {exc}"
         return f"baseline recorded: {path}"
 
     def _record_model(self, gpu_slug: str, workers: list[WorkerRun], benchmark_json: Callable[..., dict[str, Any]]) -> str:

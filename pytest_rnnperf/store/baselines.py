@@ -21,6 +21,7 @@ from typing import Any
 from pytest_rnnperf.model.records import BaselineError
 
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
+LAST = 9999  # four digits, as pytest-benchmark's file storage numbers its runs: reader and writer agree
 # A recorder writes here first; a killed run may leave one behind (.gitignore keeps it out of commits).
 TEMP_PREFIX, TEMP_SUFFIX = ".rnnperf-", ".tmp"
 
@@ -73,11 +74,16 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
     problem = tag_problem(tag)
     if problem:
         raise ValueError(f"baseline tag: {problem}")
+    full = _full_problem(folder)
+    if full:
+        raise BaselineError(full)
     tmp = _temp_json(folder, data)
     try:
         for _ in range(1000):
-            numbers = [_number(p) for p in folder.glob("*.json") if _NAME.match(p.name)]
-            target = folder / f"{max(numbers, default=0) + 1:04d}_{tag}.json"
+            number = _next_number(folder)
+            if number > LAST:
+                raise BaselineError(_full_problem(folder))
+            target = folder / f"{number:04d}_{tag}.json"
             try:
                 os.link(tmp, target)
                 return target
@@ -86,6 +92,25 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
         raise BaselineError(f"{folder}: could not find a free baseline number")
     finally:
         os.unlink(tmp)
+
+
+def _next_number(folder: Path) -> int:
+    """The number the next baseline in ``folder`` takes."""
+    numbers = [_number(p) for p in folder.glob("*.json") if _NAME.match(p.name)] if folder.is_dir() else []
+    return max(numbers, default=0) + 1
+
+
+def _full_problem(folder: Path) -> str:
+    """Why ``folder`` takes no further baseline (its last number is taken), or "" while it does."""
+    if _next_number(folder) <= LAST:
+        return ""
+    return (f"{folder}: holds baseline {LAST}, the last four-digit number (NNNN_<tag>.json, as pytest-benchmark "
+            f"numbers its files): archive the older files outside the baselines folder and renumber the rest from 0001")
+
+
+def record_problem(folder: Path) -> str | None:
+    """Why a baseline cannot be recorded into ``folder`` (made on demand), or None when it can: asked before a run."""
+    return writable_problem(folder) or _full_problem(folder) or None
 
 
 def output_problem(flag: str, path: Path, example: str) -> str | None:
@@ -162,4 +187,6 @@ def tag_problem(tag: Any) -> str | None:
     """Why ``tag`` cannot be the name part of a baseline file (NNNN_<tag>.json), or None when it can."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(tag)):
         return f"{tag!r}: use letters, digits, '.', '_' and '-' only"
+    if len(str(tag)) > 245:  # NNNN_<tag>.json must fit a file name's 255 bytes
+        return f"{len(str(tag))} characters: at most 245 (a file name NNNN_<tag>.json holds at most 255)"
     return None

@@ -520,3 +520,57 @@ def test_noise_out_names_the_real_problem_with_its_path(project: pytest.Pytester
                          ("taken/noise.json", "error: --out taken/noise.json: taken is a file, not a folder")):
         result = _cli(project, "noise", str(path), str(path), "--out", out)
         assert result.returncode == 2 and result.stderr.splitlines() == [message], result.stderr
+
+
+# --------------------------------------------------------------------- recording a baseline (issue 23: D3, D8, D12)
+
+
+def test_an_interrupted_run_records_no_baseline(project: pytest.Pytester) -> None:
+    """D3: Ctrl-C during --rnnperf-update-baseline still recorded the cases timed so far; now nothing is recorded."""
+    project.makepyfile(test_zz_interrupt="def test_ctrl_c():\n    raise KeyboardInterrupt\n")
+    result = run(project, "--rnnperf-update-baseline")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert not list((project.path / "baselines").rglob("*.json"))
+    result.stdout.fnmatch_lines(["*baseline not recorded: the run was interrupted (exit status 2)*"])
+
+
+def test_a_tag_too_long_for_a_file_name_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """D8: a 300-character tag failed after the whole run (file name too long) and exited 0."""
+    _usage_error(run(project, "--rnnperf-update-baseline", f"--rnnperf-baseline-tag={'t' * 300}"),
+                 "--rnnperf-baseline-tag / rnnperf_baseline_tag: 300 characters", "at most 245")
+
+
+def test_a_file_in_the_way_of_the_machine_folder_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """D8: a file where the machine's folder should be failed after the whole run ("File exists") and exited 0."""
+    path = _record(project)
+    shutil.rmtree(path.parent)
+    path.parent.write_text("in the way")
+    _usage_error(run(project, "--rnnperf-update-baseline"), "--rnnperf-update-baseline: cannot record into "
+                 f"{path.parent}: {path.parent} is a file, not a folder")
+
+
+def test_a_recording_that_fails_at_the_end_exits_non_zero(project: pytest.Pytester) -> None:
+    """D8: a recording that could not be written (here: a file appeared in its way during the run) exited 0."""
+    project.makepyfile(test_zz_in_the_way="""
+        import shutil
+        from pathlib import Path
+
+        def test_a_file_appears_where_the_gpu_folder_goes():
+            shutil.rmtree("baselines/NVIDIA_H200", ignore_errors=True)  # pytest-benchmark's storage made it
+            Path("baselines").mkdir(exist_ok=True)
+            Path("baselines/NVIDIA_H200").write_text("in the way")
+    """)
+    result = run(project, "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*baseline not recorded: cannot write to {project.path / GPU_DIR}/*: "
+                                 f"{project.path / GPU_DIR} is a file, not a folder*"])
+    assert "File exists" not in result.stdout.str()
+
+
+def test_the_last_four_digit_number_is_refused_before_the_run_not_written_as_five(project: pytest.Pytester) -> None:
+    """D12: after 9999_<tag>.json the recorder wrote 10000_<tag>.json, which is never read; refused up front now."""
+    path = _record(project)
+    shutil.copy(path, path.with_name("9999_baseline.json"))
+    _usage_error(run(project, "--rnnperf-update-baseline"), f"{path.parent}: holds baseline 9999")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["0001_baseline.json", "9999_baseline.json"]

@@ -113,3 +113,23 @@ def test_sensitivity_names_what_each_case_can_catch(project: pytest.Pytester) ->
                           capture_output=True, text=True, cwd=project.path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in done.stdout and "torch-gru-train-fp32-T4-B2-I3-H5-L1" in done.stdout
+
+
+def test_an_interrupted_run_is_not_kept(project: pytest.Pytester) -> None:
+    """Ctrl-C after some cases: the history gets none of them (it would hold a partial night)."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    project.makepyfile(test_zz_interrupt="def test_ctrl_c():\n    raise KeyboardInterrupt\n")
+    result = run(project, "--rnnperf-keep-run")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*run not kept: the run did not end OK (exit status 2)*"])
+    assert _files(project) == ["0001_baseline.json"]
+
+
+def test_a_full_history_folder_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """A machine folder holding number 9999: --rnnperf-keep-run stops before any test, naming the folder."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    (first,) = (project.path / GPU_DIR).glob("*/0001_baseline.json")
+    (first.parent / "9999_run.json").write_bytes(first.read_bytes())
+    result = run(project, "--rnnperf-keep-run")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--rnnperf-keep-run: cannot keep the run in {first.parent}: holds baseline 9999*"])

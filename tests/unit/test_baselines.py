@@ -16,7 +16,7 @@ from factories import record
 
 from pytest_rnnperf.store import baselines
 from pytest_rnnperf.store.baselines import find_latest, writable_problem, write_new
-from pytest_rnnperf.model.records import FORMAT_VERSION
+from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,3 +135,23 @@ def test_writable_problem_names_what_blocks_a_write(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(baselines.os, "access", lambda path, mode: Path(path) != locked)
     assert writable_problem(locked / "sub") == f"{locked / 'sub'}: {locked} is not writable"
     assert writable_problem(tmp_path / "other") is None
+
+
+def test_recording_into_a_read_only_machine_folder_is_named_before_the_run(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """D8 (issue 23): a read-only machine folder under a writable baselines folder was found only when writing."""
+    machine = tmp_path / "GPU" / "Linux-CPython-3.11-64bit"
+    machine.mkdir(parents=True)
+    assert baselines.record_problem(machine) is None
+    monkeypatch.setattr(baselines.os, "access", lambda path, mode: Path(path) != machine)
+    assert baselines.record_problem(machine) == f"{machine}: {machine} is not writable"
+
+
+def test_write_new_stops_at_the_last_four_digit_number(tmp_path: Path) -> None:
+    """D12 (issue 23): after 9999 it wrote 10000_<tag>.json, which no reader sees, then crashed; now one line."""
+    (tmp_path / "9999_b.json").write_text("{}")
+    with pytest.raises(BaselineError) as caught:
+        write_new(tmp_path, "b", {})
+    assert str(caught.value).startswith(f"{tmp_path}: holds baseline 9999, the last four-digit number")
+    assert "\n" not in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["9999_b.json"]
