@@ -98,7 +98,7 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
-    from pytest_rnnperf.store.baselines import writable_problem
+    from pytest_rnnperf.store.baselines import root_problem, writable_problem
 
     problems = []
     for s in SETTINGS:
@@ -118,8 +118,12 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         elif not os.access(target if target.exists() else target.parent, os.W_OK):
             problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is not writable")
     root = baseline_root(config, settings)
-    if root.exists() and not root.is_dir():
+    if not settings.baselines.strip():  # the rootdir itself would be searched for GPU folders: nothing compared
+        problems.append("--rnnperf-baselines / rnnperf_baselines: empty; give the baselines folder (default: baselines)")
+    elif root.exists() and not root.is_dir():
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
+    elif (why := root_problem(root, settings.baselines)) is not None:
+        problems.append(f"--rnnperf-baselines / rnnperf_baselines: {why}")
     elif settings.update_baseline and (why := writable_problem(root)) is not None:
         problems.append(f"--rnnperf-update-baseline: cannot record into {why}")
     elif settings.keep_run and (why := writable_problem(root)) is not None:

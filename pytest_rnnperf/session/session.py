@@ -21,7 +21,7 @@ from pytest_rnnperf.backends import (
 )
 from pytest_rnnperf.backends import model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
-    find_all, gpus_with_baselines, record_problem, writable_problem, write_new,
+    find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
@@ -180,7 +180,13 @@ class RnnperfSession:
         """
         if not self.device.available:
             return None
-        paths = find_all(self.root, self.device.gpu_slug, self.machine_id)
+        wrong_root = root_problem(self.root, self.settings.baselines, self.device.gpu_slug)
+        if wrong_root:  # baselines/<gpu> given as the root: <gpu>/<gpu>/ would be read and recorded into
+            raise UsageProblem(f"--rnnperf-baselines / rnnperf_baselines: {wrong_root}")
+        try:
+            paths = find_all(self.root, self.device.gpu_slug, self.machine_id)
+        except BaselineError as exc:
+            raise UsageProblem(str(exc)) from None
         if not paths:
             return None
         runs = []
@@ -189,9 +195,12 @@ class RnnperfSession:
                 run = load_run(path)
             except BaselineError as exc:
                 raise UsageProblem(str(exc)) from None
+            if not run.gpu_slug:
+                raise UsageProblem(f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be told "
+                                   f"apart from another model's run; move it out of {self.root}")
             if run.gpu_slug != self.device.gpu_slug:
-                raise UsageProblem(f"{path}: recorded on {run.gpu_slug or 'an unknown GPU'} but stored in the folder of "
-                                   f"{self.device.gpu_slug}; move it under {self.root / (run.gpu_slug or 'its GPU')}/")
+                raise UsageProblem(f"{path}: recorded on {run.gpu_slug} but stored in the folder of "
+                                   f"{self.device.gpu_slug}; move it to {self.root / run.gpu_slug / path.parent.name}/")
             runs.append(run)
         latest = paths[0]
         self.baseline, self.older = runs[0], runs[1:]

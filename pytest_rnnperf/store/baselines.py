@@ -6,11 +6,13 @@ with another model's numbers):
     baselines/<gpu_slug>/<pytest-benchmark machine id>/NNNN_<tag>.json
 
 Files are never overwritten: recording a baseline adds the next number, and the newest number is the
-baseline. What is inside a file is ``records``'s business.
+baseline. A file named like a baseline where it is never read (one folder too high or too deep, misnamed, a
+broken symlink) stops the run. What is inside a file is ``records``'s business.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -22,6 +24,12 @@ from pytest_rnnperf.model.records import BaselineError
 
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
 LAST = 9999  # four digits, as pytest-benchmark's file storage numbers its runs: reader and writer agree
+# What a user meant as a baseline: numbered (any width) or saying so. Such a file where it is never read stops
+# the run instead of being skipped; other files (notes, evidence) are left alone.
+_LIKE = re.compile(r"^(\d+_.*|.*baseline.*)\.json$", re.IGNORECASE)
+# pytest-benchmark's machine id (utils.get_machine_id), e.g. Linux-CPython-3.12-64bit: below a folder of that
+# shape only NNNN_<tag>.json is read, so a file named like a baseline there or deeper is misnamed or misplaced.
+_MACHINE = re.compile(r"^[^-]*-[^-]+-\d+\.\d+-\d+bit$")
 # A recorder writes here first; a killed run may leave one behind (.gitignore keeps it out of commits).
 TEMP_PREFIX, TEMP_SUFFIX = ".rnnperf-", ".tmp"
 
@@ -51,9 +59,103 @@ def find_latest(root: Path, gpu_slug: str, machine_id: str | None = None) -> Pat
 
 
 def find_all(root: Path, gpu_slug: str, machine_id: str | None = None) -> list[Path]:
-    """Every baseline of this GPU model, newest first (by ``find_latest``'s order)."""
-    files = _files(root / gpu_slug)
+    """Every baseline of this GPU model, newest first (by ``find_latest``'s order).
+
+    BaselineError (one line naming the path) for a folder that cannot be read, a file where the folder should
+    be, a broken symlink named like a baseline, and a baseline misnamed or one folder too high or too deep.
+    """
+    files = _stored(root / gpu_slug, machine_id)
     return sorted(files, key=lambda p: (1 if machine_id and p.parent.name == machine_id else 0, _number(p)), reverse=True)
+
+
+def _entries(folder: Path) -> list[Path]:
+    """What ``folder`` holds, sorted; BaselineError when it cannot be listed."""
+    try:
+        with os.scandir(folder) as listing:
+            return sorted(Path(entry.path) for entry in listing)
+    except OSError as exc:
+        raise BaselineError(f"{folder}: cannot read this folder: {exc.strerror or exc}") from None
+
+
+def _stored(folder: Path, machine_id: str | None) -> list[Path]:
+    """The baseline files of one GPU model's folder (none when it does not exist); BaselineError as ``find_all``."""
+    try:
+        if not folder.exists() and not folder.is_symlink():
+            return []
+    except OSError as exc:  # a folder above it that cannot be searched
+        raise BaselineError(f"{folder}: cannot read: {exc.strerror or exc}") from None
+    if not folder.is_dir():
+        raise BaselineError(f"{folder}: a file where the folder of the {folder.name} baselines should be; move it away")
+    files = []
+    for entry in _entries(folder):
+        if entry.is_dir():
+            files += _machine_files(entry)
+        elif _LIKE.match(entry.name):
+            raise BaselineError(f"{entry}: a baseline one folder too high, where it is never read: move it into "
+                                f"{folder / (machine_id or '<pytest-benchmark machine id>')}/")
+    return files
+
+
+def _machine_files(folder: Path) -> list[Path]:
+    """The NNNN_<tag>.json files of one machine-id folder; BaselineError as ``find_all``."""
+    machine = bool(_MACHINE.match(folder.name))
+    files = []
+    for entry in _entries(folder):
+        if _NAME.match(entry.name):
+            if not entry.is_file():
+                raise BaselineError(f"{entry}: {_not_a_file(entry)}")
+            files.append(entry)
+        elif not machine:
+            continue  # evidence/ and the like: only numbered files are read there, the rest is theirs
+        elif entry.is_dir():
+            deeper = next((p for p in sorted(entry.rglob("*")) if _LIKE.match(p.name)), None)
+            if deeper is not None:
+                depth = len(deeper.relative_to(folder).parts) - 1
+                raise BaselineError(f"{deeper}: a baseline {'one folder' if depth == 1 else f'{depth} folders'} too "
+                                    f"deep, where it is never read: move it up into {folder}/")
+        elif _LIKE.match(entry.name):
+            raise BaselineError(f"{entry}: named like a baseline, but only NNNN_<tag>.json (four digits) is read: "
+                                f"rename it in {folder}/")
+    return files
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path``, named like a baseline, is no file: a dangling or looping symlink, or a folder."""
+    if not path.is_symlink():
+        return "a folder, not a baseline file"
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink that loops"
+        return f"a symlink to {os.readlink(path)}, which does not exist"
+    return "a symlink to something that is not a file"
+
+
+def root_problem(root: Path, given: str, gpu_slug: str = "") -> str | None:
+    """Why ``root`` (the baselines folder, ``given`` as typed) is one GPU model's folder instead, or None."""
+    if gpu_slug and root.name == gpu_slug:
+        why = f"({gpu_slug})"
+    else:
+        held = _model_folder_content(root)
+        if held is None:
+            return None
+        why = f"(it holds {held})"
+    return (f"{root} is the folder of one GPU model {why}; give the baselines folder above it: "
+            f"--rnnperf-baselines={Path(given).parent}")
+
+
+def _model_folder_content(folder: Path) -> str | None:
+    """What in ``folder`` only a GPU model's folder holds (noise.json, a machine folder of baselines), or None."""
+    try:
+        if (folder / "noise.json").is_file():
+            return "noise.json"
+        for sub in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if _MACHINE.match(sub.name) and sub.is_dir() and any(_NAME.match(p.name) for p in sub.iterdir()):
+                return f"{sub.name}/"
+    except OSError:  # what cannot be read is find_all's to report
+        pass
+    return None
 
 
 def gpus_with_baselines(root: Path) -> list[str]:

@@ -574,3 +574,73 @@ def test_the_last_four_digit_number_is_refused_before_the_run_not_written_as_fiv
     shutil.copy(path, path.with_name("9999_baseline.json"))
     _usage_error(run(project, "--rnnperf-update-baseline"), f"{path.parent}: holds baseline 9999")
     assert sorted(p.name for p in path.parent.iterdir()) == ["0001_baseline.json", "9999_baseline.json"]
+
+
+# ----------------------------------------------------------------- the baselines layout (issue 23: D5-D7, D27, D29)
+
+
+@pytest.mark.parametrize("where, message", [
+    ("{gpu}/0001_baseline.json", "a baseline one folder too high, where it is never read: move it into {machine}/"),
+    ("{machine}/old/0001_baseline.json", "a baseline one folder too deep, where it is never read: move it up into "
+                                         "{machine}/"),
+    ("{machine}/baseline-0001.json", "named like a baseline, but only NNNN_<tag>.json (four digits) is read: "
+                                     "rename it in {machine}/"),
+    ("{machine}/00001_baseline.json", "named like a baseline, but only NNNN_<tag>.json (four digits) is read"),
+    ("{machine}/10000_baseline.json", "named like a baseline, but only NNNN_<tag>.json (four digits) is read"),
+])
+def test_a_misplaced_or_misnamed_baseline_stops_the_run(project: pytest.Pytester, where: str, message: str) -> None:
+    """D5: a baseline one folder too high, too deep or misnamed was ignored ("baseline: none yet", exit 0)."""
+    path = _record(project)
+    gpu, machine = project.path / GPU_DIR, path.parent
+    moved = Path(where.format(gpu=gpu, machine=machine))
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(path, moved)
+    before = _sha(moved)
+    _usage_error(run(project), f"{moved}: " + message.format(machine=machine))
+    assert _sha(moved) == before
+
+
+@pytest.mark.parametrize("target, message", [
+    ("missing.json", "a symlink to missing.json, which does not exist"),
+    ("0002_baseline.json", "a symlink that loops"),
+])
+def test_a_broken_symlink_named_like_a_baseline_stops_the_run(project: pytest.Pytester, target: str,
+                                                              message: str) -> None:
+    """D27: a dangling or looping symlink named like a baseline was skipped silently."""
+    path = _record(project)
+    link = path.with_name("0002_baseline.json")
+    link.symlink_to(target)
+    _usage_error(run(project), f"{link}: {message}")
+
+
+def test_an_empty_or_gpu_model_baselines_folder_is_refused(project: pytest.Pytester) -> None:
+    """D6: --rnnperf-baselines= or =baselines/NVIDIA_H200 compared with nothing and recorded into NVIDIA_H200/NVIDIA_H200/."""
+    _usage_error(run(project, "--rnnperf-baselines="), "--rnnperf-baselines / rnnperf_baselines: empty")
+    _usage_error(run(project, "--rnnperf-update-baseline", f"--rnnperf-baselines={GPU_DIR}"),
+                 f"--rnnperf-baselines / rnnperf_baselines: {project.path / GPU_DIR} is the folder of one GPU model "
+                 f"(NVIDIA_H200); give the baselines folder above it: --rnnperf-baselines=baselines")
+    assert not (project.path / "baselines").exists()
+    path = _record(project)
+    _usage_error(run(project, f"--rnnperf-baselines={GPU_DIR}"),
+                 f"{project.path / GPU_DIR} is the folder of one GPU model (it holds {path.parent.name}/); give the "
+                 f"baselines folder above it: --rnnperf-baselines=baselines")
+    assert [p.name for p in (project.path / GPU_DIR).iterdir()] == [path.parent.name]
+
+
+def test_a_file_where_the_gpu_folder_should_be_stops_the_run(project: pytest.Pytester) -> None:
+    """D7: baselines/NVIDIA_H200 as a file read as "no baseline yet"."""
+    (project.path / "baselines").mkdir()
+    (project.path / GPU_DIR).write_text("x")
+    _usage_error(run(project), f"{project.path / GPU_DIR}: a file where the folder of the NVIDIA_H200 baselines "
+                 f"should be; move it away")
+
+
+def test_a_baseline_that_names_no_gpu_says_what_to_do(project: pytest.Pytester) -> None:
+    """D29: a stored run without gpu_slug said "move it under .../its GPU/"."""
+    path = _record(project)
+    data = load_json(path)
+    del data["machine_info"]["rnnperf"]["gpu_slug"]
+    path.write_text(json.dumps(data))
+    line = _usage_error(run(project), f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be "
+                        f"told apart from another model's run; move it out of {project.path / 'baselines'}")
+    assert "its GPU" not in line

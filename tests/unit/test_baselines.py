@@ -137,6 +137,24 @@ def test_writable_problem_names_what_blocks_a_write(tmp_path: Path, monkeypatch:
     assert writable_problem(tmp_path / "other") is None
 
 
+def test_an_unreadable_gpu_or_machine_folder_is_an_error_not_no_baseline(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """D7 (issue 23): a folder that cannot be listed read as "no baseline"; now one line naming it."""
+    path = write_new(tmp_path / "GPU" / "Linux-CPython-3.11-64bit", "b", {})
+    listing = os.scandir
+    for locked in (tmp_path / "GPU", path.parent):
+        def scandir(folder: Any, locked: Path = locked) -> Any:
+            # The OS answers for permissions (root reads any folder), so ask a stand-in that says no.
+            if Path(folder) == locked:
+                raise PermissionError(13, "Permission denied", str(folder))
+            return listing(folder)
+
+        monkeypatch.setattr(baselines.os, "scandir", scandir)
+        with pytest.raises(BaselineError) as caught:
+            baselines.find_all(tmp_path, "GPU")
+        assert str(caught.value) == f"{locked}: cannot read this folder: Permission denied"
+
+
 def test_recording_into_a_read_only_machine_folder_is_named_before_the_run(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """D8 (issue 23): a read-only machine folder under a writable baselines folder was found only when writing."""
