@@ -590,15 +590,44 @@ def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str
 def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
     """Case id -> record, from the entries whose ``extra_info["rnnperf"]`` holds a full record."""
     out: dict[str, CaseRecord] = {}
+    where: dict[str, int] = {}
     for index, bench in enumerate(benchmarks):
         if not isinstance(bench, Mapping):
             raise RecordError(f"benchmarks[{index}] is {type(bench).__name__}, not an object")
-        extra = bench.get("extra_info") or {}
-        record = extra.get("rnnperf") if isinstance(extra, Mapping) else None
-        if isinstance(record, Mapping) and "generic" in record and "case" in record:
-            parsed = CaseRecord.from_dict(record, version)
-            out[parsed.id] = parsed
+        extra = bench.get("extra_info", {})
+        if not isinstance(extra, Mapping) or "rnnperf" not in extra:
+            if "extra_info" in bench and not isinstance(extra, Mapping):
+                raise RecordError(f"{_entry(index, bench)}: extra_info is {_kind(extra)}, not an object")
+            continue  # another plugin's benchmark in the same file
+        record = extra["rnnperf"]
+        if not isinstance(record, Mapping):
+            raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf is {_kind(record)}, not an object")
+        if "see" in record and "generic" not in record:
+            continue  # the other side's entry, pointing at the full record (benchmark_extra)
+        for key in ("case", "generic"):  # a record without them would read as a case the baseline never saw
+            if key not in record:
+                raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf has no '{key}'")
+        parsed = CaseRecord.from_dict(record, version)
+        if parsed.id in out:  # which copy to judge against is anyone's guess
+            raise RecordError(f"case {parsed.id} is stored twice (benchmarks[{where[parsed.id]}] and "
+                              f"benchmarks[{index}]); keep one")
+        out[parsed.id], where[parsed.id] = parsed, index
     return out
+
+
+def _entry(index: int, bench: Mapping[str, Any]) -> str:
+    """How an error names a benchmark entry: its index and pytest-benchmark's name of it."""
+    name = bench.get("name")
+    return f"benchmarks[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+
+
+def records_problem(data: Mapping[str, Any]) -> str | None:
+    """Why a stored run about to be written would not read back (a case twice, a malformed record), or None."""
+    try:
+        _records_from_benchmarks(data.get("benchmarks", []), FORMAT_VERSION)
+    except RecordError as exc:
+        return str(exc)
+    return None
 
 
 def load_run(path: Path) -> StoredRun:

@@ -52,6 +52,7 @@ class RnnperfFixture:
         self._item = item
         self._settings = settings
         self._bench = bench  # pytest-benchmark's BenchmarkSession, or None without it
+        self._models: set[str] = set()  # case ids of the models this test checked (one record per case id)
 
     @property
     def _disabled(self) -> bool:
@@ -111,6 +112,11 @@ class RnnperfFixture:
         """
         self._skipped_by_benchmark()
         case_id = self._item.nodeid + (f"::{name}" if name else "")
+        if case_id in self._models:  # a stored run holds one record per case id
+            named = f"named {name!r}" if name else "without a name"
+            pytest.fail(f"{case_id}: rnnperf.model(): this test already checked a model {named}; give each model of "
+                        f"a test its own name=", pytrace=False)
+        self._models.add(case_id)
         try:  # a mode, precision or floor the check cannot use is the test's mistake: one line, no traceback
             case = ModelCase(id=case_id, framework="unknown", mode=mode, precision=precision or self._settings.precision,
                              floor=floor)

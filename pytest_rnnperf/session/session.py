@@ -31,7 +31,7 @@ from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import (
-    BASELINE, KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, run_meta,
+    BASELINE, KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, records_problem, run_meta,
 )
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.session.settings import Settings
@@ -487,8 +487,11 @@ class RnnperfSession:
             return [f"run not kept: no baseline of {self.device.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = run_meta(self.device.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT)
         folder = self.root / self.device.gpu_slug / self.machine_id
+        data = benchmark_json(None, meta)
+        if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
+            return [f"run not kept: it would not read back: {unreadable}"]
         try:
-            path = write_new(folder, KEPT_TAG, benchmark_json(None, meta))
+            path = write_new(folder, KEPT_TAG, data)
         except OSError as exc:
             return [f"run not kept: cannot write to {writable_problem(folder) or f'{folder}: {exc.strerror or exc}'}"]
         except BaselineError as exc:
@@ -498,6 +501,10 @@ class RnnperfSession:
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
         """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""
         folder = self.root / gpu_slug / self.machine_id
+        unreadable = records_problem(data)
+        if unreadable:  # e.g. two tests measured one case: the reader would refuse the file, so it is not written
+            self.unrecorded = True
+            return f"baseline not recorded: it would not read back: {unreadable}"
         try:
             path = write_new(folder, self.settings.baseline_tag, data)
         except OSError as exc:

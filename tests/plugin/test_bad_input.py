@@ -644,3 +644,74 @@ def test_a_baseline_that_names_no_gpu_says_what_to_do(project: pytest.Pytester) 
     line = _usage_error(run(project), f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be "
                         f"told apart from another model's run; move it out of {project.path / 'baselines'}")
     assert "its GPU" not in line
+
+
+# -------------------------------------------------------------------------------------- records (issue 23: D9, D10)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda b: b["extra_info"]["rnnperf"].pop("generic"), "extra_info.rnnperf has no 'generic'"),
+    (lambda b: b["extra_info"]["rnnperf"].pop("case"), "extra_info.rnnperf has no 'case'"),
+    (lambda b: b["extra_info"].__setitem__("rnnperf", "edited"), "extra_info.rnnperf is text ('edited'), not an object"),
+    (lambda b: b["extra_info"].__setitem__("rnnperf", None), "extra_info.rnnperf is null (None), not an object"),
+])
+def test_a_record_that_lost_a_field_stops_the_run_not_reads_as_a_new_case(project: pytest.Pytester, edit,
+                                                                          message: str) -> None:
+    """D9: a record without generic or case, or an extra_info.rnnperf that is no object, was dropped as a "new case"."""
+    path = _record(project)
+    data = load_json(path)
+    index, bench = next((i, b) for i, b in enumerate(data["benchmarks"]) if "generic" in b["extra_info"]["rnnperf"])
+    edit(bench)
+    path.write_text(json.dumps(data))
+    before = _sha(path)
+    _usage_error(run(project), f"{path}: malformed record: benchmarks[{index}] ({bench['name']}): {message}")
+    assert _sha(path) == before
+    compare = _cli(project, "compare", str(path), str(path))
+    assert compare.returncode == 2 and message in compare.stderr
+
+
+def test_a_case_stored_twice_in_one_file_stops_the_run(project: pytest.Pytester) -> None:
+    """D10: a case id twice in one baseline file: the last copy won silently."""
+    path = _record(project)
+    data = load_json(path)
+    index, bench = next((i, b) for i, b in enumerate(data["benchmarks"]) if "generic" in b["extra_info"]["rnnperf"])
+    data["benchmarks"].append(bench)
+    path.write_text(json.dumps(data))
+    case = bench["extra_info"]["rnnperf"]["case"]["id"]
+    _usage_error(run(project), f"{path}: malformed record: case {case} is stored twice (benchmarks[{index}] and "
+                 f"benchmarks[{len(data['benchmarks']) - 1}])")
+
+
+def test_one_test_checking_two_models_under_one_name_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """D10: rnnperf.model(..., name="a") twice in one test stored two records of one case id."""
+    from conftest import torch_sees_a_gpu
+
+    if torch_sees_a_gpu() is None:
+        pytest.skip("needs torch")
+    pytester.makepyfile(test_two=(
+        "import torch\n\n"
+        "def test_two(rnnperf):\n"
+        "    for hidden in (5, 6):\n"
+        "        rnnperf.model(lambda: torch.nn.LSTM(3, hidden), inputs=torch.randn(4, 2, 3), name='a')\n"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=1", "--rnnperf-energy-s=0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_two.py::test_two::a: rnnperf.model(): this test already checked a model "
+                                 "named 'a'; give each model of a test its own name=*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_run_that_measured_one_case_twice_records_no_baseline(project: pytest.Pytester) -> None:
+    """D10: two tests measuring one case wrote a baseline holding it twice (the last copy won when read)."""
+    project.makepyfile(test_zz_again="""
+        from pytest_rnnperf.cases import Case, Shape
+
+        def test_lstm_again(rnnperf):
+            rnnperf.check(rnnperf.measure(Case("torch", "lstm", Shape(4, 2, 3, 5), floor=2.0)))
+    """)
+    result = run(project, "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*baseline not recorded: it would not read back: case torch-lstm-train-fp32-T4-B2-I3-H5-L1 "
+                                 "is stored twice (benchmarks[[]*[]] and benchmarks[[]*[]]); keep one*"])
+    assert not list((project.path / "baselines").rglob("*.json"))
