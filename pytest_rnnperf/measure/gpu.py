@@ -280,7 +280,8 @@ class DeviceInfo:
         """Filesystem-safe model name, e.g. ``NVIDIA_H200``; ``no-gpu`` without a readable device."""
         if not self.available or is_unavailable(self.name):
             return "no-gpu"
-        return re.sub(r"[^A-Za-z0-9.-]+", "_", self.name).strip("_") or "unknown-gpu"
+        slug = re.sub(r"[^A-Za-z0-9.-]+", "_", self.name).strip("_")
+        return slug if slug.strip(".") else "unknown-gpu"  # "." or ".." would name a folder outside the GPU's own
 
 
 _NOT_REPORTED = {"available", "reason", "processes"}

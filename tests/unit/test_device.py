@@ -339,3 +339,11 @@ def test_device_fields_are_all_reported_strings() -> None:
     assert all(isinstance(v, str) for v in info.as_dict().values())
     with pytest.raises(AttributeError):
         info.name = "x"  # type: ignore[misc]  # frozen
+
+
+@pytest.mark.parametrize("name", ["..", ".", "...", " .. "])
+def test_a_gpu_name_of_dots_never_names_a_folder_outside_the_baselines(name: str) -> None:
+    """D32 (issue 23): a GPU named '..' had the slug '..', so its baselines were recorded outside the folder."""
+    fake = FakeNVML(name=name)
+    slug = read_device_info(nvml=fake).gpu_slug
+    assert slug.strip(".") and "/" not in slug
