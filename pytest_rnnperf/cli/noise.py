@@ -44,6 +44,12 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
     result = measure(runs)
     if not result.spread:
         return 2, ["error: no case has device time in two or more of these runs"]
+    from pytest_rnnperf.judge.noise import MAX_SPREAD
+
+    wide = [(k, v) for k, v in result.spread.items() if v > MAX_SPREAD]
+    if wide:  # stored, such a spread would switch the case's gate off
+        return 2, [f"error: {', '.join(f'{k} moved {v:.0%}' for k, v in wide)} between these runs: at most 100% for "
+                   f"null runs; leave out the runs where something changed"]
     floor = DEFAULT.device_min_effect
     lines = [f"{'case':<52} {'device spread':>13} {'threshold':>9}"]
     for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1]):

@@ -24,6 +24,7 @@ from pytest_rnnperf.judge.verdicts import Policy
 
 FORMAT = 1
 FILE_NAME = "noise.json"
+MAX_SPREAD = 1.0  # 100%: a case that moved more between runs was changed, not noisy
 # A new process may land a little beyond the range the null runs saw.
 MARGIN = 1.25
 
@@ -81,6 +82,10 @@ def load(path: Path) -> Noise:
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
             and v >= 0 for k, v in spread.items()):
         raise BaselineError(f"{path}: device_spread must map case ids to finite numbers >= 0")
+    wide = next(((k, v) for k, v in spread.items() if v > MAX_SPREAD), None)
+    if wide is not None:  # a spread that wide raises the case's threshold past any slowdown: its gate is off
+        raise BaselineError(f"{path}: device_spread of {wide[0]} is {wide[1]:g}: at most 1 (100%); runs that moved "
+                            f"more were not null runs")
     runs = data.get("runs")
     sources = data.get("sources")
     return Noise(spread={k: float(v) for k, v in spread.items()}, runs=runs if isinstance(runs, int) else 0,

@@ -34,6 +34,8 @@ from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 # a stored run says whether it is a recorded baseline or a run kept for the history, and may carry the summaries
 # of the extra processes it was recorded with (see ``model.process``).
 FORMAT_VERSION = 3
+# Far more samples than --rnnperf-rounds gives (at most 1000, twice when re-measured), far fewer than exhaust memory.
+MAX_SAMPLES = 10_000
 
 
 class RecordError(ValueError):
@@ -369,6 +371,8 @@ def _measurement_from_dict(data: Any, side: str) -> Measurement:
     samples = _list(d.get("samples_s"), f"{side} samples_s")
     if not samples:
         raise RecordError(f"{side} samples_s is empty")
+    if len(samples) > MAX_SAMPLES:  # the bootstrap resamples every sample 2000 times: this bounds its memory
+        raise RecordError(f"{side} samples_s holds {len(samples)} samples: at most {MAX_SAMPLES} (hand-made?)")
     values = tuple(_number(v, f"{side} samples_s") for v in samples)
     bad = [v for v in values if v <= 0]
     if bad:

@@ -1,7 +1,7 @@
 """The settings table: every option's name, default, type, check and where it may be set.
 
 Pure data and plain validation, no pytest: ``plugin`` turns each ``Setting`` into a command-line flag and
-an ini key (and a ``@pytest.mark.rnnperf(...)`` keyword where ``marker`` is set), and ``__main__`` reuses
+an ini key (and a ``@pytest.mark.rnnperf(...)`` keyword where ``marker`` is set), and ``cli`` reuses
 the same checks for the offline commands, so a value is judged the same way wherever it is given.
 """
 
@@ -43,6 +43,73 @@ def to_float(value: Any) -> float:
     return number
 
 
+def to_fraction(value: Any) -> float:
+    """A threshold as a fraction (0.03 = 3%), from a number or its text; "3%" reads as 0.03.
+
+    A bare number of 1 or more is refused: it is almost always a percent typed as a number (3 meaning 3%),
+    which would silently raise the threshold to 300%. Such a threshold can still be written as "300%".
+    """
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return to_float(value.strip()[:-1]) / 100
+        except SettingError:
+            raise SettingError(f"{value!r} is not a number or a percent") from None
+    number = to_float(value)
+    if number >= 1:
+        raise SettingError(f"{number!r} would be {number:.0%}: thresholds are fractions (0.03 = 3%); for {number:g}% "
+                           f"write {number / 100:g} or {number:g}%")
+    return number
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percent, as precise as it was given: 0.03 -> "3%", 0.025 -> "2.5%"."""
+    return f"{fraction * 100:.4g}%"
+
+
+def thresholds(policy: Policy) -> str:
+    """The thresholds a policy judges with, in one line (printed wherever verdicts are)."""
+    host = "failed" if policy.fail_host else "reported, not failed"
+    return (f"cuDNN device time {percent(policy.device_min_effect)}, wall time {percent(policy.min_effect)} "
+            f"(host-bound {percent(policy.host_bound_effect)}), host overhead {percent(policy.host_effect)} ({host})")
+
+
+def missing_library(module: str, distribution: str | None = None) -> str | None:
+    """``needs <module>: pip install '<requirement>'`` where ``module`` cannot be imported, else None.
+
+    The requirement is the one this package declares for ``distribution`` (the module's name unless given),
+    version included, or the extra that brings it, so the line says exactly what to install.
+    """
+    from importlib.metadata import PackageNotFoundError, metadata, requires
+    from importlib.util import find_spec
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        if find_spec(module) is not None:
+            return None
+    except (ImportError, ValueError):  # a parent package that cannot be imported, a module without a spec
+        pass
+    wanted = canonicalize_name(distribution or module)
+    install = distribution or module
+    try:
+        extras = metadata("pytest-rnnperf").get_all("Provides-Extra") or []
+        declared = [Requirement(r) for r in requires("pytest-rnnperf") or []]
+    except PackageNotFoundError:  # run from a source tree without installing it
+        extras, declared = [], []
+    for req in declared:
+        if canonicalize_name(req.name) != wanted:
+            continue
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            install = f"{req.name}{req.specifier}"
+            break
+        extra = next((e for e in extras if req.marker.evaluate({"extra": e})), None)
+        if extra is not None:
+            install = f"pytest-rnnperf[{extra}]"
+            break
+    return f"needs {module}: pip install '{install}'"
+
+
 def to_bool(value: Any) -> bool:
     """An ini boolean as pytest users write them (1/true/yes/on, 0/false/no/off or empty)."""
     if isinstance(value, bool):
@@ -60,12 +127,21 @@ def to_str(value: Any) -> str:
     return str(value)
 
 
-def at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
-    """A check that a number is >= low (> low when strict)."""
+def at_least(low: float, strict: bool = False, high: float | None = None) -> Callable[[Any], str | None]:
+    """A check that a number is >= low (> low when strict), and <= high where given."""
     def check(value: Any) -> str | None:
         ok = value > low if strict else value >= low
-        return None if ok else f"{value!r} must be {'>' if strict else '>='} {low:g}"
+        if not ok:
+            return f"{value!r} must be {'>' if strict else '>='} {low:g}"
+        if high is not None and value > high:
+            return f"{value!r} must be <= {high:g}"
+        return None
     return check
+
+
+def not_empty(value: Any) -> str | None:
+    """A check that a path setting is not empty (an empty one would silently write nothing)."""
+    return None if str(value).strip() else "empty: give a folder, or 'none' to turn the reports off"
 
 
 @dataclass(frozen=True)
@@ -108,15 +184,20 @@ _POLICY = Policy()
 SETTINGS: tuple[Setting, ...] = (
     Setting("scale", "auto", to_str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
             "GPU, smoke without", choices=("auto",) + SCALES),
-    Setting("rounds", 8, to_int, "timed interleaved wall-clock rounds per case and side", marker=True, check=at_least(1)),
+    # The upper bounds keep a typo (an extra zero, a unit mixed up) from running for days: far beyond any
+    # useful value, and a stored record of that many samples stays within what the reader accepts.
+    Setting("rounds", 8, to_int, "timed interleaved wall-clock rounds per case and side (at most 1000)", marker=True,
+            check=at_least(1, high=1000)),
     Setting("min_block_ms", 10.0, to_float, "minimum length of one timed block of steps, in ms (amortizes "
-            "the device sync)", marker=True, check=at_least(0)),
-    Setting("energy_s", 1.0, to_float, "seconds of steps per side in a dedicated NVML energy window (0: off)",
-            marker=True, check=at_least(0)),
-    Setting("max_case_s", 60.0, to_float, "time budget per case for the timed rounds, in s", marker=True,
-            check=at_least(0, strict=True)),
+            "the device sync; at most 10000)", marker=True, check=at_least(0, high=10_000)),
+    Setting("energy_s", 1.0, to_float, "seconds of steps per side in a dedicated NVML energy window (0: off; at "
+            "most 60)", marker=True, check=at_least(0, high=60)),
+    Setting("max_case_s", 60.0, to_float, "time budget per case for the timed rounds, the energy window and the "
+            "device-time rounds, in s (at most 3600; the minimum rounds always run)", marker=True,
+            check=at_least(0, strict=True, high=3600)),
     Setting("device_rounds", 8, to_int, "traced rounds of the cuDNN side for device time (CUPTI, needs "
-            "cupti-python; the generic side gets half, at least 3); 0 turns device time off", marker=True, check=at_least(0)),
+            "cupti-python; the generic side gets half, at least 3); 0 turns device time off (at most 1000)",
+            marker=True, check=at_least(0, high=1000)),
     Setting("precision", "fp32", to_str, "precision of a model checked with rnnperf.model() (the ready suite "
             "sets its own per case)", marker=True, choices=PRECISIONS),
     Setting("baselines", "baselines", to_str, "folder of stored baselines, one subfolder per GPU model (relative "
@@ -133,21 +214,22 @@ SETTINGS: tuple[Setting, ...] = (
             "each case's noise", switch=True),
     Setting("min_processes", _POLICY.min_processes, to_int, "stored processes a case's history needs before it "
             "is judged across processes (fewer: against its newest stored record alone)", check=at_least(2)),
-    Setting("min_effect", _POLICY.min_effect, to_float, "smallest change of the cuDNN wall time that counts as a "
-            "regression or improvement where either run has no device time (0.05 = 5%)",
+    # Thresholds are fractions (0.05) or percents ("5%"); a bare 5 is refused (see to_fraction).
+    Setting("min_effect", _POLICY.min_effect, to_fraction, "smallest change of the cuDNN wall time that counts as a "
+            "regression or improvement where either run has no device time (0.05 or 5%)",
             check=at_least(0, strict=True)),
-    Setting("host_bound_effect", _POLICY.host_bound_effect, to_float, "wall-time threshold for cases that kept "
+    Setting("host_bound_effect", _POLICY.host_bound_effect, to_fraction, "wall-time threshold for cases that kept "
             "the GPU busy less than half the time, where either run has no device time", check=at_least(0, strict=True)),
-    Setting("device_effect", _POLICY.device_min_effect, to_float, "smallest change of the cuDNN device time that "
-            "counts as a regression or improvement (0.03 = 3%)", check=at_least(0, strict=True)),
-    Setting("host_effect", _POLICY.host_effect, to_float, "smallest change of the host overhead (wall minus device "
-            "time) that counts as a regression", check=at_least(0, strict=True)),
+    Setting("device_effect", _POLICY.device_min_effect, to_fraction, "smallest change of the cuDNN device time "
+            "that counts as a regression or improvement (0.03 or 3%)", check=at_least(0, strict=True)),
+    Setting("host_effect", _POLICY.host_effect, to_fraction, "smallest change of the host overhead (wall minus "
+            "device time) that counts as a regression (0.5 or 50%)", check=at_least(0, strict=True)),
     Setting("fail_host", False, to_bool, "fail a case whose host overhead regressed (off: reported by name; host "
             "time drifts with the runner)", switch=True),
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md and speedups.png "
-            "('none' to write nothing)", path=True),
+            "('none' to write nothing)", path=True, check=not_empty),
     Setting("markdown", "", to_str, "also append the Markdown summary to this file ($GITHUB_STEP_SUMMARY is "
             "used when set)", path=True),
 )

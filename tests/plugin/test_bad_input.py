@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -715,3 +716,77 @@ def test_a_run_that_measured_one_case_twice_records_no_baseline(project: pytest.
     result.stdout.fnmatch_lines(["*baseline not recorded: it would not read back: case torch-lstm-train-fp32-T4-B2-I3-H5-L1 "
                                  "is stored twice (benchmarks[[]*[]] and benchmarks[[]*[]]); keep one*"])
     assert not list((project.path / "baselines").rglob("*.json"))
+
+
+# ------------------------------------------------------------------------------------------ issue 23 (D4-D31)
+
+
+def _copy(path: Path, target: Path, edit: Any = None) -> Path:
+    """A copy of a stored run at ``target``, with ``edit(data)`` applied to its JSON."""
+    data = load_json(path)
+    if edit is not None:
+        edit(data)
+    target.write_text(json.dumps(data))
+    return target
+
+
+def _one_error(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Assert exit 2 with one line on stderr holding every fragment, nothing on stdout; returns that line."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stdout + done.stderr
+    assert all(f in done.stderr for f in fragments), done.stderr
+    return done.stderr.strip()
+
+
+@pytest.mark.parametrize("option", ["--rnnperf-device-effect=3", "--rnnperf-host-effect=3", "--rnnperf-min-effect=3",
+                                    "--rnnperf-host-bound-effect=3"])
+def test_a_percent_typed_as_a_number_stops_the_run_with_a_hint(project: pytest.Pytester, option: str) -> None:
+    """D4: --rnnperf-device-effect=3 (meant 3%) judged a 2x slowdown unchanged; now refused, saying how to write it."""
+    _usage_error(run(project, option), option.split("=")[0], "3.0 would be 300%", "write 0.03 or 3%")
+
+
+def _without(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """python -m pytest_rnnperf ARGS with ``module`` unimportable (as if it were not installed)."""
+    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv[0] = 'rnnperf'; "
+            f"from pytest_rnnperf.cli.main import main; sys.exit(main())")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_an_empty_report_dir_is_refused_naming_the_way_to_turn_reports_off(project: pytest.Pytester) -> None:
+    """D30: --rnnperf-report-dir= (empty) silently wrote no report."""
+    _usage_error(run(project, "--rnnperf-report-dir="), "--rnnperf-report-dir", "empty", "'none'")
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--rnnperf-energy-s=1e9", "1000000000.0 must be <= 60"),
+    ("--rnnperf-device-rounds=10000000", "10000000 must be <= 1000"),
+    ("--rnnperf-rounds=10000000", "10000000 must be <= 1000"),
+    ("--rnnperf-max-case-s=1e9", "1000000000.0 must be <= 3600"),
+    ("--rnnperf-min-block-ms=1e9", "1000000000.0 must be <= 10000"),
+])
+def test_a_setting_that_would_run_for_days_is_refused(project: pytest.Pytester, option: str, message: str) -> None:
+    """D14: --rnnperf-energy-s=1e9 and --rnnperf-device-rounds=10000000 hung the run."""
+    # A bounded run: a regression fails here instead of hanging the suite.
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", option, timeout=120)
+    _usage_error(result, option.split("=")[0], message)
+
+
+def test_a_stored_record_with_implausibly_many_samples_is_refused_in_one_line(project: pytest.Pytester) -> None:
+    """D11: a record of 2,000,000 samples failed every test with a 29.8 GiB MemoryError from the bootstrap."""
+    path = _record(project)
+    data = load_json(path)
+    for bench in data["benchmarks"]:
+        record = bench["extra_info"]["rnnperf"]
+        if "cudnn" in record:
+            record["cudnn"]["samples_s"] = record["cudnn"]["samples_s"] * 1500
+    path.write_text(json.dumps(data))
+    _usage_error(run(project), str(path), "cudnn samples_s holds 12000 samples", "at most 10000")
+
+
+def test_a_noise_file_with_an_absurd_spread_stops_the_run(project: pytest.Pytester) -> None:
+    """D28: a noise.json spread of 1e300 silently switched that case's gate off."""
+    _record(project)
+    path = project.path / GPU_DIR / "noise.json"
+    case = "torch-lstm-train-fp32-T4-B2-I3-H5-L1"
+    path.write_text(json.dumps({"format": 1, "runs": 2, "device_spread": {case: 1e300}}))
+    _usage_error(run(project), str(path), case, "1e+300", "at most 1 (100%)")

@@ -91,3 +91,26 @@ def test_noise_needs_two_runs_and_compare_takes_the_file(tmp_path: Path) -> None
     assert code == 0, lines
     (tmp_path / "bad.json").write_text("{")
     assert compare_files(runs[0], runs[1], noise_file=tmp_path / "bad.json")[0] == 2
+
+
+@pytest.mark.parametrize("value", [1e300, 1.5])
+def test_a_noise_spread_beyond_100_percent_is_refused_naming_the_file_and_case(tmp_path: Path, value: float) -> None:
+    """D28: a spread of 1e300 silently switched that case's device-time gate off."""
+    path = tmp_path / "noise.json"
+    path.write_text(json.dumps({"format": 1, "device_spread": {"steady": 0.01, "torch-lstm": value}}))
+    with pytest.raises(BaselineError) as info:
+        noise.load(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: ") and "torch-lstm" in text and f"{value:g}" in text, text
+    assert "at most 1 (100%)" in text and "\n" not in text
+
+
+def test_the_noise_command_refuses_to_store_a_spread_beyond_100_percent(tmp_path: Path) -> None:
+    """D28: runs whose device time moved 2.5x are not null runs; their file would switch the gate off."""
+    runs = [_stored(tmp_path, f"run{i}.json", [record("steady", 1.0, seed=i, cudnn_dev_ms=0.5),
+                                               record("moved", 4.0, seed=i, cudnn_dev_ms=ms)])
+            for i, ms in enumerate((1.0, 2.5))]
+    out = tmp_path / "noise.json"
+    code, lines = noise_files(runs, out)
+    assert code == 2 and len(lines) == 1 and "moved" in lines[0] and "150%" in lines[0], lines
+    assert not out.exists()

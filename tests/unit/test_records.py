@@ -135,6 +135,17 @@ def test_a_hand_edited_record_is_refused_in_one_line(tmp_path: Path, field: str,
     assert "\n" not in text
 
 
+@pytest.mark.parametrize("field", ["cudnn.samples_s", "generic.samples_s"])
+def test_a_record_with_implausibly_many_samples_is_refused_when_read(tmp_path: Path, field: str) -> None:
+    """D11: a record of 2,000,000 samples was read, then failed every test with a MemoryError from the bootstrap."""
+    path = tmp_path / "0001_x.json"
+    path.write_text(json.dumps(_file([_edit(field, [1e-3] * 10_001)])))
+    with pytest.raises(BaselineError) as info:
+        load_run(path)
+    side = field.split(".")[0]
+    assert f"{side} samples_s holds 10001 samples: at most 10000" in str(info.value), str(info.value)
+
+
 def test_format_1_records_are_migrated_when_read(tmp_path: Path) -> None:
     """A format-1 record (no timer, warnings as strings, a stored device_busy) reads as format 2."""
     v1 = _good()

@@ -75,12 +75,12 @@ def test_workers_of_one_model_record_one_file_with_every_frameworks_fields(tmp_p
     for k, runtime in enumerate(({"torch": {"torch.cudnn_version": "9.19.0"}}, {"tf": {"tf.cudnn_version": "9.3.0"}})):
         gw = worker(k, nvml, runtime, results=[record(case_id=f"case{k}")])
         gw.carry_entries({}, gw.results[0])
-        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [rec.id])
+        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [{"name": rec.id}])
     [line] = run.record_baseline(stub_json, benchmarks_on=True)
     assert line.startswith("baseline recorded: ") and "NVIDIA_H200/Linux-CPython-3.11-64bit/0001_baseline.json" in line
     stored = json.loads(Path(line.split(": ", 1)[1]).read_text())
     meta = stored["machine_info"]["rnnperf"]
-    assert stored["benchmarks"] == ["case0", "case1"]
+    assert [b["name"] for b in stored["benchmarks"]] == ["case0", "case1"]
     assert meta["environment"]["torch.cudnn_version"] == "9.19.0" and meta["environment"]["tf.cudnn_version"] == "9.3.0"
     assert [w.split(" (")[0] for w in meta["workers"]] == ["gw0 NVIDIA H200", "gw1 NVIDIA H200"]
 
@@ -105,7 +105,7 @@ def test_workers_on_two_models_record_a_file_each_and_report_each_model_apart(tm
     for k in range(2):
         gw = worker(k, nvml, {}, results=[record(case_id=f"case{k}")])
         gw.carry_entries({}, gw.results[0])
-        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [rec.id])
+        run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [{"name": rec.id}])
     lines = run.record_baseline(stub_json, benchmarks_on=True)
     assert ["NVIDIA_H200/" in lines[0], "NVIDIA_H100_80GB_HBM3/" in lines[1]] == [True, True]
     views = run.model_views()
