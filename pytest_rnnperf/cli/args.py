@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from pytest_rnnperf.judge.verdicts import Policy
-from pytest_rnnperf.session.settings import SettingError, at_least, to_float
+from pytest_rnnperf.session.settings import SettingError, at_least, to_float, to_fraction
 
 DEFAULT = Policy()
 
@@ -22,11 +22,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def number(check: Callable[[Any], str | None]) -> Callable[[str], float]:
+def number(check: Callable[[Any], str | None], convert: Callable[[Any], float] = to_float) -> Callable[[str], float]:
     """An argparse type: a finite number that passes ``check`` (the same checks as the plugin's options)."""
     def parse(text: str) -> float:
         try:
-            value = to_float(text)
+            value = convert(text)
         except SettingError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         problem = check(value)
@@ -41,19 +41,39 @@ def positive() -> Callable[[str], float]:
     return number(at_least(0, strict=True))
 
 
+def fraction(low: float = 0, strict: bool = True) -> Callable[[str], float]:
+    """An argparse type for a threshold: 0.03 or "3%"; a bare 3 (meant 3%) is refused with a hint."""
+    return number(at_least(low, strict=strict), convert=to_fraction)
+
+
 def prog() -> str:
     """How the user called us: ``rnnperf`` (the console script) or ``python -m pytest_rnnperf``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     return "python -m pytest_rnnperf" if name in ("", "__main__.py", "-c") else name
 
 
-def load(paths: Sequence[Path], allow_other_gpu: bool) -> list[Any]:
-    """The stored runs; BaselineError for an unusable file, ValueError for runs of different GPU models."""
+def load(paths: Sequence[Path], allow_other_gpu: bool, force: str = "--allow-other-gpu to force",
+         distinct: bool = False) -> list[Any]:
+    """The stored runs; BaselineError for an unusable file, ValueError for runs of different GPU models.
+
+    ``force`` says how to go on anyway where the command can; ``distinct`` refuses one run given twice (a spread
+    of a run with itself is 0%, which reads as a quiet machine).
+    """
     from pytest_rnnperf.model.records import load_run
 
     runs = [load_run(p) for p in paths]
     models = sorted({r.gpu_slug or "an unknown GPU" for r in runs})
     if len(models) > 1 and not allow_other_gpu:
         raise ValueError(f"the runs are from different GPU models ({', '.join(models)}): their times differ by "
-                         f"design (--allow-other-gpu to force)")
+                         f"design ({force})")
+    if distinct:
+        seen: dict[Any, Path] = {}
+        for path, stored in zip(paths, runs):
+            if path.resolve() in seen.values():
+                raise ValueError(f"{path} is given twice")
+            key = (stored.datetime, tuple(sorted(stored.records)), tuple(r.cudnn.samples if r.cudnn else None
+                                                                           for _, r in sorted(stored.records.items())))
+            if key in seen:
+                raise ValueError(f"{path} holds the same run as {seen[key]} (a copy?); give runs of different nights")
+            seen[key] = path
     return runs

@@ -10,8 +10,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import DEFAULT, load, positive
+from pytest_rnnperf.cli.args import DEFAULT, fraction, load
 from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.session.settings import thresholds
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,14 +21,14 @@ def add_parser(subparsers: Any) -> None:
     cmp.add_argument("old", type=Path, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json), or a "
                                             "GPU model's folder (baselines/NVIDIA_H200) to judge against its history")
     cmp.add_argument("new", type=Path, help="run to judge (e.g. the --benchmark-json of tonight's run)")
-    cmp.add_argument("--min-effect", type=positive(), default=DEFAULT.min_effect,
+    cmp.add_argument("--min-effect", type=fraction(), default=DEFAULT.min_effect,
                      help=f"smallest change that counts (default {DEFAULT.min_effect})")
-    cmp.add_argument("--host-bound-effect", type=positive(), default=DEFAULT.host_bound_effect,
+    cmp.add_argument("--host-bound-effect", type=fraction(), default=DEFAULT.host_bound_effect,
                      help=f"threshold for cases that kept the GPU busy less than half the time "
                           f"(default {DEFAULT.host_bound_effect})")
-    cmp.add_argument("--device-effect", type=positive(), default=DEFAULT.device_min_effect,
+    cmp.add_argument("--device-effect", type=fraction(), default=DEFAULT.device_min_effect,
                      help=f"smallest change of the cuDNN device time that counts (default {DEFAULT.device_min_effect})")
-    cmp.add_argument("--host-effect", type=positive(), default=DEFAULT.host_effect,
+    cmp.add_argument("--host-effect", type=fraction(), default=DEFAULT.host_effect,
                      help=f"smallest change of the host overhead that counts (default {DEFAULT.host_effect})")
     cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
     cmp.add_argument("--allow-other-gpu", action="store_true",
@@ -64,8 +65,9 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     verdicts = judge_history(runs, cur, policy) if runs else compare_runs(base, cur, policy)
-    lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); min effect {policy.min_effect:.0%} (wall), "
-             f"{policy.device_min_effect:.0%} (device), {policy.host_effect:.0%} (host overhead)"]
+    if not verdicts:  # e.g. the night torch saw no GPU and skipped every cuDNN case: not a pass
+        return 2, [f"error: nothing in common: none of the {len(base.records)} case(s) of {old.name} is in {new}"]
+    lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); thresholds: {thresholds(policy)}"]
     for v in verdicts:
         label = "FLAGGED" if v.outcome is Outcome.REGRESSED_NOT_FAILED else str(v.verdict).upper()
         if v.host_regressed and v.verdict is not Verdict.REGRESSED:

@@ -8,8 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import number
-from pytest_rnnperf.session.settings import at_least
+from pytest_rnnperf.cli.args import fraction
 
 
 def add_parser(subparsers: Any) -> None:
@@ -31,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
     his.add_argument("--fallback", choices=FALLBACKS, default="skip",
                      help="--metric device, a run without device time for a case: leave that run out of the "
                           "case's series (skip, default) or follow the case in wall time (wall)")
-    his.add_argument("--min-shift", type=number(at_least(0)), default=DEFAULT_MIN_SHIFT,
+    his.add_argument("--min-shift", type=fraction(0, strict=False), default=DEFAULT_MIN_SHIFT,
                      help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
     his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
     his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")

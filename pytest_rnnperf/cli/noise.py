@@ -38,7 +38,8 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
         if problem:
             return 2, [f"error: {problem}"]
     try:
-        runs = load(paths, allow_other_gpu=False)
+        runs = load(paths, allow_other_gpu=False, distinct=True,
+                    force="the noise of one GPU model is measured on that model's runs only")
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     result = measure(runs)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.cli.args import load, number, positive
+from pytest_rnnperf.cli.args import fraction, load, number
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import at_least
 
@@ -15,7 +15,7 @@ def add_parser(subparsers: Any) -> None:
     """The ``spread`` subcommand and its options."""
     spr = subparsers.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
     spr.add_argument("runs", type=Path, nargs="+", help="two or more stored runs of the same GPU model")
-    spr.add_argument("--target", type=positive(), default=0.03, help="spread to aim for (default 0.03)")
+    spr.add_argument("--target", type=fraction(), default=0.03, help="spread to aim for (default 0.03 = 3%%)")
     spr.add_argument("--min-step-ms", type=number(at_least(0)), default=1.0, help="cases with cuDNN steps "
                      "shorter than this are listed but not held to the target (default 1.0)")
     spr.add_argument("--allow-other-gpu", action="store_true", help="spread over runs of different GPU models")
@@ -37,7 +37,7 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     if len(paths) < 2:
         return 2, ["error: spread needs at least two runs"]
     try:
-        runs = load(paths, allow_other_gpu)
+        runs = load(paths, allow_other_gpu, distinct=True)
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
     common = [c for c in runs[0].records if all(c in r.records and r.records[c].cudnn is not None for r in runs)]

@@ -790,3 +790,60 @@ def test_a_noise_file_with_an_absurd_spread_stops_the_run(project: pytest.Pytest
     case = "torch-lstm-train-fp32-T4-B2-I3-H5-L1"
     path.write_text(json.dumps({"format": 1, "runs": 2, "device_spread": {case: 1e300}}))
     _usage_error(run(project), str(path), case, "1e+300", "at most 1 (100%)")
+
+
+@pytest.mark.parametrize("args, option", [
+    (["compare", "--device-effect", "3"], "--device-effect"),
+    (["compare", "--host-effect", "1"], "--host-effect"),
+    (["spread", "--target", "3"], "--target"),
+    (["history", "--min-shift", "1"], "--min-shift"),
+])
+def test_the_commands_refuse_a_percent_typed_as_a_number(project: pytest.Pytester, args: list[str], option: str) -> None:
+    """D4: compare --device-effect 3, spread --target 3, history --min-shift 1 silently meant 300% and 100%."""
+    path = _record(project)
+    line = _one_error(_cli(project, *args, str(path), str(path)), f"argument {option}:",
+                      "thresholds are fractions (0.03 = 3%)")
+    assert "would be 300%" in line or "would be 100%" in line
+
+
+
+def test_compare_takes_a_percent_and_prints_the_thresholds_in_use(project: pytest.Pytester) -> None:
+    """D4: compare --device-effect 3% is 0.03; its first line names every threshold."""
+    path = _record(project)
+    older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
+    done = _cli(project, "compare", "--device-effect", "3%", "--host-bound-effect", "40%", str(older), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("thresholds: cuDNN device time 3%, wall time 5% (host-bound 40%), host overhead 50% (reported, not "
+            "failed)") in done.stdout.splitlines()[0]
+
+
+
+def test_compare_with_nothing_in_common_is_an_error_not_a_pass(project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """D17: a night that ran none of the baseline's cases: compare said '0 case(s) compared', exit 0."""
+    run(project, "--rnnperf-update-baseline", "-k", "gru").assert_outcomes(passed=1, deselected=1)
+    (path,) = (project.path / GPU_DIR).glob("*/0001_baseline.json")
+    run(project, "-k", "lstm", "--benchmark-json=night.json").assert_outcomes(passed=1, deselected=1)
+    _one_error(_cli(project, "compare", str(path), "night.json"), "nothing in common", "night.json",
+               f"none of the 1 case(s) of {path.name}")
+
+
+
+def test_noise_over_two_gpu_models_does_not_suggest_a_flag_it_lacks(project: pytest.Pytester) -> None:
+    """D18: noise said '--allow-other-gpu to force', which noise does not have."""
+    path = _record(project)
+    other = _copy(path, project.path / "a100.json",
+                  lambda d: d["machine_info"]["rnnperf"].update(gpu_slug="NVIDIA_A100-SXM4-80GB"))
+    line = _one_error(_cli(project, "noise", str(path), str(other)), "different GPU models")
+    assert "--allow-other-gpu" not in line and "noise of one GPU model" in line
+
+
+
+@pytest.mark.parametrize("command", ["spread", "noise"])
+def test_the_same_run_given_twice_is_refused(project: pytest.Pytester, command: str) -> None:
+    """D19: spread r1.json r1.json (or a copy of it) reported 0.0% spread."""
+    path = _record(project)
+    _one_error(_cli(project, command, str(path), str(path)), f"{path} is given twice")
+    shutil.copy(path, project.path / "copy.json")
+    _one_error(_cli(project, command, str(path), "copy.json"), "copy.json holds the same run as", str(path))
+
