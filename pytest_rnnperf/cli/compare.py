@@ -33,6 +33,9 @@ def add_parser(subparsers: Any) -> None:
     cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
+    cmp.add_argument("--any-order", action="store_true",
+                     help="compare even where OLD was recorded after NEW (refused by default: swapped files read as "
+                          "'improved')")
     cmp.add_argument("--noise", type=Path, default=None,
                      help="per-case device-time thresholds of this GPU model (baselines/<gpu>/noise.json)")
 
@@ -41,11 +44,11 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``compare`` for parsed arguments."""
     policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
                     device_min_effect=args.device_effect, host_effect=args.host_effect, fail_host=args.fail_host)
-    return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise)
+    return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise, args.any_order)
 
 
 def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_gpu: bool = False,
-                  noise_file: Path | None = None) -> tuple[int, list[str]]:
+                  noise_file: Path | None = None, any_order: bool = False) -> tuple[int, list[str]]:
     """Exit code and the lines to print for ``compare`` (per-case device thresholds from ``noise_file``)."""
     from pytest_rnnperf.measure.environment import diff_environments, format_diff
     from pytest_rnnperf.judge.noise import load as load_noise
@@ -60,6 +63,9 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
         else:
             base, cur = load([old, new], allow_other_gpu)
             runs = []
+            if not any_order and base.datetime and cur.datetime and _when(base.datetime) > _when(cur.datetime):
+                return 2, [f"error: OLD {old} is newer than NEW {new} ({base.datetime} after {cur.datetime}): swap them, "
+                           f"or give --any-order"]
         if noise_file is not None:
             policy = load_noise(noise_file).applied_to(policy)
     except (BaselineError, ValueError) as exc:
@@ -125,3 +131,14 @@ def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
         if verdict is not None:
             out.append(verdict)
     return out
+
+
+def _when(stamp: str) -> Any:
+    """A stored run's datetime, comparable across time zones (naive stamps read as UTC)."""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)  # unreadable: never "newer", so no refusal on it
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

@@ -39,5 +39,9 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``history`` for parsed arguments."""
     from pytest_rnnperf.history.changes import history_files
+    from pytest_rnnperf.session.settings import missing_library
 
+    for module, wanted in (("rich", True), ("matplotlib", args.plot is not None)):
+        if wanted and (missing := missing_library(module)) is not None:  # an install problem, not a bug (exit 3)
+            return 2, [f"error: history {missing}"]
     return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json)

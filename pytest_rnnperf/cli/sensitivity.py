@@ -76,13 +76,20 @@ def kernel_table(runs: list[Any], case_id: str) -> tuple[int, list[str]]:
         values = [s.kernels.get(name, 0.0) for s in history.processes]
         present = [v for v in values if v > 0]
         noise = spread(present).noise if len(present) >= 3 else None
-        center = sorted(values)[len(values) // 2]
         rows.append([name[:60]] + [f"{v * 1e3:.4f}" if v else "-" for v in values]
-                    + [f"{center * 1e3:.4f}", "-" if noise is None else f"{noise:.2%}"])
+                    + [_median_ms(present), "-" if noise is None else f"{noise:.2%}"])
     busy = [s.get("busy") or 0.0 for s in history.processes]
-    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" for v in busy]
-                + [f"{sorted(busy)[len(busy) // 2] * 1e3:.4f}", f"{spread([b for b in busy if b]).noise:.2%}" if all(busy) else "-"])
+    timed = [b for b in busy if b > 0]  # a process without device time (no CUPTI) has no busy time to show
+    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" if v else "-" for v in busy]
+                + [_median_ms(timed), f"{spread(timed).noise:.2%}" if len(timed) >= 3 else "-"])
     header = ["kernel (ms/step)"] + [s.source for s in history.processes] + ["median", "noise"]
     lines = [f"{case_id}: {len(history.processes)} processes since {history.since} (noise: 1.4826 x MAD of the logs, "
              f"at least {NOISE_FLOOR:.1%}; '-' = did not run)"]
     return 0, lines + text_table(header, rows, right=set(range(1, len(header))))
+
+
+def _median_ms(values: list[float]) -> str:
+    """The median of the processes where it ran, in ms ("-" where it ran in none)."""
+    import statistics
+
+    return f"{statistics.median(values) * 1e3:.4f}" if values else "-"

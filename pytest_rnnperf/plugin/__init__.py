@@ -142,6 +142,22 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         if target.is_file() and target.is_relative_to(root.resolve()):
             problems.append(f"--benchmark-json={given}: {target} is a file in the baselines folder and is never "
                             f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)")
+    if given is not None:  # pytest-benchmark opens it only after the whole run
+        target, shown = config.invocation_params.dir / str(given), Path(str(given))
+        if target.is_dir():
+            problems.append(f"--benchmark-json={given}: {given} is a folder, not a file")
+        elif not target.parent.is_dir():
+            problems.append(f"--benchmark-json={given}: folder {shown.parent} does not exist")
+        elif not os.access(target if target.exists() else target.parent, os.W_OK):
+            problems.append(f"--benchmark-json={given}: {given} is not writable")
+    if settings.update_baseline:
+        if not config.pluginmanager.has_plugin("benchmark"):
+            problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
+                            "(a baseline is pytest-benchmark's JSON)")
+        for option in ("benchmark_disable", "benchmark_skip"):
+            if config.getoption(option, None):
+                flag = "--" + option.replace("_", "-")
+                problems.append(f"--rnnperf-update-baseline with {flag}: nothing would be timed to record")
     if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
         problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
                         "after the whole run)")
@@ -200,6 +216,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
                             "(override command line and ini)")
     config.addinivalue_line("markers", "gpu: the test needs a CUDA GPU; skipped with the reason otherwise")
+    from pytest_rnnperf.session.settings import missing_library
+
+    if (missing := missing_library("rich")) is not None:  # the summary's tables: found now, not after every test
+        raise pytest.UsageError(f"pytest-rnnperf {missing}")
     settings = resolve(config)
     problems = _output_problems(config, settings)
     if problems:
@@ -299,8 +319,12 @@ def resolved_scale(config: pytest.Config) -> str:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Device and software fingerprint, and warnings about a noisy machine (never failures)."""
     from pytest_rnnperf.report.render import header_lines
+    from pytest_rnnperf.session.settings import thresholds
 
-    return header_lines(_session(config), scale=resolved_scale(config))
+    run = _session(config)
+    # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
+    return header_lines(run, scale=resolved_scale(config)) + [f"rnnperf: regression thresholds: "
+                                                             f"{thresholds(run.settings.policy())}"]
 
 
 @pytest.fixture
@@ -332,12 +356,13 @@ def telemetry_window() -> Callable[[], Any]:
     return lambda: TelemetryWindow(index=nvml_index())
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: -p no:benchmark must not be an INTERNALERROR
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Add the GPU model and the full environment to every JSON pytest-benchmark writes."""
     machine_info["rnnperf"] = _session(config).meta()
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, optionalhook=True)
 def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any],
                                           compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
     """Let pytest-benchmark judge machine_info without our section, and not crash on storage outside the cwd."""

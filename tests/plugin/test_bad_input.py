@@ -847,3 +847,73 @@ def test_the_same_run_given_twice_is_refused(project: pytest.Pytester, command: 
     shutil.copy(path, project.path / "copy.json")
     _one_error(_cli(project, command, str(path), "copy.json"), "copy.json holds the same run as", str(path))
 
+
+def test_a_threshold_written_as_a_percent_is_taken_and_printed(project: pytest.Pytester) -> None:
+    """D4: '3%' means 0.03; the header says which thresholds judge the run."""
+    result = run(project, "--rnnperf-device-effect=2.5%")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["rnnperf: regression thresholds: cuDNN device time 2.5%, wall time 5% "
+                                 "(host-bound 35%), host overhead 50% (reported, not failed)*"])
+
+
+
+def test_compare_refuses_files_given_newest_first(project: pytest.Pytester) -> None:
+    """D31: compare NEW OLD (swapped) reported 'improved' though both files carry their dates."""
+    path = _record(project)
+    older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
+    _one_error(_cli(project, "compare", str(path), "older.json"), f"OLD {path} is newer than NEW older.json",
+               "2020-01-01", "swap them")
+    forced = _cli(project, "compare", "--any-order", str(path), "older.json")
+    assert forced.returncode == 0 and "UNCHANGED" in forced.stdout, forced.stdout + forced.stderr
+    assert _cli(project, "compare", "older.json", str(path)).returncode == 0
+
+
+
+@pytest.mark.parametrize("module, extra", [("matplotlib", ["--plot", "plots"]), ("rich", [])])
+def test_history_without_an_optional_library_names_it_in_one_line(project: pytest.Pytester, module: str,
+                                                                  extra: list[str]) -> None:
+    """D20: history --plot without matplotlib was an 'internal error', exit 3 (D26: the same for rich)."""
+    path = _record(project)
+    older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
+    _one_error(_without(module, "history", *extra, str(older), str(path), cwd=project.path),
+               f"needs {module}", f"pip install '{module}>=")
+    assert not (project.path / "plots").exists()
+
+
+
+def test_without_rich_the_run_stops_before_it_starts(project: pytest.Pytester) -> None:
+    """D26: without rich every test passed, then the summary crashed; now one line before the run."""
+    conftest = project.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + "\nsys.modules['rich'] = None  # as if rich were not installed\n")
+    _usage_error(run(project), "pytest-rnnperf needs rich", "pip install 'rich>=")
+
+
+
+def test_the_plugin_runs_without_pytest_benchmark(project: pytest.Pytester) -> None:
+    """D13: pytest -p no:benchmark gave INTERNALERROR (unknown hook 'pytest_benchmark_compare_machine_info')."""
+    result = run(project, "-p", "no:benchmark")
+    result.assert_outcomes(passed=2)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    _usage_error(run(project, "-p", "no:benchmark", "--rnnperf-update-baseline"),
+                 "--rnnperf-update-baseline needs pytest-benchmark", "-p no:benchmark")
+
+
+
+@pytest.mark.parametrize("target, message", [
+    ("nodir/out.json", "folder nodir does not exist"),
+    ("adir", "adir is a folder, not a file"),
+])
+def test_a_benchmark_json_path_that_cannot_be_written_stops_the_run(project: pytest.Pytester, target: str,
+                                                                    message: str) -> None:
+    """D15: --benchmark-json=nodir/out.json ran the whole suite, then a traceback, exit 1."""
+    (project.path / "adir").mkdir()
+    _usage_error(run(project, f"--benchmark-json={target}"), "--benchmark-json", message)
+
+
+
+@pytest.mark.parametrize("option", ["--benchmark-disable", "--benchmark-skip"])
+def test_recording_a_baseline_with_benchmarks_off_is_refused(project: pytest.Pytester, option: str) -> None:
+    """D16: --rnnperf-update-baseline --benchmark-disable ran, recorded nothing and blamed --rnnperf-device-rounds=0."""
+    _usage_error(run(project, "--rnnperf-update-baseline", option), "--rnnperf-update-baseline", option,
+                 "nothing would be timed to record")
+

@@ -122,3 +122,19 @@ def test_a_history_starts_at_the_newest_baseline_holding_the_case(monkeypatch: p
             _stored("0002_run.json", KEPT, ("a",)), _stored("0001_baseline.json", BASELINE, ("a", "b"))]
     assert case_history(runs, "a").files == ("0001_baseline.json", "0002_run.json", "0004_run.json")
     assert case_history(runs, "b").files == ("0003_baseline.json",)
+
+
+def test_the_kernel_table_takes_medians_over_the_processes_where_a_kernel_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process without device time shows '-', and neither it nor a missing kernel pulls a median toward 0."""
+    from pytest_rnnperf.cli.sensitivity import kernel_table
+
+    procs = {"0001_baseline.json": _proc(10.0, rnn=6.0, gemm=4.0), "0002_run.json": ProcessSummary("case", "w", {}),
+             "0003_run.json": _proc(10.4, rnn=6.0, gemm=4.4), "0004_run.json": _proc(10.2, rnn=6.2)}
+    monkeypatch.setattr(StoredRun, "summaries", lambda self, c: [procs[self.path.name]])
+    runs = [_stored(name, BASELINE if "baseline" in name else KEPT, ("case",)) for name in reversed(procs)]
+    code, lines = kernel_table(runs, "case")
+    rows = {line.split()[0]: line.split() for line in lines[3:]}
+    assert code == 0
+    assert rows["gemm"][1:] == ["4.0000", "-", "4.4000", "-", "4.2000", "-"]  # two processes: too few for a noise
+    # noise: 1.4826 x the median of |ln(v / 10.2)| = 1.4826 x ln(10.4 / 10.2) = 2.88%
+    assert rows["busy"][3:] == ["10.0000", "-", "10.4000", "10.2000", "10.2000", "2.88%"]
