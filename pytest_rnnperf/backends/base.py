@@ -70,3 +70,58 @@ def loaded_cudnn(maps_path: str = "/proc/self/maps", loader: Callable[[str], Any
     load = loader or (lambda p: ctypes.CDLL(p, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
     got = get_value(lambda: load(libs[0]).cudnnGetVersion(), format_cudnn_version)
     return got if got.startswith("unavailable") else f"{got} ({os.path.basename(libs[0])})"
+
+
+# The CUDA libraries a framework's cuDNN path runs on, by runtime field: the file name they load under, the name
+# people know, and the software_info key of the wheel that ships them. Which copy a framework runs is decided by
+# the dynamic loader (LD_LIBRARY_PATH, ldconfig, RUNPATH), so it can be another than the installed wheel's.
+CUDA_LIBRARIES: dict[str, tuple[str, str, str]] = {
+    "cudnn_library": ("libcudnn.so", "cuDNN", "cudnn_wheel"),
+    "cublas_library": ("libcublas.so", "cuBLAS", "cublas_wheel"),
+    "cudart_library": ("libcudart.so", "CUDA runtime", "cuda_runtime_wheel"),
+}
+
+
+def _mapped_files(maps_path: str) -> set[str]:
+    """Paths of the files mapped into the process that ``maps_path`` (a /proc/<pid>/maps file) describes."""
+    try:
+        with open(maps_path) as f:
+            return {parts[5].strip() for parts in (line.split(None, 5) for line in f) if len(parts) == 6}
+    except Exception:  # not Linux, or no /proc: nothing can be named
+        return set()
+
+
+def _own_version(field: str, lib: Any) -> str:
+    """The version a loaded CUDA library states of itself (its file name holds the major version only)."""
+    if field == "cudnn_library":
+        return format_cudnn_version(lib.cudnnGetVersion())
+    value = ctypes.c_int()
+    if field == "cublas_library":
+        parts = []
+        for prop in (0, 1, 2):  # libraryPropertyType: MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+            if lib.cublasGetProperty(prop, ctypes.pointer(value)) != 0:
+                raise OSError(f"cublasGetProperty({prop}) failed")
+            parts.append(str(value.value))
+        return ".".join(parts)
+    if lib.cudaRuntimeGetVersion(ctypes.pointer(value)) != 0:
+        raise OSError("cudaRuntimeGetVersion failed")
+    return f"{value.value // 1000}.{value.value % 1000 // 10}"
+
+
+def loaded_libraries(prefix: str, maps_path: str = "/proc/self/maps",
+                     loader: Callable[[str], Any] | None = None) -> dict[str, str]:
+    """``<prefix>cudnn_library`` (cuBLAS, CUDA runtime alike): ``"9.19.0 at /path/libcudnn.so.9"`` for each copy
+    mapped into this process, its version asked of the library itself; ``unavailable: not loaded`` otherwise (Linux).
+    """
+    files = _mapped_files(maps_path)
+    # RTLD_NOLOAD: only ever get a handle on the copy already loaded, never load another one.
+    load = loader or (lambda p: ctypes.CDLL(p, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+    out = {}
+    for field, (stem, _, _) in CUDA_LIBRARIES.items():
+        copies = []
+        for path in sorted(f for f in files if os.path.basename(f).startswith(stem)):
+            version = get_value(lambda: _own_version(field, load(path)))
+            copies.append(f"{version} at {path}" if not version.startswith("unavailable")
+                          else f"{path} (version not readable: {version.split(': ', 1)[-1]})")
+        out[prefix + field] = "; ".join(copies) or unavailable("not loaded")
+    return out

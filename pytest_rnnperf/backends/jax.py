@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from pytest_rnnperf.model.flags import unavailable
-from pytest_rnnperf.backends.base import format_cudnn_version, get_value, runtime_info
+from pytest_rnnperf.backends.base import format_cudnn_version, get_value, loaded_libraries, runtime_info
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -72,7 +72,7 @@ _HALF = ("jax's cuDNN LSTM is float32 only: jaxlib gpu_rnn lowers float32/float6
 JAX_KEYS: tuple[str, ...] = (
     "jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.backend", "jax.devices", "jax.cuda_build",
     "jax.cuda_runtime", "jax.cudnn_build", "jax.cudnn_runtime", "jax.default_matmul_precision", "jax.enable_x64",
-    "jax.preallocate", "jax.xla_flags",
+    "jax.preallocate", "jax.xla_flags", "jax.cudnn_library", "jax.cublas_library", "jax.cudart_library",
 )
 
 # Without XLA_PYTHON_CLIENT_PREALLOCATE=false JAX maps 75% of GPU memory at its first GPU op, and torch or
@@ -536,6 +536,7 @@ def _jax_info(jax: Any) -> dict[str, str]:
         "jax.enable_x64": get_value(lambda: jax.config.jax_enable_x64),
         "jax.preallocate": preallocate if preallocate is not None else "unset (jax default: true)",
         "jax.xla_flags": os.environ.get("XLA_FLAGS") or "unset",
+        **loaded_libraries("jax."),
     }
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value
+from pytest_rnnperf.backends.base import get_value, loaded_libraries
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -449,6 +449,7 @@ class KerasJaxBackend:
             "keras_jax.devices": get_value(lambda: ", ".join(sorted({d.device_kind for d in jax.devices()}))),
             "keras_jax.default_matmul_precision": get_value(lambda: jax.config.jax_default_matmul_precision),
             "keras_jax.preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "unset (JAX preallocates 75%)"),
+            **loaded_libraries("keras_jax."),
         }
 
     def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,

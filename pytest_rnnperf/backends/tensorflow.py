@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value, loaded_cudnn, runtime_info
+from pytest_rnnperf.backends.base import get_value, loaded_cudnn, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
@@ -51,7 +51,8 @@ _WHILE_OPS = ("While", "StatelessWhile")
 
 TF_KEYS: tuple[str, ...] = (
     "tf.version", "tf.keras_version", "tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.gpus",
-    "tf.tensor_float_32", "tf.op_determinism", "tf.memory_growth",
+    "tf.tensor_float_32", "tf.op_determinism", "tf.memory_growth", "tf.cudnn_library", "tf.cublas_library",
+    "tf.cudart_library",
 )
 
 # Keras has no cuDNN SimpleRNN, so the plain RNN cells run on the generic side only.
@@ -376,6 +377,7 @@ def _tf_info(tf: Any) -> dict[str, str]:
         "tf.tensor_float_32": get_value(tf.config.experimental.tensor_float_32_execution_enabled),
         "tf.op_determinism": get_value(lambda: _tf_op_determinism(tf)),
         "tf.memory_growth": get_value(lambda: _tf_memory_growth(tf)),
+        **loaded_libraries("tf."),  # TF opens cuDNN at its first GPU op: until then "not loaded"
     }
 
 

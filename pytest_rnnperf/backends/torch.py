@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 import numpy as np
 
 from pytest_rnnperf.model.cases import CELLS
-from pytest_rnnperf.backends.base import format_cudnn_version, get_value, runtime_info
+from pytest_rnnperf.backends.base import format_cudnn_version, get_value, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import (
     IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, OutOfDeviceMemory,
@@ -45,6 +45,7 @@ TORCH_KEYS: tuple[str, ...] = (
     "torch.cuda_available", "torch.device_name", "torch.cudnn_allow_tf32", "torch.matmul_allow_tf32",
     "torch.float32_matmul_precision", "torch.cudnn_rnn_fp32_precision", "torch.matmul_fp32_precision",
     "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
+    "torch.cudnn_library", "torch.cublas_library", "torch.cudart_library",
 )
 
 SPEC = BackendSpec(
@@ -206,6 +207,8 @@ def _torch_info(torch: Any) -> dict[str, str]:
         "torch.cudnn_benchmark": get_value(lambda: cudnn.benchmark),
         "torch.cudnn_deterministic": get_value(lambda: cudnn.deterministic),
         "torch.deterministic_algorithms": get_value(torch.are_deterministic_algorithms_enabled),
+        # The copies the loader found (LD_LIBRARY_PATH can put a system cuDNN before the wheel's), with paths.
+        **loaded_libraries("torch."),
     }
 
 

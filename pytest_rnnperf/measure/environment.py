@@ -103,6 +103,25 @@ def software_info() -> dict[str, str]:
     return info
 
 
+def not_the_wheels(loaded: str, wheels: str | None) -> list[str]:
+    """The copies in a ``loaded_libraries`` value whose version is none of the installed ``wheels``' versions.
+
+    ``wheels`` as software_info has it (``"9.19.0.56 (nvidia-cudnn-cu13)"``, several joined by ", "); a library
+    states fewer parts of its version than its wheel (cuDNN 9.19.0 of wheel 9.19.0.56), so those parts are compared.
+    """
+    if not wheels or wheels.startswith("unavailable") or loaded.startswith("unavailable"):
+        return []
+    shipped = [w.split()[0].split(".") for w in wheels.split(", ") if w.strip()]
+    odd = []
+    for copy in loaded.split("; "):
+        version, at, _ = copy.partition(" at ")
+        parts = version.split(".")
+        if at and not any(w[:len(parts)] == parts for w in shipped):
+            odd.append(copy)
+    return odd
+
+
+
 def key_fields(device: dict[str, str], software: dict[str, str]) -> dict[str, str]:
     """The fingerprint's fields (``key_field_map``) present in the device and software dicts, under their keys."""
     sources = {"device": device, "software": dict(software)}

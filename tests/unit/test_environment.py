@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rnnperf.backends import base
 from pytest_rnnperf.backends.base import format_cudnn_version, loaded_cudnn
 from pytest_rnnperf.backends.tensorflow import TF_KEYS, tf_runtime_info
 from pytest_rnnperf.backends.torch import TORCH_KEYS, torch_runtime_info
@@ -229,3 +230,74 @@ def test_a_long_value_in_a_diff_line_is_cut_and_its_length_named() -> None:
     (line,) = format_diff([("RNNPERF_INJECT_CUDNN_DELAY_US", "absent", spec)])
     assert line.startswith("RNNPERF_INJECT_CUDNN_DELAY_US: absent -> torch-case-0=7.53,")
     assert line.endswith(f"... ({len(spec)} characters)") and len(line) < 160
+
+
+class FakeCudaLibrary:
+    """A loaded CUDA library as ctypes shows it: each answers its own version query like the real one."""
+
+    def __init__(self, version: int | tuple[int, int, int]) -> None:
+        self.version = version
+
+    def cudnnGetVersion(self) -> int:  # noqa: N802 - the C name
+        assert isinstance(self.version, int)
+        return self.version
+
+    def cublasGetProperty(self, prop: int, out: Any) -> int:  # noqa: N802
+        assert isinstance(self.version, tuple)
+        out.contents.value = self.version[prop]
+        return 0
+
+    def cudaRuntimeGetVersion(self, out: Any) -> int:  # noqa: N802
+        out.contents.value = self.version
+        return 0
+
+
+SYSTEM_CUDNN = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+WHEEL = "/venv/lib/python3.11/site-packages/nvidia"
+
+
+def test_loaded_libraries_names_the_copy_each_library_was_loaded_from(tmp_path: Any) -> None:
+    """The fingerprint issue: the cuDNN, cuBLAS and CUDA runtime mapped into the process, version and path."""
+    maps = tmp_path / "maps"
+    maps.write_text(f"7f00-7f10 r-xp 00000000 08:01 1   {SYSTEM_CUDNN}\n"
+                    f"7f10-7f20 r-xp 00000000 08:01 2   {WHEEL}/cudnn/lib/libcudnn_ops.so.9\n"
+                    f"7f20-7f30 r-xp 00000000 08:01 3   {WHEEL}/cublas/lib/libcublasLt.so.13\n"
+                    f"7f30-7f40 r-xp 00000000 08:01 4   {WHEEL}/cublas/lib/libcublas.so.13\n"
+                    f"7f40-7f50 r--p 00000000 08:01 4   {WHEEL}/cublas/lib/libcublas.so.13\n"
+                    "7f50-7f60 rw-p 00000000 00:00 0\n")
+    versions = {SYSTEM_CUDNN: 91002, f"{WHEEL}/cublas/lib/libcublas.so.13": (13, 1, 0)}
+    opened: list[str] = []
+
+    def loader(path: str) -> FakeCudaLibrary:
+        opened.append(path)
+        return FakeCudaLibrary(versions[path])
+
+    assert base.loaded_libraries("torch.", str(maps), loader) == {
+        "torch.cudnn_library": f"9.10.2 at {SYSTEM_CUDNN}",
+        "torch.cublas_library": f"13.1.0 at {WHEEL}/cublas/lib/libcublas.so.13",
+        "torch.cudart_library": "unavailable: not loaded",
+    }
+    assert sorted(opened) == sorted(versions)  # neither libcudnn_ops nor libcublasLt is asked
+    maps.write_text(f"7f00-7f10 r-xp 00000000 08:01 1   {WHEEL}/cuda_runtime/lib/libcudart.so.13\n")
+    assert base.loaded_libraries("tf.", str(maps), lambda p: FakeCudaLibrary(13000))["tf.cudart_library"] == (
+        f"13.0 at {WHEEL}/cuda_runtime/lib/libcudart.so.13")
+
+    def broken(path: str) -> Any:
+        raise OSError("undefined symbol: cudnnGetVersion")
+
+    maps.write_text(f"7f00-7f10 r-xp 00000000 08:01 1   {SYSTEM_CUDNN}\n")
+    assert base.loaded_libraries("jax.", str(maps), broken)["jax.cudnn_library"] == (
+        f"{SYSTEM_CUDNN} (version not readable: OSError: undefined symbol: cudnnGetVersion)")
+    assert set(base.loaded_libraries("x.", str(tmp_path / "no-such-maps")).values()) == {"unavailable: not loaded"}
+
+
+def test_a_loaded_library_is_compared_with_the_installed_wheels_on_the_parts_it_states() -> None:
+    """cuDNN states 9.19.0 of wheel 9.19.0.56, the CUDA runtime 13.0 of wheel 13.0.96: those match; 9.10.2 does not."""
+    wheel = "9.19.0.56 (nvidia-cudnn-cu13)"
+    assert env.not_the_wheels(f"9.19.0 at {WHEEL}/cudnn/lib/libcudnn.so.9", wheel) == []
+    assert env.not_the_wheels(f"9.10.2 at {SYSTEM_CUDNN}", wheel) == [f"9.10.2 at {SYSTEM_CUDNN}"]
+    assert env.not_the_wheels(f"9.10.2 at {SYSTEM_CUDNN}", f"9.10.2.21 (nvidia-cudnn-cu12), {wheel}") == []
+    assert env.not_the_wheels("13.0 at /x/libcudart.so.13", "13.0.96 (nvidia-cuda-runtime)") == []
+    assert env.not_the_wheels(f"9.10.2 at {SYSTEM_CUDNN}", None) == []  # no wheel: nothing to differ from
+    assert env.not_the_wheels("unavailable: not loaded", wheel) == []
+    assert env.not_the_wheels(f"{SYSTEM_CUDNN} (version not readable: OSError)", wheel) == []
