@@ -327,6 +327,37 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
                                                              f"{thresholds(run.settings.policy())}"]
 
 
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """On a GPU, before any test runs: the cuDNN, cuBLAS and CUDA runtime each framework of the run really loaded.
+
+    The header comes before any framework is imported, and the wheel it names may not be what the loader picks;
+    the frameworks of the collected cases are read now, as their first case would read them anyway.
+    """
+    run = _session(config)
+    if not run.device.available or config.option.collectonly:
+        return []
+    import sys
+
+    from pytest_rnnperf.backends import specs
+    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.report.render import library_lines
+
+    frameworks: dict[str, None] = {}  # in order of first use
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        for value in callspec.params.values() if callspec is not None else ():
+            if isinstance(value, Case):
+                frameworks[value.framework] = None
+    if any("rnnperf" in getattr(item, "fixturenames", ()) for item in items):  # rnnperf.model(): its own framework
+        frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
+    for name in frameworks:
+        try:
+            run.backend(name)
+        except Exception:  # an unknown or broken backend: its own cases say why, as a skip or a failure
+            continue
+    return library_lines(run)
+
+
 @pytest.fixture
 def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
     """Measure and check rnnperf cases or your own model; results reach pytest-benchmark and the rnnperf reports."""

@@ -48,13 +48,43 @@ def header_lines(run: RunView, scale: str) -> list[str]:
     if extra:
         lines.append("rnnperf: " + ", ".join(f"{k} {_v(v)}" for k, v in sorted(extra.items())))
     lines.append(f"rnnperf: scale {scale}; framework CUDA/cuDNN builds and precision flags are read when a "
-                 f"framework's first case runs (see the rnnperf summary)")
+                 f"framework's first case runs (see the rnnperf summary)"
+                 + ("; the cuDNN, cuBLAS and CUDA runtime each one loaded are named after collection" if d.available
+                    else ""))
     if d.available:
         problem = run.device_timer.problem()
         lines.append("rnnperf: device time: CUPTI kernel records (cupti-python)" if problem is None
                      else f"rnnperf: device time off: {problem}")
     warnings = noise_warnings(d, own_pid=os.getpid()) + problems()
     return lines + [f"rnnperf: warning: {w}" for w in warnings]
+
+
+def library_warnings(run: RunView) -> list[str]:
+    """One line per CUDA library a framework loaded that is not the installed wheel's version (a system copy, say)."""
+    from pytest_rnnperf.backends.base import CUDA_LIBRARIES
+    from pytest_rnnperf.measure.environment import not_the_wheels
+
+    warnings = []
+    for name, fields in sorted(run.runtime.items()):
+        short = {k.split(".", 1)[-1]: v for k, v in fields.items()}
+        for field, (_, title, wheel) in CUDA_LIBRARIES.items():
+            for copy in not_the_wheels(short.get(field, UNAVAILABLE), run.software.get(wheel)):
+                warnings.append(f"{name} runs {title} {copy}, not the installed wheel's {run.software[wheel]} "
+                                f"(the loader found another copy first: LD_LIBRARY_PATH, ldconfig)")
+    return warnings
+
+
+def library_lines(run: RunView) -> list[str]:
+    """Each framework read so far: the cuDNN, cuBLAS and CUDA runtime it loaded, with their paths, then the warnings."""
+    from pytest_rnnperf.backends.base import CUDA_LIBRARIES
+
+    lines = []
+    for name, fields in sorted(run.runtime.items()):
+        short = {k.split(".", 1)[-1]: v for k, v in fields.items()}
+        loaded = [f"{title} {_v(short[field])}" for field, (_, title, _) in CUDA_LIBRARIES.items() if field in short]
+        if loaded:
+            lines.append(f"rnnperf: {name} loaded " + ", ".join(loaded))
+    return lines + [f"rnnperf: warning: {w}" for w in library_warnings(run)]
 
 
 def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list[str]:
@@ -349,6 +379,7 @@ def summary_lines(run: RunView) -> list[str]:
     lines: list[str] = [xdist_line(run), ""] if run.worker_runs else []
     for name, fields in sorted(run.runtime.items()):
         lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
+    lines += [f"warning: {w}" for w in library_warnings(run)]
     paired = [r for r in run.results if r.cudnn is not None]
     alone = [r for r in run.results if r.cudnn is None]
     if paired:

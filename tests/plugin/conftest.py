@@ -14,7 +14,7 @@ REPO = HERE.parent.parent
 # conftest.py of the project under test: it runs before the plugin's pytest_configure, so it can swap
 # the NVML binding for the fake one (a pretend H200) and the torch backend for the fake backend.
 FAKE_GPU_CONFTEST = f"""
-import dataclasses, functools, os, sys, types
+import dataclasses, functools, json, os, sys, types
 sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
 import pytest
 import pytest_rnnperf.measure.gpu as device
@@ -70,6 +70,7 @@ def pytest_configure(config):
     # Fake steps advance a fake clock and launch kernels on a fake CUPTI: timings are known in advance,
     # whatever the load on the machine. FAKE_NO_CUPTI leaves device time to the real (absent) cupti-python.
     run = config.stash[SESSION_KEY]
+    run.software.update(json.loads(os.environ.get("FAKE_WHEELS", "{{}}")))  # NVIDIA wheels this run pretends to have
     run.timer = WallTimer(clock=fake_backend.CLOCK)
     if not os.environ.get("FAKE_NO_CUPTI"):
         run.device_timer = DeviceTimer(cupti=fake_backend.CUPTI, host_clock=fake_backend.host_ns)
@@ -92,7 +93,8 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
     for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
-                 "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN"):
+                 "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN", "MAPS",
+                 "LIB_VERSIONS", "WHEELS"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake GPUs are all the run may use

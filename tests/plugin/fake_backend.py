@@ -6,7 +6,8 @@ its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded t
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
 (FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
-FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
+FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
+/proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
 pytester run can set them per test. The time knobs may be comma lists:
 the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
 one repeats), to script a re-measurement.
@@ -15,6 +16,7 @@ one repeats), to script a re-measurement.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import random
 from collections import Counter
@@ -159,6 +161,24 @@ class FakePair:
         """Nothing to free."""
 
 
+class FakeCudaLibrary:
+    """A loaded cuDNN, cuBLAS or CUDA runtime as ctypes shows it: each answers its own version query."""
+
+    def __init__(self, version: Any) -> None:
+        self.version = version  # cuDNN's integer, cuBLAS's [major, minor, patch] or the CUDA runtime's integer
+
+    def cudnnGetVersion(self) -> int:  # noqa: N802 - the C names
+        return int(self.version)
+
+    def cublasGetProperty(self, prop: int, out: Any) -> int:  # noqa: N802
+        out.contents.value = self.version[prop]
+        return 0
+
+    def cudaRuntimeGetVersion(self, out: Any) -> int:  # noqa: N802
+        out.contents.value = self.version
+        return 0
+
+
 class FakeBackend:
     """Poses as the torch backend (or, named "tf", as the TF/Keras one)."""
 
@@ -174,8 +194,14 @@ class FakeBackend:
         return self.unavailable_reason() or knob("NO_GPU") or None
 
     def runtime_info(self) -> dict[str, str]:
-        """A cuDNN version a test can change to see it in the environment diff."""
-        return {"torch.version": "fake-1.0", "torch.cudnn_version": knob("CUDNN_VERSION", "9.19.0")}
+        """A cuDNN version a test can change to see it in the environment diff; the libraries FAKE_MAPS names."""
+        info = {"torch.version": "fake-1.0", "torch.cudnn_version": knob("CUDNN_VERSION", "9.19.0")}
+        if knob("MAPS"):
+            from pytest_rnnperf.backends.base import loaded_libraries
+
+            versions = json.loads(knob("LIB_VERSIONS", "{}"))
+            info.update(loaded_libraries("torch.", knob("MAPS"), lambda path: FakeCudaLibrary(versions[path])))
+        return info
 
     def build(self, case: Any, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = ("cudnn", "generic")) -> FakePair:
         """Build the pair, or fail the way a real backend would for FAKE_OOM / missing GPU."""

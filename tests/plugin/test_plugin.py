@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from conftest import REPO, load_json, needs_a_cpu_machine_with, run, torch_sees_a_gpu
@@ -34,6 +37,36 @@ def test_header_shows_the_fake_gpu(project: pytest.Pytester) -> None:
     result = run(project, "--co")
     result.stdout.fnmatch_lines(["rnnperf: GPU NVIDIA H200 (sm 9.0, *", "rnnperf: driver 580.95.05, CUDA driver 13.0*",
                                  "rnnperf: clocks SM *other compute processes: none*"])
+
+
+def test_the_cuda_libraries_each_framework_loaded_are_named_before_the_tests(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fingerprint: torch ran a system cuDNN earlier on the library path while the header named the wheel's 9.19."""
+    system = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+    cublas = "/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13"
+    (tmp_path / "maps").write_text(f"7f00-7f10 r-xp 00000000 08:01 1   {system}\n"
+                                   f"7f10-7f20 r-xp 00000000 08:01 2   {cublas}\n")
+    monkeypatch.setenv("FAKE_MAPS", str(tmp_path / "maps"))
+    monkeypatch.setenv("FAKE_LIB_VERSIONS", json.dumps({system: 91002, cublas: [13, 1, 0]}))
+    monkeypatch.setenv("FAKE_WHEELS", json.dumps({"cudnn_wheel": "9.19.0.56 (nvidia-cudnn-cu13)",
+                                                  "cublas_wheel": "13.1.0.3 (nvidia-cublas)"}))
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    warning = (f"torch runs cuDNN 9.10.2 at {system}, not the installed wheel's 9.19.0.56 (nvidia-cudnn-cu13) "
+               f"(the loader found another copy first: LD_LIBRARY_PATH, ldconfig)")
+    result.stdout.fnmatch_lines([
+        "rnnperf: cublas_wheel 13.1.0.3 (nvidia-cublas), cudnn_wheel 9.19.0.56 (nvidia-cudnn-cu13)",
+        "rnnperf: scale *; the cuDNN, cuBLAS and CUDA runtime each one loaded are named after collection",
+        "collected 2 items",
+        f"rnnperf: torch loaded cuDNN 9.10.2 at {system}, cuBLAS 13.1.0 at {cublas}, "
+        f"CUDA runtime (unavailable: not loaded)",
+        f"rnnperf: warning: {warning}",
+        "test_cases.py ..*",
+        "*rnnperf summary*",
+        f"torch: version=fake-1.0, cudnn_version=9.19.0, cudnn_library=9.10.2 at {system}, *",
+        f"warning: {warning}",
+    ])
+    assert result.stdout.str().count(warning) == 2  # the cuBLAS is the wheel's: no warning of its own
 
 
 @pytest.mark.parametrize("args, message", [
