@@ -110,8 +110,10 @@ def _own_version(field: str, lib: Any) -> str:
 
 def loaded_libraries(prefix: str, maps_path: str = "/proc/self/maps",
                      loader: Callable[[str], Any] | None = None) -> dict[str, str]:
-    """``<prefix>cudnn_library`` (cuBLAS, CUDA runtime alike): ``"9.19.0 at /path/libcudnn.so.9"`` for each copy
-    mapped into this process, its version asked of the library itself; ``unavailable: not loaded`` otherwise (Linux).
+    """The cuDNN, cuBLAS and CUDA runtime mapped into this process, version and path, as ``<prefix>*_library`` fields.
+
+    Each value is ``"9.19.0 at /path/libcudnn.so.9"`` (the version asked of the library itself; copies joined by
+    "; "), or ``unavailable: not loaded`` (also where /proc is missing).
     """
     files = _mapped_files(maps_path)
     # RTLD_NOLOAD: only ever get a handle on the copy already loaded, never load another one.

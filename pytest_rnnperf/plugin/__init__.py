@@ -343,12 +343,13 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     from pytest_rnnperf.report.render import library_lines
 
     frameworks: dict[str, None] = {}  # in order of first use
+    own_model = False
     for item in items:
         callspec = getattr(item, "callspec", None)
-        for value in callspec.params.values() if callspec is not None else ():
-            if isinstance(value, Case):
-                frameworks[value.framework] = None
-    if any("rnnperf" in getattr(item, "fixturenames", ()) for item in items):  # rnnperf.model(): its own framework
+        cases = [v for v in (callspec.params.values() if callspec is not None else ()) if isinstance(v, Case)]
+        frameworks.update(dict.fromkeys(case.framework for case in cases))
+        own_model = own_model or (not cases and "rnnperf" in getattr(item, "fixturenames", ()))
+    if own_model:  # rnnperf.model() checks a model of a framework its test module has imported
         frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
     for name in frameworks:
         try:
