@@ -32,7 +32,7 @@ MOVED: dict[str, tuple[str, ...]] = {
 }
 # old modules whose name is now a layer package: their names are found through the package's __getattr__
 PACKAGES: dict[str, tuple[str, ...]] = {
-    "report": ("report.render",), "history": ("history.changes",), "session": ("session.session",),
+    "report": ("report.text", "report.rows", "report.markdown", "report.files", "report.plot"), "history": ("history.changes",), "session": ("session.session",),
 }
 ROOT = "pytest_rnnperf"
 

@@ -53,7 +53,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     from pytest_rnnperf.measure.environment import diff_environments, format_diff
     from pytest_rnnperf.judge.noise import load as load_noise
     from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.report.render import record_kernel_lines, verdict_counts
+    from pytest_rnnperf.report.rows import record_kernel_lines, verdict_counts
     from pytest_rnnperf.judge.verdicts import Outcome, Verdict, compare_runs
 
     try:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
 def case_table(runs: list[Any]) -> list[str]:
     """One row per case: processes, noise between them, the smallest regression a new process is failed for."""
     from pytest_rnnperf.judge.sensitivity import sensitivity
-    from pytest_rnnperf.report.render import text_table
+    from pytest_rnnperf.report.text import text_table
     from pytest_rnnperf.store.history import case_history, case_ids
 
     rows, found = [], []
@@ -64,7 +64,7 @@ def case_table(runs: list[Any]) -> list[str]:
 def kernel_table(runs: list[Any], case_id: str) -> tuple[int, list[str]]:
     """The cuDNN side's kernels of one case in every process of its history (ms/step), center and noise."""
     from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
-    from pytest_rnnperf.report.render import text_table
+    from pytest_rnnperf.report.text import text_table
     from pytest_rnnperf.store.history import case_history
 
     history = case_history(runs, case_id)

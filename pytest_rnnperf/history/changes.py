@@ -31,19 +31,16 @@ a lower speedup), however long ago and even if it came back later; 2 on unusable
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: history's detection lives in judge/)
     DEFAULT_MIN_SHIFT, MIN_RUNS, MIN_SIZE, PENALTY, SIGMA_FLOOR, ChangePoint, Detection, detect, noise_sigma,
 )
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun, load_run
-from pytest_rnnperf.report.render import text_table
+from pytest_rnnperf.report.text import text_table
 from pytest_rnnperf.store.baselines import output_problem, write_json
 
 FALLBACKS = ("skip", "wall")

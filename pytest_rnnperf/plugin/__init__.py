@@ -318,7 +318,7 @@ def resolved_scale(config: pytest.Config) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Device and software fingerprint, and warnings about a noisy machine (never failures)."""
-    from pytest_rnnperf.report.render import header_lines
+    from pytest_rnnperf.report.text import header_lines
     from pytest_rnnperf.session.settings import thresholds
 
     run = _session(config)
@@ -340,7 +340,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 
     from pytest_rnnperf.backends import specs
     from pytest_rnnperf.model.cases import Case
-    from pytest_rnnperf.report.render import library_lines
+    from pytest_rnnperf.report.text import library_lines
 
     frameworks: dict[str, None] = {}  # in order of first use
     own_model = False
@@ -468,11 +468,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Summary table of every measured case, the framework environment, and the report files written."""
-    from pytest_rnnperf.report.render import summary_lines
+    from pytest_rnnperf.report.text import summary_lines
 
     run = _session(config)
     if not run.results and not run.cross and not run.skipped and not run.notes and not run.claims:
         return
     terminalreporter.section("rnnperf summary")
-    for line in summary_lines(run):
+    for line in summary_lines(run, run.report_rows):
         terminalreporter.write_line(line)

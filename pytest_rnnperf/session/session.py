@@ -31,7 +31,7 @@ from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import (
-    BASELINE, KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, records_problem, run_meta,
+    KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, records_problem, run_meta,
 )
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.session.settings import Settings
@@ -39,6 +39,7 @@ from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
+from pytest_rnnperf.report.rows import Rows
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
 KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
@@ -127,6 +128,7 @@ class RnnperfSession:
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
     siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
     _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
+    report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
@@ -427,7 +429,7 @@ class RnnperfSession:
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""
-        from pytest_rnnperf.report.render import gate_failures, path_parity_failures, regression_failure
+        from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 
         if isinstance(record, CrossRecord):
             return path_parity_failures(record.id, record.proofs, record.parity)
@@ -552,10 +554,13 @@ class RnnperfSession:
 
     def finish(self, step_summary: str = "") -> None:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
-        from pytest_rnnperf.report.render import write_reports
+        from pytest_rnnperf.report.files import write_reports
+        from pytest_rnnperf.report.rows import build_rows
 
         if self.results or self.cross or self.skipped or self.claims:
-            self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary)
+            self.report_rows = build_rows(self)
+            self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,
+                                        self.report_rows)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form of the run: environment, fingerprint, results, skips, verdicts and notes."""
@@ -587,7 +592,7 @@ class RnnperfSession:
 
     def worker_output(self) -> str:
         """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
-        from pytest_rnnperf.report.render import as_json_safe
+        from pytest_rnnperf.report.files import as_json_safe
 
         position = {id(r): i for i, r in enumerate(self.results)}
         return json.dumps(as_json_safe({

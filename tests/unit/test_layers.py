@@ -45,7 +45,7 @@ def test_an_import_up_the_layers_breaks_the_contract(tmp_path: Path) -> None:
     ("pytest_rnnperf.device", "FlagKind", "pytest_rnnperf.model.flags"),
     ("pytest_rnnperf.device", "read_device_info", "pytest_rnnperf.measure.gpu"),
     ("pytest_rnnperf.timing.device", "DeviceTimer", "pytest_rnnperf.measure.device_time"),
-    ("pytest_rnnperf.report", "header_lines", "pytest_rnnperf.report.render"),
+    ("pytest_rnnperf.report", "header_lines", "pytest_rnnperf.report.text"),
     ("pytest_rnnperf.settings", "tag_problem", "pytest_rnnperf.store.baselines"),
 ])
 def test_an_old_import_path_still_works_for_one_release_and_says_where_the_name_went(

@@ -11,7 +11,7 @@ from fake_nvml import FakeNVML  # noqa: E402
 
 from pytest_rnnperf.measure.gpu import read_device_info  # noqa: E402
 from pytest_rnnperf.model.records import StoredRun  # noqa: E402
-from pytest_rnnperf.report.render import env_diff_lines  # noqa: E402
+from pytest_rnnperf.report.rows import env_diff_lines  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
     from factories import record
 
     from pytest_rnnperf.model.flags import FlagKind, WindowFlag
-    from pytest_rnnperf.report.render import summary_lines
+    from pytest_rnnperf.report.text import summary_lines
 
     run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
     flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
@@ -45,3 +45,40 @@ def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
     assert f"warning: {case}: clocks throttled during the 2.00 s window: power 0.50 s" in lines
     assert f"note: {case}: compiled in 8.16 s" in lines
     assert not any(line.startswith("warning:") and "compiled" in line for line in lines)
+
+
+def test_the_terminal_markdown_and_json_draw_the_rows_built_once() -> None:
+    """Each renderer reads the rows, not the results: a cell changed in the rows shows in all three."""
+    from dataclasses import replace
+
+    from factories import record
+
+    from pytest_rnnperf.report.markdown import markdown
+    from pytest_rnnperf.report.rows import build_rows
+    from pytest_rnnperf.report.text import summary_lines
+
+    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    run.results.append(record())
+    rows = build_rows(run)
+    assert rows.status == "all checks passed" and len(rows.paired) == 1 and not rows.alone
+    row = rows.cases[0]
+    marked = replace(rows, cases=(replace(row, cells=dict(row.cells, path="MARKED")),))
+    assert any("MARKED" in line for line in summary_lines(run, marked))
+    assert "MARKED" in markdown(run, marked)
+    assert marked.as_dict()["cases"][0]["path"] == "MARKED"
+    assert marked.as_dict()["cases"][0]["verdict"] == "-"  # not judged: no baseline
+
+
+def test_a_case_below_its_floor_makes_the_status_gate_failures() -> None:
+    """The rows' status is what the Markdown title says: a speedup under the floor is a gate failure."""
+    from factories import record
+
+    from pytest_rnnperf.report.markdown import markdown
+    from pytest_rnnperf.report.rows import build_rows
+
+    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    from pytest_rnnperf.model.stats import Interval
+
+    run.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))  # cuDNN 4x slower: far under any floor
+    assert build_rows(run).status == "gate failures"
+    assert markdown(run).startswith("## pytest-rnnperf: gate failures")

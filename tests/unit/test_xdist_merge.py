@@ -11,7 +11,7 @@ from fake_nvml import FakeNVML
 
 from pytest_rnnperf.measure.gpu import read_device_info
 from pytest_rnnperf.measure.placement import place
-from pytest_rnnperf.report.render import as_json_safe
+from pytest_rnnperf.report.files import as_json_safe
 from pytest_rnnperf.session.session import RnnperfSession
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge
 

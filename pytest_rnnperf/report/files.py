@@ -1,0 +1,70 @@
+"""The report's files: rnnperf.json, summary.md, the speedup plots and the CI step summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_rnnperf.report.rows import Rows, build_rows
+from pytest_rnnperf.report.view import RunView
+
+
+def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_summary: str = "",
+                  rows: Rows | None = None) -> list[str]:
+    """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes.
+
+    Output paths are checked before the run; a write that still fails (a full disk, say) becomes a note,
+    so the summary and the other files are not lost with it.
+    """
+    import json
+    from pathlib import Path
+
+    from pytest_rnnperf.report.markdown import markdown
+    from pytest_rnnperf.report.plot import plot_speedups
+
+    notes: list[str] = []
+    rows = rows or build_rows(run)
+    md = markdown(run, rows)
+    if report_dir and report_dir.lower() != "none":
+        folder = Path(report_dir)
+        written = []
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            data = dict(run.as_dict(), table=rows.as_dict())  # the rows as the summary shows them, for other tools
+            (folder / "rnnperf.json").write_text(json.dumps(as_json_safe(data), indent=2), encoding="utf-8")
+            written.append("rnnperf.json")
+            (folder / "summary.md").write_text(md, encoding="utf-8")
+            written.append("summary.md")
+            # Workers on GPUs of different models: one plot per model, beside that model's baseline.
+            plots = ([(build_rows(v), f"speedups-{v.device.gpu_slug}.png") for v in run.model_views()]
+                     or [(rows, "speedups.png")])
+            for subject, name in plots:
+                if plot_speedups(subject, folder / name):
+                    written.append(name)
+        except ImportError:
+            notes.append("plot skipped: matplotlib is not installed")
+        except OSError as exc:
+            notes.append(f"report not written to {folder}: {exc.strerror or exc}")
+        if written:
+            notes.append(f"reports written to {folder}/: {', '.join(written)}")
+    for target in (markdown_path, step_summary):
+        if target:
+            try:
+                with open(target, "a", encoding="utf-8") as fh:  # GitHub appends step summaries; so do we
+                    fh.write(md)
+                notes.append(f"Markdown summary appended to {target}")
+            except OSError as exc:
+                notes.append(f"Markdown summary not written to {target}: {exc.strerror or exc}")
+    return notes
+
+
+def as_json_safe(obj: Any) -> Any:
+    """Replace non-finite floats by strings so the JSON stays strict."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: as_json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [as_json_safe(v) for v in obj]
+    return obj

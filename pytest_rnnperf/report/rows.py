@@ -1,0 +1,240 @@
+"""The report's one row model: a run walked once into rows that every renderer (text, Markdown, JSON, plot) draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from pytest_rnnperf.report.view import RunView
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pytest_rnnperf.judge.claims import ClaimRow
+    from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
+    from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+    from pytest_rnnperf.model.stats import Interval
+
+UNAVAILABLE = "unavailable"
+CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
+VERDICT_HEADER = ("case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
+                  "verdict")
+STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
+
+
+def shown(value: str) -> str:
+    """A field for display: values as they are, unavailable ones shortened to their reason in brackets."""
+    return f"({value})" if value.startswith(UNAVAILABLE) else value
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One case: its display cells in column order, what the plot draws, its verdict and whether its gates hold."""
+
+    id: str
+    paired: bool  # a cuDNN side ran; else a generic-only row checked against the float64 reference
+    cells: Mapping[str, str]
+    speedup: Interval | None
+    baseline_speedup: Interval | None
+    floor: float
+    verdict: CaseVerdict | None
+    gates_ok: bool
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One case judged against its history: the table's cells and the kernels that moved."""
+
+    verdict: CaseVerdict
+    cells: tuple[str, ...]
+    kernels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A run as rows, built once: cases, cross-framework checks, claims, verdicts and the environment diff."""
+
+    gpu: str
+    cases: tuple[CaseRow, ...]
+    cross: tuple[tuple[str, ...], ...]
+    cross_ok: bool
+    claims: tuple[ClaimRow, ...]
+    verdicts: tuple[VerdictRow, ...]
+    env_diff: tuple[str, ...]
+    unjudged: str | None
+
+    @property
+    def paired(self) -> tuple[CaseRow, ...]:
+        """Cases with both a cuDNN and a generic side."""
+        return tuple(r for r in self.cases if r.paired)
+
+    @property
+    def alone(self) -> tuple[CaseRow, ...]:
+        """Generic-only cases (checked against the float64 reference)."""
+        return tuple(r for r in self.cases if not r.paired)
+
+    @property
+    def status(self) -> str:
+        """"regressions found", "gate failures" or "all checks passed"."""
+        if any(v.verdict.fails for v in self.verdicts):
+            return STATUSES[0]
+        bad = (not all(r.gates_ok for r in self.cases) or not self.cross_ok
+               or any(c.failure for c in self.claims))  # a claims row that broke a promise of the product
+        return STATUSES[1] if bad else STATUSES[2]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The rows as JSON: each table's header and cells, as the terminal and Markdown show them."""
+        return {
+            "status": self.status,
+            "cases": [dict(r.cells, verdict="-" if r.verdict is None else str(r.verdict.outcome)) for r in self.cases],
+            "cross": [dict(zip(CROSS_HEADER, row)) for row in self.cross],
+            "verdicts": [dict(zip(VERDICT_HEADER, v.cells), kernels=list(v.kernels)) for v in self.verdicts],
+            "environment_changes": list(self.env_diff),
+        }
+
+
+def build_rows(run: RunView) -> Rows:
+    """Walk the run once: every renderer draws these rows instead of reading the results itself."""
+    return Rows(
+        gpu=run.device.name if run.device.available else "no GPU",
+        cases=tuple(case_row(r, run) for r in run.results),
+        cross=tuple(tuple(row) for row in cross_rows(run.cross)),
+        cross_ok=all(c.paths_ok and c.parity.ok for c in run.cross),
+        claims=tuple(run.claims),
+        verdicts=tuple(verdict_row(v, run) for v in run.verdicts.values()),
+        env_diff=tuple(env_diff_lines(run)),
+        unjudged=unjudged_line(run),
+    )
+
+
+def _wall_dev(wall: Any, dev: Any) -> str:
+    """"1.558/0.268": wall and device ms per step of one side ('-' for what was not measured)."""
+    if wall is None:
+        return "-"
+    return f"{wall.median * 1e3:.3f}/" + ("-" if dev is None else f"{dev.busy.median * 1e3:.3f}")
+
+
+def result_cells(r: CaseRecord) -> dict[str, str]:
+    """Display cells of one result, in column order."""
+    worst = r.parity.worst()
+    parity = "ok" if r.parity.ok else "FAIL"
+    if worst is not None:
+        parity += f" {worst.error:.1e}/{worst.tolerance:.0e}"
+    # TFLOP/s of the cuDNN side only: a generic-only row is a correctness check at a tiny size.
+    tf = r.tflops("cudnn") if r.cudnn is not None else None
+    peak = r.peak_tflops
+    tflops = "-" if tf is None else (f"{tf:.2f}" + (f" ({tf / peak:.1%})" if peak else ""))
+    energy = r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")
+    s = r.speedup
+    dev = r.device_speedup
+    return {
+        "case": r.id,
+        "cudnn ms wall/dev": _wall_dev(r.cudnn, r.cudnn_device),
+        "generic ms wall/dev": _wall_dev(r.generic, r.generic_device),
+        "speedup wall [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
+        "dev": "-" if dev is None else f"{dev:.2f}x",
+        "floor": "-" if s is None else f"{r.case.floor:.1f}x",
+        "TFLOP/s (of peak)": tflops,
+        "J/step": "-" if energy is None else f"{energy:.3g}",
+        "parity err/tol": parity,
+        "path": "ok" if r.paths_ok else "WRONG",
+    }
+
+
+def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
+    """The speedup of the stored record of ``r``'s case, with its interval (None without one)."""
+    from pytest_rnnperf.model.stats import speedup_interval
+
+    rec = run.stored_record(r.id) if run.baseline is not None and r.speedup is not None else None
+    if rec is None or rec.cudnn is None:
+        return None
+    return speedup_interval(rec.cudnn.samples, rec.generic.samples)
+
+
+def below_floor(r: CaseRecord) -> bool:
+    """The case's cuDNN speedup is under the floor it promises."""
+    return r.speedup is not None and r.cudnn is not None and r.speedup.estimate < r.case.floor
+
+
+def case_row(r: CaseRecord, run: RunView) -> CaseRow:
+    """The row of one measured case."""
+    return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
+                   baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.verdicts.get(r.id),
+                   gates_ok=r.paths_ok and r.parity.ok and not below_floor(r))
+
+
+def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
+    """Display cells per cross-framework check (shared by the terminal table and Markdown)."""
+    rows = []
+    for c in cross:
+        worst = c.parity.worst()
+        parity = ("ok" if c.parity.ok else "FAIL") + ("" if worst is None else
+                                                      f" {worst.error:.1e}/{worst.tolerance:.0e} ({worst.quantity})")
+        rows.append([c.id, " vs ".join(c.sides), parity, "ok" if c.paths_ok else "WRONG"])
+    return rows
+
+
+def _change(c: Comparison) -> str:
+    """A comparison's change with its interval, e.g. "+5.2% [+3.9%, +6.6%]"."""
+    return f"{c.ratio.estimate - 1:+.1%} [{c.ratio.low - 1:+.1%}, {c.ratio.high - 1:+.1%}]"
+
+
+def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
+    """The verdict table's row of one case, and (when it moved) its kernels that moved."""
+    s, h = v.speedup, v.host
+    cells = (
+        v.case_id, v.basis + (f" x{v.processes}" if v.processes else ""),
+        f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", _change(v.time),
+        "-" if h is None else f"{h.baseline_median * 1e3:.3f} -> {h.current_median * 1e3:.3f} "
+                              f"({h.ratio.estimate - 1:+.0%}, {h.verdict})",
+        "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
+        str(v.outcome) + (" (re-measured)" if v.remeasured else "")
+        + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
+    )
+    kernels = tuple(k.explain() for k in v.kernels) or tuple(kernel_lines(v, run)) if v.moved else ()
+    return VerdictRow(verdict=v, cells=cells, kernels=kernels)
+
+
+def unjudged_line(run: RunView) -> str | None:
+    """The cuDNN cases the baseline cannot judge, in one line (None when it judges them all)."""
+    if not run.unjudged or run.baseline is None:
+        return None
+    # A baseline recorded with -k (one framework, say) silently judging nothing would look like a pass.
+    listed = ", ".join(run.unjudged[:3]) + (", ..." if len(run.unjudged) > 3 else "")
+    files = run.baseline.path.name + (f" or the {len(run.older)} file(s) before it" if run.older else "")
+    return (f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {files} "
+            f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {listed}")
+
+
+def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
+    """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
+    from pytest_rnnperf.measure.environment import diff_environments, format_diff
+
+    stored = run.baseline if case_id is None else run.stored_run(case_id)
+    if stored is None:
+        return []
+    # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
+    return format_diff(diff_environments(dict(stored.environment), run.environment()))
+
+
+def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]:
+    """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
+    base = run.stored_record(verdict.case_id)
+    now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
+    return record_kernel_lines(base, now, rows)
+
+
+def record_kernel_lines(base: CaseRecord | None, now: CaseRecord | None, rows: int = 4) -> list[str]:
+    """What moved between two records' cuDNN kernel tables (empty where either has no device time)."""
+    from pytest_rnnperf.measure.device_time import kernel_changes
+
+    if base is None or now is None or base.cudnn_device is None or now.cudnn_device is None:
+        return []
+    changes = kernel_changes(base.cudnn_device.kernels, now.cudnn_device.kernels)
+    return [c.describe() for c in changes[:rows]] or ["no kernel moved by more than 5% of its time"]
+
+
+def verdict_counts(verdicts: Any) -> str:
+    """e.g. "1 ambiguous, 27 unchanged": outcomes counted, in alphabetical order."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[str(v.outcome)] = counts.get(str(v.outcome), 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
