@@ -158,7 +158,7 @@ def unpack_lstm(
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _jax() -> Any:
+def import_jax() -> Any:
     """Import JAX on first use, with GPU preallocation off unless the user or an earlier import decided.
 
     The variable is read when JAX creates its GPU client, which happens after the import, so setting it
@@ -173,7 +173,7 @@ def _jax() -> Any:
 
 def _rnn() -> Any:
     """``jax.experimental.rnn`` (imports JAX)."""
-    _jax()
+    import_jax()
     from jax.experimental import rnn
 
     return rnn
@@ -203,13 +203,13 @@ def _lstm_precision_args(rnn: Any, precision: str) -> tuple[Any, ...]:
             raise BackendUnavailable("this jax's cuDNN LSTM has no precision argument, so an fp32 case cannot pin "
                                      "cuDNN's math to fp32 (jax >= 0.4.17 has it)")
         return ()
-    return (getattr(_jax().lax.Precision, _LSTM_PRECISION[precision]),)
+    return (getattr(import_jax().lax.Precision, _LSTM_PRECISION[precision]),)
 
 
 @contextlib.contextmanager
 def _matmul_precision(precision: str) -> Iterator[None]:
     """Trace under the precision mode's default matmul precision (XLA's GPU default for float32 is TF32)."""
-    with _jax().default_matmul_precision(_MATMUL_PRECISION[precision]):
+    with import_jax().default_matmul_precision(_MATMUL_PRECISION[precision]):
         yield
 
 
@@ -453,7 +453,7 @@ class JaxPair:
         gc.collect()
 
 
-def _oom_reason(exc: BaseException) -> str | None:
+def oom_reason(exc: BaseException) -> str | None:
     """A one-line out-of-memory reason for ``exc``, or None when it is not one.
 
     XLA reports a failed allocation as RESOURCE_EXHAUSTED; a cuDNN RNN that cannot get its workspace
@@ -495,7 +495,7 @@ def _devices(jax: Any) -> str:
 
 def jax_runtime_info() -> dict[str, str]:
     """JAX's versions, devices, CUDA/cuDNN and precision/memory settings; imports JAX."""
-    _jax()
+    import_jax()
     return runtime_info("jax", JAX_KEYS, _jax_info)
 
 
@@ -556,7 +556,7 @@ class JaxBackend:
         reason = self.unavailable_reason()
         if reason:
             return reason
-        jax = _jax()
+        jax = import_jax()
         if _cuda_device(jax) is None:
             return (f"no CUDA GPU visible to jax {jax.__version__} (backend {jax.default_backend()}; the GPU build is "
                     "pip install 'jax[cuda13]' or 'jax[cuda12]')")
@@ -584,7 +584,7 @@ class JaxBackend:
             reason = self.gpu_unavailable_reason()
             if reason:
                 raise BackendUnavailable(reason)
-        jax = _jax()
+        jax = import_jax()
         rnn = _rnn()
         gpu = _cuda_device(jax)
         device = gpu if gpu is not None else jax.devices("cpu")[0]
@@ -605,7 +605,7 @@ class JaxBackend:
             pair.sync()
             return pair
         except Exception as exc:
-            why = _oom_reason(exc)
+            why = oom_reason(exc)
             if why is None:
                 raise
             sides = {}

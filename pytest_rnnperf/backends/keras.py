@@ -28,7 +28,7 @@ from pytest_rnnperf.backends.base import get_value, loaded_libraries
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
-from pytest_rnnperf.backends.jax import _jax, _oom_reason
+from pytest_rnnperf.backends.jax import import_jax, oom_reason
 from pytest_rnnperf.backends.keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, layer_variables,
     split_states, to_batch_major,
@@ -129,10 +129,10 @@ class KerasTorchImpl:
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
         """Batch-major input and upstream gradients as device tensors of the case's dtype."""
-        from pytest_rnnperf.backends.torch import _dtype, _torch
+        from pytest_rnnperf.backends.torch import torch_dtype, import_torch
 
-        torch = _torch()
-        dt = _dtype(self.case.precision)
+        torch = import_torch()
+        dt = torch_dtype(self.case.precision)
 
         def dev(a: np.ndarray) -> Any:
             """A host array as a device tensor of the case's dtype."""
@@ -145,9 +145,9 @@ class KerasTorchImpl:
 
     def _run(self, args: tuple[Any, ...], want_grads: bool) -> tuple[Any, list[Any], list[Any], Any, list[Any]]:
         """Forward (+ gradients of x and every variable for the upstream gradients)."""
-        from pytest_rnnperf.backends.torch import _torch, precision_flags
+        from pytest_rnnperf.backends.torch import import_torch, precision_flags
 
-        torch = _torch()
+        torch = import_torch()
         x, d_out, d_h, d_c = args
         # cuDNN stays enabled on both sides: only the Keras flag may decide the path, else a generic side
         # that ignored use_cudnn=False would still pass. TF32 is pinned for cuDNN and matmuls alike.
@@ -212,20 +212,20 @@ class KerasTorchPair:
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
-        from pytest_rnnperf.backends.torch import _torch
+        from pytest_rnnperf.backends.torch import import_torch
 
         if self.device.startswith("cuda"):
-            _torch().cuda.synchronize()
+            import_torch().cuda.synchronize()
 
     def close(self) -> None:
         """Drop the layers and return cached blocks to the driver."""
-        from pytest_rnnperf.backends.torch import _restore_threads, _torch
+        from pytest_rnnperf.backends.torch import restore_thread_count, import_torch
 
         self.cudnn = self.generic = None
         gc.collect()
         if self.device.startswith("cuda"):
-            _torch().cuda.empty_cache()
-        _restore_threads(self.restore_threads)
+            import_torch().cuda.empty_cache()
+        restore_thread_count(self.restore_threads)
 
 
 class KerasTorchBackend:
@@ -256,7 +256,7 @@ class KerasTorchBackend:
     def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
               impls: tuple[str, ...] = IMPLS) -> KerasTorchPair:
         """Build the requested sides on the GPU (cuDNN needs one), or generic-only on the CPU."""
-        from pytest_rnnperf.backends.torch import _torch, build_on_device
+        from pytest_rnnperf.backends.torch import import_torch, build_on_device
 
         reason = self.unavailable_reason()
         if reason:
@@ -269,7 +269,7 @@ class KerasTorchBackend:
 
         def build(device: str, restore: int) -> KerasTorchPair:
             """Both stacks on ``device``; an out-of-memory here is a skip."""
-            torch = _torch()
+            torch = import_torch()
             pair = KerasTorchPair(cudnn=None, generic=None, device=device, restore_threads=restore)
             try:
                 with keras.device(device):
@@ -298,7 +298,7 @@ def _jax_numpy(a: Any) -> np.ndarray:
 
 def _on_gpu_jax() -> bool:
     """Whether JAX's default backend is a GPU."""
-    return bool(_jax().default_backend() == "gpu")
+    return bool(import_jax().default_backend() == "gpu")
 
 
 @dataclass
@@ -317,7 +317,7 @@ class KerasJaxImpl:
 
     def __post_init__(self) -> None:
         """Take the variables' values, move the timing inputs to the device, and jit the step once."""
-        jax = _jax()
+        jax = import_jax()
         self._trainable = [[v.value for v in layer.trainable_variables] for layer in self.layers]
         self._fixed = [[v.value for v in layer.non_trainable_variables] for layer in self.layers]
         self._args = self._device_inputs(self.inputs)
@@ -330,7 +330,7 @@ class KerasJaxImpl:
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
         """Batch-major input and upstream gradients as device arrays of the case's dtype."""
-        jnp = _jax().numpy
+        jnp = import_jax().numpy
         dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16}.get(self.case.precision, jnp.float32)
 
         def dev(a: np.ndarray) -> Any:
@@ -356,7 +356,7 @@ class KerasJaxImpl:
     def _compute(self, trainable: list[list[Any]], x: Any, d_out: Any, d_h: tuple[Any, ...],
                  d_c: tuple[Any, ...]) -> tuple[Any, ...]:
         """Forward, plus in train mode the gradients of x and every trainable value (one vjp)."""
-        jax = _jax()
+        jax = import_jax()
         with jax.default_matmul_precision(JAX_MATMUL_PRECISION.get(self.case.precision, "highest")):
             if not self._train:
                 return self._forward(trainable, x)
@@ -409,7 +409,7 @@ class KerasJaxPair:
 
     def sync(self) -> None:
         """Block until the last step of each side is computed (no copy to the host)."""
-        jax = _jax()
+        jax = import_jax()
         for side in (self.cudnn, self.generic):
             if side is not None and side.last is not None:
                 jax.block_until_ready(side.last)
@@ -440,7 +440,7 @@ class KerasJaxBackend:
         import os
 
         keras = _keras("jax")
-        jax = _jax()
+        jax = import_jax()
         return {
             "keras_jax.keras_version": get_value(lambda: keras.__version__),
             "keras_jax.backend": get_value(keras.backend.backend),
@@ -475,7 +475,7 @@ class KerasJaxBackend:
                 side.step()  # compiles the step and surfaces out-of-memory here
             pair.sync()
         except Exception as exc:
-            oom = _oom_reason(exc)
+            oom = oom_reason(exc)
             if oom is None:
                 raise
             pair.close()

@@ -58,16 +58,16 @@ SPEC = BackendSpec(
 )
 
 
-def _torch() -> Any:
+def import_torch() -> Any:
     """Import torch on first use."""
     import torch
 
     return torch
 
 
-def _dtype(precision: str) -> Any:
+def torch_dtype(precision: str) -> Any:
     """Parameter/activation dtype of a precision mode."""
-    torch = _torch()
+    torch = import_torch()
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
 
@@ -78,7 +78,7 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
     torch's cuDNN RNN allows TF32 by default while cuBLAS matmul does not, so without this pin the two
     paths differ by ~3e-4 relative for reasons unrelated to either implementation.
     """
-    torch = _torch()
+    torch = import_torch()
     allow_tf32 = precision == "tf32"
     matmul = torch.backends.cuda.matmul
     saved_matmul = matmul.allow_tf32
@@ -113,7 +113,7 @@ def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
         return 0
     clock_mhz = 1500.0
     try:  # cycles per microsecond = SM clock in MHz; fall back to a typical datacenter clock
-        clock_mhz = _torch().cuda.get_device_properties(0).clock_rate / 1e3
+        clock_mhz = import_torch().cuda.get_device_properties(0).clock_rate / 1e3
     except Exception:
         pass
     return int(us * clock_mhz)
@@ -126,7 +126,7 @@ def _no_onednn() -> Iterator[None]:
     Entering mkldnn.flags re-sets oneDNN's TF32 switch, and CPU builds warn on every step that TF32 on
     oneDNN needs an Intel GPU: noise about a feature no case uses.
     """
-    torch = _torch()
+    torch = import_torch()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
         with torch.backends.mkldnn.flags(enabled=False):
@@ -135,7 +135,7 @@ def _no_onednn() -> Iterator[None]:
 
 def _module_class(cell: str) -> tuple[Any, dict[str, Any]]:
     """nn class and extra constructor arguments for a canonical cell name."""
-    nn = _torch().nn
+    nn = import_torch().nn
     return {
         "lstm": (nn.LSTM, {}),
         "gru": (nn.GRU, {}),
@@ -156,7 +156,7 @@ def _param_names(num_layers: int, directions: int) -> list[str]:
 
 def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
     """An nn.LSTM/GRU/RNN on ``device`` holding exactly the canonical ``weights`` (time-major)."""
-    torch = _torch()
+    torch = import_torch()
     cls, extra = _module_class(case.cell)
     s = case.shape
     module = cls(
@@ -166,7 +166,7 @@ def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
     with torch.no_grad():
         for name, array in zip(names, weights.flat(), strict=True):
             getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(array)))
-    module = module.to(device=device, dtype=_dtype(case.precision))
+    module = module.to(device=device, dtype=torch_dtype(case.precision))
     if device.startswith("cuda"):
         # A dtype cast leaves the weights outside cuDNN's single flat buffer; without this, cuDNN
         # compacts them on every call and the cuDNN side is billed for a copy it would not do in training.
@@ -177,15 +177,15 @@ def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
 
 def _to_numpy(t: Any) -> np.ndarray:
     """Detach, move to host and widen to float64."""
-    return t.detach().to("cpu", dtype=_torch().float64).numpy()
+    return t.detach().to("cpu", dtype=import_torch().float64).numpy()
 
 
 def torch_runtime_info() -> dict[str, str]:
     """torch's build and loaded CUDA/cuDNN, device and precision/determinism flags; imports torch."""
-    return runtime_info("torch", TORCH_KEYS, _torch_info)
+    return runtime_info("torch", TORCH_KEYS, torch_info)
 
 
-def _torch_info(torch: Any) -> dict[str, str]:
+def torch_info(torch: Any) -> dict[str, str]:
     cudnn, cuda = torch.backends.cudnn, torch.backends.cuda
     cuda_ok = get_value(torch.cuda.is_available)
     return {
@@ -218,7 +218,7 @@ def dispatched_ops(step: Any, device: str) -> set[str]:
     A dispatch mode sees each op below autograd, after aten::lstm chose its implementation, so it names the
     kernel family that ran; it costs a Python call per op, where the profiler cost ~1-2 s per case.
     """
-    torch = _torch()
+    torch = import_torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
     names: set[str] = set()
@@ -280,8 +280,8 @@ class TorchImpl:
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
         """Input and upstream gradients as device tensors of the case's dtype."""
-        torch = _torch()
-        dt = _dtype(self.case.precision)
+        torch = import_torch()
+        dt = torch_dtype(self.case.precision)
 
         def dev(a: np.ndarray) -> Any:
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, dtype=dt)
@@ -294,7 +294,7 @@ class TorchImpl:
 
     def _run(self, x: Any, grads: tuple[Any, ...], want_grads: bool) -> tuple[Any, Any, Any, tuple[Any, ...]]:
         """Forward (+ backward via autograd.grad, which returns gradients instead of accumulating them)."""
-        torch = _torch()
+        torch = import_torch()
         with precision_flags(self.name, self.case.precision, self.device):
             if not want_grads:
                 with torch.no_grad():
@@ -311,7 +311,7 @@ class TorchImpl:
         """One timed step; nothing is copied to the host and the device is not synchronized here."""
         self._run(self._x, self._grads, want_grads=self.case.mode == "train")
         if self._inject_cycles:
-            _torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
+            import_torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
         if self._inject_host_s:  # injected host-side delay: a busy wait, as slower dispatch would be
             end = time.perf_counter() + self._inject_host_s
             while time.perf_counter() < end:
@@ -347,7 +347,7 @@ class TorchImpl:
 
 def _pin_cpu_threads(device: str) -> int:
     """For a CPU pair, set torch's intra-op threads to CPU_THREADS; the count to restore on close (0: none)."""
-    torch = _torch()
+    torch = import_torch()
     if device != "cpu" or torch.get_num_threads() == CPU_THREADS:
         return 0
     before = torch.get_num_threads()
@@ -355,10 +355,10 @@ def _pin_cpu_threads(device: str) -> int:
     return int(before)
 
 
-def _restore_threads(count: int) -> None:
+def restore_thread_count(count: int) -> None:
     """Give torch back the intra-op thread count a CPU pair replaced."""
     if count:
-        _torch().set_num_threads(count)
+        import_torch().set_num_threads(count)
 
 
 _Built = TypeVar("_Built")
@@ -370,18 +370,18 @@ def build_on_device(precision: str, build: Callable[[str, int], _Built], what: s
     Half precision has no CPU path to compare (BackendUnavailable). ``restore`` is the thread count the pair
     gives back on close; when ``build`` raises no pair will be closed, so the pin is undone here.
     """
-    device = "cuda" if _torch().cuda.is_available() else "cpu"
+    device = "cuda" if import_torch().cuda.is_available() else "cpu"
     if precision in ("fp16", "bf16") and device == "cpu":
         raise BackendUnavailable(f"{precision} {what} need a CUDA GPU (no half-precision CPU path is compared)")
     restore = _pin_cpu_threads(device)
     try:
         return build(device, restore)
     except BaseException:
-        _restore_threads(restore)
+        restore_thread_count(restore)
         raise
 
 
-class _OnDevice:
+class OnDevice:
     """sync and close of a pair whose sides live on ``device`` (a dataclass with these fields)."""
 
     cudnn: Any
@@ -392,19 +392,19 @@ class _OnDevice:
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
         if self.device.startswith("cuda"):
-            _torch().cuda.synchronize()
+            import_torch().cuda.synchronize()
 
     def close(self) -> None:
         """Drop the sides and return cached blocks to the driver, so the next case starts clean."""
         self.cudnn = self.generic = None
         if self.device.startswith("cuda"):
-            _torch().cuda.empty_cache()
-        _restore_threads(self.restore_threads)
+            import_torch().cuda.empty_cache()
+        restore_thread_count(self.restore_threads)
         self.restore_threads = 0
 
 
 @dataclass
-class TorchPair(_OnDevice):
+class TorchPair(OnDevice):
     """cuDNN and generic torch modules with identical weights on one device."""
 
     cudnn: TorchImpl | None
@@ -415,7 +415,7 @@ class TorchPair(_OnDevice):
 
 def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
     """The tensors of a nested tuple/list/dict output, named by their path, e.g. ``output[1][0]``."""
-    torch = _torch()
+    torch = import_torch()
     if isinstance(obj, torch.Tensor):
         return [(name, obj)]
     if isinstance(obj, torch.nn.utils.rnn.PackedSequence):  # its values; the sizes and order are the input's
@@ -446,7 +446,7 @@ class TorchModelImpl:
 
     def _run(self, want_grads: bool) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
         """Forward (+ gradients of <outputs, d_outputs> w.r.t. float inputs and parameters)."""
-        torch = _torch()
+        torch = import_torch()
         with precision_flags(self._impl, self.precision, self.device):
             if not want_grads:
                 with torch.no_grad():
@@ -476,7 +476,7 @@ class TorchModelImpl:
 
 
 @dataclass
-class TorchModelPair(_OnDevice):
+class TorchModelPair(OnDevice):
     """cuDNN, generic and float64 copies of one model with identical weights, on one device."""
 
     cudnn: TorchModelImpl | None
@@ -494,7 +494,7 @@ class TorchModelPair(_OnDevice):
 
 def _describe(model: Any) -> tuple[str, list[Any]]:
     """"Encoder: 1.20M parameters; lstm=LSTM(128, 256, num_layers=2)" and the model's RNN modules."""
-    nn = _torch().nn
+    nn = import_torch().nn
     rnns = [(name or type(model).__name__, m) for name, m in model.named_modules() if isinstance(m, nn.RNNBase)]
     params = sum(p.numel() for p in model.parameters())
     text = f"{type(model).__name__}: {params / 1e6:.2f}M parameters; " + ", ".join(f"{n}={m!r}" for n, m in rnns)
@@ -503,7 +503,7 @@ def _describe(model: Any) -> tuple[str, list[Any]]:
 
 def _without_dropout(model: Any) -> list[str]:
     """Set every dropout of ``model`` (a copy) to 0, so the sides compute the same function; what was changed."""
-    nn = _torch().nn
+    nn = import_torch().nn
     changed = []
     for name, m in model.named_modules():
         if isinstance(m, nn.RNNBase) and m.dropout:
@@ -517,7 +517,7 @@ def _without_dropout(model: Any) -> list[str]:
 
 def _model_inputs(inputs: Any) -> tuple[Any, ...]:
     """The model's positional inputs: tensors or PackedSequences, one or a tuple/list, or a callable returning them."""
-    torch = _torch()
+    torch = import_torch()
     packed = torch.nn.utils.rnn.PackedSequence
     value = inputs() if callable(inputs) else inputs
     # A PackedSequence is a tuple too, but one input (its fields are not the model's arguments).
@@ -531,7 +531,7 @@ def _model_inputs(inputs: Any) -> tuple[Any, ...]:
 
 def _values(x: Any) -> Any:
     """The tensor of an input that carries its values (a packed sequence's data, with its gradient)."""
-    return x.data if isinstance(x, _torch().nn.utils.rnn.PackedSequence) else x
+    return x.data if isinstance(x, import_torch().nn.utils.rnn.PackedSequence) else x
 
 
 def _input_copy(x: Any, device: str, dtype: Any, train: bool) -> Any:
@@ -570,7 +570,7 @@ class TorchBackend:
         reason = self.unavailable_reason()
         if reason:
             return reason
-        torch = _torch()
+        torch = import_torch()
         if not torch.cuda.is_available():
             built = torch.version.cuda or "none (CPU build)"
             return f"no CUDA GPU visible to torch {torch.__version__} (built for CUDA {built})"
@@ -599,7 +599,7 @@ class TorchBackend:
     def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
                restore: int) -> TorchPair:
         """build's work, once the device and its thread count are settled."""
-        torch = _torch()
+        torch = import_torch()
         try:
             sides = {}
             for impl in impls:
@@ -626,7 +626,7 @@ class TorchBackend:
         reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
         if reason:
             raise BackendUnavailable(reason)
-        torch = _torch()
+        torch = import_torch()
         if not isinstance(model, torch.nn.Module):
             raise ModelError(f"the model must be a torch.nn.Module, got {type(model).__name__}")
         description, rnns = _describe(model)
@@ -640,7 +640,7 @@ class TorchBackend:
         """build_model's work, once the device and its thread count are settled."""
         import copy
 
-        torch = _torch()
+        torch = import_torch()
         torch.manual_seed(seed)
         host_inputs = _model_inputs(inputs)
         train = case.mode == "train"
@@ -667,9 +667,9 @@ class TorchBackend:
                       for _, t in outputs if t.is_floating_point()]
             sides: dict[str, TorchModelImpl] = {}
             for impl in impls:
-                sides[impl] = copy_for(impl, _dtype(case.precision))
+                sides[impl] = copy_for(impl, torch_dtype(case.precision))
             for side in [reference, *sides.values()]:
-                dtype = torch.float64 if side is reference else _dtype(case.precision)
+                dtype = torch.float64 if side is reference else torch_dtype(case.precision)
                 side.d_outputs = [torch.from_numpy(d).to(device=device, dtype=dtype) for d in d_host]
             for side in sides.values():  # surfaces out-of-memory and shape errors here, before timing
                 side.step()

@@ -38,7 +38,7 @@ from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutO
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.torch import (
-    TORCH_KEYS, TorchBackend, TorchImpl, _OnDevice, _torch, _torch_info, build_module, build_on_device,
+    TORCH_KEYS, TorchBackend, TorchImpl, OnDevice, import_torch, torch_info, build_module, build_on_device,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -104,7 +104,7 @@ def compile_runtime_info(prefix: str, allow_rnn: bool | None, compile_backend: s
 
     def read(torch: Any) -> dict[str, str]:
         """torch's own fields re-keyed, then the compile fields."""
-        info = {prefix + k.split(".", 1)[1]: v for k, v in _torch_info(torch).items()}
+        info = {prefix + k.split(".", 1)[1]: v for k, v in torch_info(torch).items()}
         info[prefix + "dynamo_allow_rnn"] = get_value(
             lambda: allow_rnn if allow_rnn is not None else _dynamo().config.allow_rnn)
         info[prefix + "compile_backend"] = compile_backend
@@ -174,7 +174,7 @@ def _cache_counts() -> tuple[int, int]:
 @contextlib.contextmanager
 def _no_recompile() -> Iterator[None]:
     """Raise rather than compile again: a result or proof must come from the graph the timed steps run."""
-    with _torch().compiler.set_stance("fail_on_recompile"):
+    with import_torch().compiler.set_stance("fail_on_recompile"):
         yield
 
 
@@ -248,7 +248,7 @@ def profiled_ops(step: Any, device: str) -> Counter[str]:
     The profiler sees the ATen ops a compiled graph calls (its extern kernels such as mm, or an RNN op left
     eager) but not the code Inductor generated itself (fused pointwise kernels are no ATen ops).
     """
-    torch = _torch()
+    torch = import_torch()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
         if device.startswith("cuda"):
@@ -276,7 +276,7 @@ def compiled_proof(names: Counter[str], dynamo: DynamoLog | None, seq_len: int) 
 
 def _median_step_s(run: Any, device: str) -> float:
     """Median seconds of EAGER_STEPS synchronized calls of ``run`` after EAGER_WARMUP unmeasured ones."""
-    torch = _torch()
+    torch = import_torch()
     times = []
     for i in range(EAGER_WARMUP + EAGER_STEPS):
         started = time.perf_counter()
@@ -295,7 +295,7 @@ def compile_side(case: "Case", weights: "RNNWeights", inputs: CaseInputs, device
     ``allow_rnn`` None keeps dynamo's own setting (the default config); True or False is patched in around
     the compile and every call. The first call (forward and, in train mode, backward) compiles and is timed.
     """
-    torch = _torch()
+    torch = import_torch()
     dynamo = _dynamo()
     dynamo.reset()  # see the module docstring: caches and skip marks are per code object, shared by all LSTMs
     log = DynamoLog(compile_backend)
@@ -331,7 +331,7 @@ def compile_side(case: "Case", weights: "RNNWeights", inputs: CaseInputs, device
 
 
 @dataclass
-class CompiledPair(_OnDevice):
+class CompiledPair(OnDevice):
     """The compiled module (cuDNN flags) and the eager generic module, with identical weights, on one device."""
 
     cudnn: CompiledImpl | None
@@ -371,7 +371,7 @@ class TorchCompileBackend:
         reason = self._torch_backend.unavailable_reason()
         if reason:
             return reason
-        torch = _torch()
+        torch = import_torch()
         check = getattr(importlib.import_module("torch._dynamo.eval_frame"), "check_if_dynamo_supported", None)
         try:
             if check is not None:
@@ -408,7 +408,7 @@ class TorchCompileBackend:
     def _build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs, impls: tuple[str, ...], device: str,
                restore: int) -> CompiledPair:
         """build's work, once the device and its thread count are settled."""
-        torch = _torch()
+        torch = import_torch()
         try:
             compiled, notes = (compile_side(case, weights, inputs, device, self.allow_rnn, self.compile_backend)
                                if "cudnn" in impls else (None, ()))
