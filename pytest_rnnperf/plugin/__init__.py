@@ -7,7 +7,6 @@ markers, each checked before anything runs), outcomes out (usage errors, skips, 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 from functools import partial
@@ -16,12 +15,21 @@ from typing import Any, Callable, Generator
 
 import pytest
 
+from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_without_our_section, configure, machine_id,
+                                             option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the hooks a conftest.py implements to extend pytest-rnnperf (plugin/hooks.py)."""
+    from pytest_rnnperf.plugin import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,38 +142,7 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
-    given = config.getoption("benchmark_json", None)
-    if given is not None and settings.baselines.strip():
-        target = (config.invocation_params.dir / given).resolve()
-        # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
-        # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
-        if target.is_file() and target.is_relative_to(root.resolve()):
-            problems.append(f"--benchmark-json={given}: {target} is a file in the baselines folder and is never "
-                            f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)")
-    if given is not None:  # pytest-benchmark opens it only after the whole run
-        target, shown = config.invocation_params.dir / str(given), Path(str(given))
-        if target.is_dir():
-            problems.append(f"--benchmark-json={given}: {given} is a folder, not a file")
-        elif not target.parent.is_dir():
-            problems.append(f"--benchmark-json={given}: folder {shown.parent} does not exist")
-        elif not os.access(target if target.exists() else target.parent, os.W_OK):
-            problems.append(f"--benchmark-json={given}: {given} is not writable")
-    if settings.update_baseline:
-        if not config.pluginmanager.has_plugin("benchmark"):
-            problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
-                            "(a baseline is pytest-benchmark's JSON)")
-        for option in ("benchmark_disable", "benchmark_skip"):
-            if config.getoption(option, None):
-                flag = "--" + option.replace("_", "-")
-                problems.append(f"--rnnperf-update-baseline with {flag}: nothing would be timed to record")
-    if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
-        problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
-                        "after the whole run)")
-    if config.getoption("benchmark_histogram", None):
-        missing = [m for m in ("pygal", "pygaljs") if importlib.util.find_spec(m) is None]
-        if missing:
-            problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
-                            f"pip install 'pytest-benchmark[histogram]'")
+    problems += option_problems(config, settings, root)
     from pytest_rnnperf.backends import INJECT_ENVS, parse_injection
 
     for name in INJECT_ENVS:
@@ -201,16 +178,6 @@ def gpu_workers(config: pytest.Config) -> int | None:
     return len(gpus) if gpus else None  # no GPU: one worker per CPU, for the reference checks
 
 
-def _xdist_problem(config: pytest.Config, run: RnnperfSession) -> str | None:
-    """Why pytest-benchmark's storage cannot take this pytest-xdist run (workers on GPUs of different models)."""
-    if len(run.planned_models()) > 1 and (config.getoption("benchmark_save", None)
-                                          or config.getoption("benchmark_autosave", None)):
-        return (f"--benchmark-save / --benchmark-autosave: the pytest-xdist workers have GPUs of different models "
-                f"({', '.join(w.gpu_label() for w in run.plan)}) and pytest-benchmark stores one run in one folder; "
-                f"--rnnperf-update-baseline records one file per model")
-    return None
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Check every setting and output path, read the device and software fingerprint, load the baseline."""
     config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
@@ -224,8 +191,6 @@ def pytest_configure(config: pytest.Config) -> None:
     problems = _output_problems(config, settings)
     if problems:
         raise pytest.UsageError("\n".join(problems))
-    from pytest_benchmark.utils import get_machine_id
-
     from pytest_rnnperf.measure.gpu import nvml_index, read_device_info
     from pytest_rnnperf.measure.environment import software_info
     from pytest_rnnperf.measure.placement import place, plan
@@ -235,11 +200,12 @@ def pytest_configure(config: pytest.Config) -> None:
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
     run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info(), settings=settings,
-                         root=baseline_root(config, settings), machine_id=get_machine_id(), placement=placement)
+                         root=baseline_root(config, settings), machine_id=machine_id(), placement=placement)
     run.plan = [WorkerRun(p, read_device_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = run
-    problem = _xdist_problem(config, run)
+    _connect_hooks(config, run)
+    problem = storage_problem(config, run)
     if problem:
         raise pytest.UsageError(problem)
     try:
@@ -250,54 +216,38 @@ def pytest_configure(config: pytest.Config) -> None:
         problems = run.record_problems()
         if problems:
             raise pytest.UsageError("\n".join(problems))
-    _configure_benchmark(config, run, latest)
+    configure(config, run, latest)
 
 
-def _configure_benchmark(config: pytest.Config, run: RnnperfSession, latest: Path | None) -> None:
-    """Point pytest-benchmark's storage and compare at this GPU model's baselines (before it loads them).
+def _connect_hooks(config: pytest.Config, run: RnnperfSession) -> None:
+    """Take the environment fields conftests add, and tell them each verdict (plugin/hooks.py)."""
+    from pytest_rnnperf.backends import INJECT_ENVS, specs
+    from pytest_rnnperf.plugin.hooks import reserved
 
-    pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share one;
-    storing under baselines/<gpu model>/ keeps every model apart. Its bare --benchmark-compare looks only in
-    this Python's machine-id folder; it is given the exact file our verdicts use, so both compare with the
-    same run. Where there is nothing to compare (no GPU, no baseline yet) it is told so instead of searching
-    .benchmarks, and a folder is only made when something will be saved there.
-    """
-    compare = config.getoption("benchmark_compare", None)
-    if compare and len(run.planned_models()) > 1:
-        # It compares every entry with one stored run, which holds one model's numbers.
-        config.option.benchmark_compare = compare = []
-        run.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
-                         "pytest-benchmark compares with one stored run; the verdicts judge each model against its own")
-        if config.getoption("benchmark_compare_fail", None):
-            config.option.benchmark_compare_fail = None
-            run.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
-    folder = run.root / run.device.gpu_slug
-    saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
-        "benchmark_autosave", None)
-    if run.device.available and config.getoption("benchmark_storage", None) == "file://./.benchmarks" and (
-            folder.is_dir() or saving):
-        config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
-    if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
-        config.option.benchmark_compare = str(latest.resolve())
-    elif compare and latest is None:
-        config.option.benchmark_compare = []
-        why = ("no GPU (baselines are per GPU model)" if not run.device.available
-               else f"no baseline for {run.device.gpu_slug} yet")
-        run.notes.append(f"--benchmark-compare: nothing to compare: {why}")
-        if config.getoption("benchmark_compare_fail", None):
-            # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
-            config.option.benchmark_compare_fail = None
-            run.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
+    own = dict(run.environment(), **{name: "" for name in INJECT_ENVS})
+    own.update({f"{spec.name}.": "" for spec in specs()})  # each framework's runtime fields, read later
+    for extra in config.hook.pytest_rnnperf_environment(config=config):
+        why = reserved(extra, own)
+        if why is not None:
+            raise pytest.UsageError(f"pytest_rnnperf_environment (conftest.py): {why}")
+        run.extra_environment.update(extra)
+    run.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
+
+
+def _report_files(config: pytest.Config, run: RnnperfSession) -> None:
+    """Let conftests write more report files beside rnnperf.json; the summary names them."""
+    folder = run.settings.report_dir
+    if run.report_rows is None or not folder or folder.lower() == "none":
+        return
+    written = [name for names in config.hook.pytest_rnnperf_report_files(config=config, folder=Path(folder),
+                                                                          rows=run.report_rows) for name in names]
+    if written:
+        run.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
 
 
 def _session(config: pytest.Config) -> RnnperfSession:
     """The RnnperfSession of this pytest run."""
     return config.stash[SESSION_KEY]
-
-
-def _bench(config: pytest.Config) -> Any:
-    """pytest-benchmark's BenchmarkSession (None if that plugin is disabled)."""
-    return getattr(config, "_benchmarksession", None)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -363,7 +313,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
     """Measure and check rnnperf cases or your own model; results reach pytest-benchmark and the rnnperf reports."""
     return RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
-                          _bench(request.config))
+                          benchmark_session(request.config))
 
 
 @pytest.fixture
@@ -398,26 +348,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any],
                                           compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
     """Let pytest-benchmark judge machine_info without our section, and not crash on storage outside the cwd."""
-    # pytest-benchmark compares at configure time, before any framework has loaded, so our section (which
-    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one. The
-    # end-of-run summary diffs that section field by field instead.
-    stored = (compared_benchmark.get("machine_info") or {}).get("rnnperf")
-    ours = machine_info.get("rnnperf")
-    if stored is not None:
-        machine_info["rnnperf"] = stored
-    try:
-        return (yield)
-    except ValueError:
-        # Its warning names the storage relative to the cwd, which raises for --rnnperf-baselines=/elsewhere.
-        benchmarksession.logger.warning(f"Benchmark machine_info is different from the run stored in "
-                                        f"{benchmarksession.storage}.")
-        return []
-    finally:
-        if ours is None:
-            machine_info.pop("rnnperf", None)
-        else:
-            machine_info["rnnperf"] = ours
-
+    return (yield from compare_without_our_section(benchmarksession, machine_info, compared_benchmark))
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
@@ -435,7 +366,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist controller: take a finished worker's results into this session, its timings into pytest-benchmark."""
     from pytest_rnnperf.plugin.benchmark import add_entries
 
-    bs = _bench(node.config)
+    bs = benchmark_session(node.config)
     _session(node.config).merge_worker(getattr(node, "workeroutput", {}).get(WORKER_KEY), error,
                                        None if bs is None else partial(add_entries, bs))
 
@@ -451,7 +382,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if run.settings.update_baseline:
         from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
-        bs = _bench(config)
+        bs = benchmark_session(config)
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
@@ -460,10 +391,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     elif run.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
-        bs = _bench(config)
+        bs = benchmark_session(config)
         run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
                                   exit_status=int(exitstatus))
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
+    _report_files(config, run)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

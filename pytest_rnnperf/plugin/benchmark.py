@@ -8,15 +8,22 @@ model's baseline folder, so a stored run is both a pytest-benchmark file and an 
 Under pytest-xdist pytest-benchmark switches itself off in every process. A worker that has a GPU of its own
 still times, and hands each record with its entry's names (``entry_source``) to the controller, which adds
 the entries to its own session: its --benchmark-json, -save and -compare then work on the merged run.
+
+Everything this package knows of pytest-benchmark's insides lives here, tested with the range pinned in
+pyproject.toml: ``config._benchmarksession`` (its session: ``benchmarks``, ``disabled``, ``storage``, ``logger``),
+the attributes its ``Metadata`` reads off a fixture (``_Entry``), its JSON writer, and its option names.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Generator, Sequence
 
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord, benchmark_extra
+from pytest_rnnperf.session.settings import Settings
 
 
 class _Entry:
@@ -103,3 +110,125 @@ def benchmark_json(config: Any, bs: Any, benchmarks: list[Any] | None = None,
     commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
     return config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
                                                       machine_info=machine_info, commit_info=commit_info)
+
+
+def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
+    """What is wrong with the pytest-benchmark options given with this run, found before anything runs."""
+    problems: list[str] = []
+    given = config.getoption("benchmark_json", None)
+    if given is not None and settings.baselines.strip():
+        target = (config.invocation_params.dir / given).resolve()
+        # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
+        # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
+        if target.is_file() and target.is_relative_to(root.resolve()):
+            problems.append(f"--benchmark-json={given}: {target} is a file in the baselines folder and is never "
+                            f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)")
+    if given is not None:  # pytest-benchmark opens it only after the whole run
+        target, shown = config.invocation_params.dir / str(given), Path(str(given))
+        if target.is_dir():
+            problems.append(f"--benchmark-json={given}: {given} is a folder, not a file")
+        elif not target.parent.is_dir():
+            problems.append(f"--benchmark-json={given}: folder {shown.parent} does not exist")
+        elif not os.access(target if target.exists() else target.parent, os.W_OK):
+            problems.append(f"--benchmark-json={given}: {given} is not writable")
+    if settings.update_baseline:
+        if not config.pluginmanager.has_plugin("benchmark"):
+            problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
+                            "(a baseline is pytest-benchmark's JSON)")
+        for option in ("benchmark_disable", "benchmark_skip"):
+            if config.getoption(option, None):
+                flag = "--" + option.replace("_", "-")
+                problems.append(f"--rnnperf-update-baseline with {flag}: nothing would be timed to record")
+    if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
+        problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
+                        "after the whole run)")
+    if config.getoption("benchmark_histogram", None):
+        missing = [m for m in ("pygal", "pygaljs") if importlib.util.find_spec(m) is None]
+        if missing:
+            problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
+                            f"pip install 'pytest-benchmark[histogram]'")
+    return problems
+
+
+def storage_problem(config: Any, run: Any) -> str | None:
+    """Why pytest-benchmark's storage cannot take this pytest-xdist run (workers on GPUs of different models)."""
+    if len(run.planned_models()) > 1 and (config.getoption("benchmark_save", None)
+                                          or config.getoption("benchmark_autosave", None)):
+        return (f"--benchmark-save / --benchmark-autosave: the pytest-xdist workers have GPUs of different models "
+                f"({', '.join(w.gpu_label() for w in run.plan)}) and pytest-benchmark stores one run in one folder; "
+                f"--rnnperf-update-baseline records one file per model")
+    return None
+
+
+def configure(config: Any, run: Any, latest: Path | None) -> None:
+    """Point pytest-benchmark's storage and compare at this GPU model's baselines (before it loads them).
+
+    pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share one;
+    storing under baselines/<gpu model>/ keeps every model apart. Its bare --benchmark-compare looks only in
+    this Python's machine-id folder; it is given the exact file our verdicts use, so both compare with the
+    same run. Where there is nothing to compare (no GPU, no baseline yet) it is told so instead of searching
+    .benchmarks, and a folder is only made when something will be saved there.
+    """
+    compare = config.getoption("benchmark_compare", None)
+    if compare and len(run.planned_models()) > 1:
+        # It compares every entry with one stored run, which holds one model's numbers.
+        config.option.benchmark_compare = compare = []
+        run.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
+                         "pytest-benchmark compares with one stored run; the verdicts judge each model against its own")
+        if config.getoption("benchmark_compare_fail", None):
+            config.option.benchmark_compare_fail = None
+            run.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
+    folder = run.root / run.device.gpu_slug
+    saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
+        "benchmark_autosave", None)
+    if run.device.available and config.getoption("benchmark_storage", None) == "file://./.benchmarks" and (
+            folder.is_dir() or saving):
+        config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
+    if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
+        config.option.benchmark_compare = str(latest.resolve())
+    elif compare and latest is None:
+        config.option.benchmark_compare = []
+        why = ("no GPU (baselines are per GPU model)" if not run.device.available
+               else f"no baseline for {run.device.gpu_slug} yet")
+        run.notes.append(f"--benchmark-compare: nothing to compare: {why}")
+        if config.getoption("benchmark_compare_fail", None):
+            # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
+            config.option.benchmark_compare_fail = None
+            run.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
+
+
+def machine_id() -> str:
+    """pytest-benchmark's machine id (e.g. ``Linux-CPython-3.11-64bit``): the folder a stored run goes to."""
+    from pytest_benchmark.utils import get_machine_id
+
+    return str(get_machine_id())
+
+
+def benchmark_session(config: Any) -> Any:
+    """pytest-benchmark's BenchmarkSession (None if that plugin is disabled)."""
+    return getattr(config, "_benchmarksession", None)
+
+
+def compare_without_our_section(benchmarksession: Any, machine_info: dict[str, Any],
+                                compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
+    """The body of pytest-benchmark's compare_machine_info hook wrapper: compare without the rnnperf section."""
+    # pytest-benchmark compares at configure time, before any framework has loaded, so our section (which
+    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one. The
+    # end-of-run summary diffs that section field by field instead.
+    stored = (compared_benchmark.get("machine_info") or {}).get("rnnperf")
+    ours = machine_info.get("rnnperf")
+    if stored is not None:
+        machine_info["rnnperf"] = stored
+    try:
+        return (yield)
+    except ValueError:
+        # Its warning names the storage relative to the cwd, which raises for --rnnperf-baselines=/elsewhere.
+        benchmarksession.logger.warning(f"Benchmark machine_info is different from the run stored in "
+                                        f"{benchmarksession.storage}.")
+        return []
+    finally:
+        if ours is None:
+            machine_info.pop("rnnperf", None)
+        else:
+            machine_info["rnnperf"] = ours
+

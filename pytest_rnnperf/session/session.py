@@ -129,6 +129,8 @@ class RnnperfSession:
     siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
     _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
+    extra_environment: dict[str, str] = field(default_factory=dict)  # fields a conftest adds (plugin/hooks.py)
+    on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
@@ -160,6 +162,7 @@ class RnnperfSession:
         env.update(self.software)
         for fields in self.runtime.values():
             env.update(fields)
+        env.update(self.extra_environment)
         for name in INJECT_ENVS:
             if os.environ.get(name):
                 # A deliberately injected slowdown is part of the environment, so a diff names it as a cause.
@@ -341,6 +344,8 @@ class RnnperfSession:
         record, verdict = judge_remeasuring(stored, record, remeasure, self.policy(), self.history(case_id).processes)
         if verdict is not None:
             self.verdicts[case_id] = verdict
+            if self.on_verdict is not None:
+                self.on_verdict(verdict)
         return record
 
     def measure(self, case: Case, impls: tuple[str, ...], settings: Settings, disabled: bool = False) -> CaseRecord:

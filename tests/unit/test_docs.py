@@ -99,3 +99,20 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_hook_has_an_example_and_the_hooks_page_shows_it() -> None:
+    """docs/hooks.md cannot drift from plugin/hooks.py: each hookspec's conftest example is on the page verbatim."""
+    import inspect
+    import textwrap
+
+    from pytest_rnnperf.plugin import hooks
+
+    page = (DOCS / "hooks.md").read_text(encoding="utf-8")
+    specs = [f for name, f in inspect.getmembers(hooks, inspect.isfunction) if name.startswith("pytest_rnnperf_")]
+    assert len(specs) >= 3
+    for spec in specs:
+        doc = inspect.getdoc(spec) or ""
+        assert "Example::" in doc and "# conftest.py" in doc, f"{spec.__name__}: no conftest.py example"
+        example = textwrap.dedent(doc.split("Example::", 1)[1]).strip("\n")
+        assert f"## `{spec.__name__}`" in page and example in page, f"docs/hooks.md: {spec.__name__} or its example"
