@@ -101,7 +101,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
 
 def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any]:
     """The stored runs of a GPU model's folder (newest first) that came before ``new``, and ``new``; ValueError if none."""
-    from pytest_rnnperf.model.records import load_run
+    from pytest_rnnperf.store.runs import load_run
     from pytest_rnnperf.store.baselines import find_all, number_of
 
     cur = load_run(new)

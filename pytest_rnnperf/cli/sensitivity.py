@@ -19,7 +19,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``sensitivity`` for parsed arguments."""
-    from pytest_rnnperf.model.records import BaselineError, load_run
+    from pytest_rnnperf.model.records import BaselineError
+    from pytest_rnnperf.store.runs import load_run
     from pytest_rnnperf.store.baselines import find_all
 
     folder: Path = args.folder

@@ -4,20 +4,19 @@ A ``CaseRecord`` is everything measured for one case (cuDNN against generic, or 
 a ``CrossRecord`` is one checkpoint run in two frameworks. Both turn into plain JSON with ``to_dict`` and
 back with ``from_dict``, which validates every field it reads and says in one line what is wrong.
 
-Stored runs are pytest-benchmark JSON files. ``machine_info["rnnperf"]`` holds the format version, the GPU
-slug and the environment; the cuDNN entry of every case (the generic one where it ran alone) carries the
-case's record in ``extra_info["rnnperf"]``. Records of an older format are migrated when read, so every
-baseline ever written stays readable; the file itself is never rewritten.
+A ``StoredRun`` is a stored file as read: its environment and records by case id. Reading files and migrating
+older formats is the store's (``store/runs.py``, ``store/schema.py``); this module knows the current format.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 
+from pytest_rnnperf.model.fields import (RecordError, as_list, as_mapping, as_number, as_optional_mapping,
+                                         as_optional_number, as_text, as_whole)
 from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
@@ -36,10 +35,6 @@ from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 FORMAT_VERSION = 3
 # Far more samples than --rnnperf-rounds gives (at most 1000, twice when re-measured), far fewer than exhaust memory.
 MAX_SAMPLES = 10_000
-
-
-class RecordError(ValueError):
-    """A stored record that cannot be used; the message says which field and why, in one line."""
 
 
 class BaselineError(Exception):
@@ -179,7 +174,7 @@ class CaseRecord:
         """Plain JSON: the stored fields plus derived ones (medians, TFLOP/s, GPU busy) for readers of the file."""
         flops = self.case.flops_per_step()
         return {
-            "case": _case_to_dict(self.case),
+            "case": case_to_dict(self.case),
             "device": self.device,
             "gpu_name": self.gpu_name,
             "paths": [_proof_to_dict(p) for p in self.proofs],
@@ -197,13 +192,13 @@ class CaseRecord:
             "telemetry": None if self.telemetry is None else dict(self.telemetry),
             "side_telemetry": None if self.side_telemetry is None else dict(self.side_telemetry),
             "gpu_busy": self.gpu_busy,
-            "flags": [_flag_to_dict(f) for f in self.flags],
+            "flags": [flag_to_dict(f) for f in self.flags],
             "notes": list(self.notes),
             "warnings": list(self.warnings),
             "cudnn_device": None if self.cudnn_device is None else _device_to_dict(self.cudnn_device),
             "generic_device": None if self.generic_device is None else _device_to_dict(self.generic_device),
             "device_note": self.device_note,
-            "device_flags": [_flag_to_dict(f) for f in self.device_flags],
+            "device_flags": [flag_to_dict(f) for f in self.device_flags],
             "host_overhead_s": {side: self.host_overhead_s(side) for side in ("cudnn", "generic")},
             "device_speedup": self.device_speedup,
             "cost_s": dict(self.cost_s),
@@ -220,33 +215,33 @@ class CaseRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, version: int = FORMAT_VERSION) -> CaseRecord:
-        """Read a record written in format ``version`` (migrated first); RecordError says what is wrong."""
-        d = migrate_record(_mapping(data, "record"), version)
+    def from_dict(cls, data: Any) -> CaseRecord:
+        """Read a record of the current format (store/schema.py migrates older ones); RecordError says what is wrong."""
+        d = as_mapping(data, "record")
         case = _case_from_dict(d.get("case"))
         try:
             generic = _measurement_from_dict(d.get("generic"), "generic")
             cudnn = None if d.get("cudnn") is None else _measurement_from_dict(d["cudnn"], "cudnn")
             return cls(
                 case=case,
-                device=_text(d.get("device", ""), "device"),
-                gpu_name=_text(d.get("gpu_name", ""), "gpu_name"),
-                proofs=tuple(_proof_from_dict(p) for p in _list(d.get("paths", []), "paths")),
+                device=as_text(d.get("device", ""), "device"),
+                gpu_name=as_text(d.get("gpu_name", ""), "gpu_name"),
+                proofs=tuple(_proof_from_dict(p) for p in as_list(d.get("paths", []), "paths")),
                 parity=_parity_from_dict(d.get("parity")),
                 generic=generic,
                 cudnn=cudnn,
                 speedup=None if d.get("speedup") is None else _interval_from_dict(d["speedup"], "speedup"),
-                telemetry=_optional_mapping(d.get("telemetry"), "telemetry"),
-                side_telemetry=_optional_mapping(d.get("side_telemetry"), "side_telemetry"),
-                energy_per_step_j={str(k): _optional_number(v, f"energy_per_step_j.{k}") for k, v in
-                                   _mapping(d.get("energy_per_step_j", {}), "energy_per_step_j").items()},
-                flags=tuple(_flag_from_dict(f) for f in _list(d.get("flags", []), "flags")),
-                notes=tuple(_text(n, "notes") for n in _list(d.get("notes", []), "notes")),
+                telemetry=as_optional_mapping(d.get("telemetry"), "telemetry"),
+                side_telemetry=as_optional_mapping(d.get("side_telemetry"), "side_telemetry"),
+                energy_per_step_j={str(k): as_optional_number(v, f"energy_per_step_j.{k}") for k, v in
+                                   as_mapping(d.get("energy_per_step_j", {}), "energy_per_step_j").items()},
+                flags=tuple(_flag_from_dict(f) for f in as_list(d.get("flags", []), "flags")),
+                notes=tuple(as_text(n, "notes") for n in as_list(d.get("notes", []), "notes")),
                 cudnn_device=_device_from_dict(d.get("cudnn_device"), "cudnn"),
                 generic_device=_device_from_dict(d.get("generic_device"), "generic"),
-                device_note=_text(d.get("device_note", ""), "device_note"),
-                device_flags=tuple(_flag_from_dict(f) for f in _list(d.get("device_flags", []), "device_flags")),
-                cost_s={str(k): _number(v, f"cost_s.{k}") for k, v in _mapping(d.get("cost_s", {}), "cost_s").items()},
+                device_note=as_text(d.get("device_note", ""), "device_note"),
+                device_flags=tuple(_flag_from_dict(f) for f in as_list(d.get("device_flags", []), "device_flags")),
+                cost_s={str(k): as_number(v, f"cost_s.{k}") for k, v in as_mapping(d.get("cost_s", {}), "cost_s").items()},
             )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None
@@ -268,11 +263,11 @@ class CaseRecord:
 def _metrics_from_dict(data: Any) -> dict[str, tuple[float, ...]]:
     """Stored metrics: stable name -> samples, each a finite number >= 0 (at most 100,000 of them)."""
     out = {}
-    for name, values in _mapping(data, "metrics").items():
-        samples = _list(values, f"metrics.{name}")
+    for name, values in as_mapping(data, "metrics").items():
+        samples = as_list(values, f"metrics.{name}")
         if len(samples) > 100_000:
             raise RecordError(f"metrics.{name} holds {len(samples)} samples, more than any run takes")
-        numbers = tuple(_number(v, f"metrics.{name}") for v in samples)
+        numbers = tuple(as_number(v, f"metrics.{name}") for v in samples)
         if any(v < 0 for v in numbers):
             raise RecordError(f"metrics.{name} holds a negative time")
         out[str(name)] = numbers
@@ -301,30 +296,30 @@ class CrossRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: case, frameworks, sides, path proofs and parity rows."""
-        return {"id": self.id, "case": _case_to_dict(self.case), "frameworks": list(self.frameworks),
+        return {"id": self.id, "case": case_to_dict(self.case), "frameworks": list(self.frameworks),
                 "sides": list(self.sides), "paths": [_proof_to_dict(p) for p in self.proofs],
                 "parity": _parity_to_dict(self.parity)}
 
     @classmethod
     def from_dict(cls, data: Any) -> CrossRecord:
         """Inverse of ``to_dict``; RecordError says what is wrong."""
-        d = _mapping(data, "cross record")
+        d = as_mapping(data, "cross record")
         case = _case_from_dict(d.get("case"))
         if not isinstance(case, Case):
             raise RecordError("a cross record's case must be a matrix case")
-        frameworks = tuple(_text(f, "frameworks") for f in _list(d.get("frameworks"), "frameworks"))
-        sides = tuple(_text(s, "sides") for s in _list(d.get("sides"), "sides"))
+        frameworks = tuple(as_text(f, "frameworks") for f in as_list(d.get("frameworks"), "frameworks"))
+        sides = tuple(as_text(s, "sides") for s in as_list(d.get("sides"), "sides"))
         if len(frameworks) != 2 or len(sides) != 2:
             raise RecordError(f"cross record {case.id}: frameworks and sides need two entries each")
         return cls(case=case, frameworks=(frameworks[0], frameworks[1]), sides=(sides[0], sides[1]),
-                   proofs=tuple(_proof_from_dict(p) for p in _list(d.get("paths"), "paths")),
+                   proofs=tuple(_proof_from_dict(p) for p in as_list(d.get("paths"), "paths")),
                    parity=_parity_from_dict(d.get("parity")))
 
 
 # -------------------------------------------------------------------------------------- nested layouts
 
 
-def _case_to_dict(case: Subject) -> dict[str, Any]:
+def case_to_dict(case: Subject) -> dict[str, Any]:
     """A case as stored: its fields and its id."""
     if isinstance(case, ModelCase):
         return {"kind": "model", "id": case.id, "framework": case.framework, "mode": case.mode,
@@ -338,20 +333,20 @@ def _case_to_dict(case: Subject) -> dict[str, Any]:
 
 def _case_from_dict(data: Any) -> Subject:
     """A stored case; a matrix case's id must match its fields (a hand-edited id would key the wrong case)."""
-    d = _mapping(data, "case")
+    d = as_mapping(data, "case")
     try:
         if d.get("kind") == "model":
-            return ModelCase(id=_text(d.get("id"), "case.id"), framework=_text(d.get("framework"), "case.framework"),
-                             mode=_text(d.get("mode"), "case.mode"), precision=_text(d.get("precision"), "case.precision"),
-                             floor=_number(d.get("floor"), "case.floor"),
-                             description=_text(d.get("description", ""), "case.description"))
-        sd = _mapping(d.get("shape"), "case.shape")
-        sizes = {k: _whole(sd.get(k), f"case.shape.{k}")
+            return ModelCase(id=as_text(d.get("id"), "case.id"), framework=as_text(d.get("framework"), "case.framework"),
+                             mode=as_text(d.get("mode"), "case.mode"), precision=as_text(d.get("precision"), "case.precision"),
+                             floor=as_number(d.get("floor"), "case.floor"),
+                             description=as_text(d.get("description", ""), "case.description"))
+        sd = as_mapping(d.get("shape"), "case.shape")
+        sizes = {k: as_whole(sd.get(k), f"case.shape.{k}")
                  for k in ("seq_len", "batch", "input_size", "hidden_size", "num_layers")}
         shape = Shape(**sizes, bidirectional=bool(sd.get("bidirectional", False)))
-        case = Case(framework=_text(d.get("framework"), "case.framework"), cell=_text(d.get("cell"), "case.cell"),
-                    shape=shape, mode=_text(d.get("mode"), "case.mode"),
-                    precision=_text(d.get("precision"), "case.precision"), floor=_number(d.get("floor"), "case.floor"))
+        case = Case(framework=as_text(d.get("framework"), "case.framework"), cell=as_text(d.get("cell"), "case.cell"),
+                    shape=shape, mode=as_text(d.get("mode"), "case.mode"),
+                    precision=as_text(d.get("precision"), "case.precision"), floor=as_number(d.get("floor"), "case.floor"))
     except ValueError as exc:  # Case/ModelCase reject unknown vocabulary with a ValueError of their own
         raise RecordError(str(exc)) from None
     if d.get("id", case.id) != case.id:
@@ -367,21 +362,21 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
 
 def _measurement_from_dict(data: Any, side: str) -> Measurement:
     """A stored measurement: at least one sample, every sample a finite positive number of seconds."""
-    d = _mapping(data, side)
-    samples = _list(d.get("samples_s"), f"{side} samples_s")
+    d = as_mapping(data, side)
+    samples = as_list(d.get("samples_s"), f"{side} samples_s")
     if not samples:
         raise RecordError(f"{side} samples_s is empty")
     if len(samples) > MAX_SAMPLES:  # the bootstrap resamples every sample 2000 times: this bounds its memory
         raise RecordError(f"{side} samples_s holds {len(samples)} samples: at most {MAX_SAMPLES} (hand-made?)")
-    values = tuple(_number(v, f"{side} samples_s") for v in samples)
+    values = tuple(as_number(v, f"{side} samples_s") for v in samples)
     bad = [v for v in values if v <= 0]
     if bad:
         raise RecordError(f"{side} samples_s holds {bad[0]!r}: times must be > 0 s")
-    steps = _whole(d.get("steps_per_block", 1), f"{side} steps_per_block")
+    steps = as_whole(d.get("steps_per_block", 1), f"{side} steps_per_block")
     if steps < 1:
         raise RecordError(f"{side} steps_per_block is {steps}: must be >= 1")
-    return Measurement(name=_text(d.get("name", side), f"{side} name"), samples=values, steps_per_block=steps,
-                       timer=_text(d.get("timer"), f"{side} timer"))
+    return Measurement(name=as_text(d.get("name", side), f"{side} name"), samples=values, steps_per_block=steps,
+                       timer=as_text(d.get("timer"), f"{side} timer"))
 
 
 def _proof_to_dict(p: PathProof) -> dict[str, Any]:
@@ -391,9 +386,9 @@ def _proof_to_dict(p: PathProof) -> dict[str, Any]:
 
 def _proof_from_dict(data: Any) -> PathProof:
     """A stored path proof."""
-    d = _mapping(data, "paths[]")
-    return PathProof(impl=_text(d.get("impl"), "paths[].impl"), ok=bool(d.get("ok")),
-                     evidence=_text(d.get("evidence", ""), "paths[].evidence"))
+    d = as_mapping(data, "paths[]")
+    return PathProof(impl=as_text(d.get("impl"), "paths[].impl"), ok=bool(d.get("ok")),
+                     evidence=as_text(d.get("evidence", ""), "paths[].evidence"))
 
 
 def _parity_to_dict(report: ParityReport) -> dict[str, Any]:
@@ -406,31 +401,31 @@ def _parity_to_dict(report: ParityReport) -> dict[str, Any]:
 
 def _parity_from_dict(data: Any) -> ParityReport:
     """A stored parity report."""
-    d = _mapping(data, "parity")
+    d = as_mapping(data, "parity")
     rows = []
-    for row in _list(d.get("rows", []), "parity.rows"):
-        r = _mapping(row, "parity.rows[]")
-        error = math.inf if r.get("error") in ("inf", "Infinity") else _number(r.get("error"), "parity error",
+    for row in as_list(d.get("rows", []), "parity.rows"):
+        r = as_mapping(row, "parity.rows[]")
+        error = math.inf if r.get("error") in ("inf", "Infinity") else as_number(r.get("error"), "parity error",
                                                                                   finite=False)
-        rows.append(ParityRow(comparison=_text(r.get("comparison"), "parity comparison"),
-                              quantity=_text(r.get("quantity"), "parity quantity"), error=error,
-                              tolerance=_number(r.get("tolerance"), "parity tolerance"),
-                              note=_text(r.get("note", ""), "parity note")))
-    return ParityReport(precision=_text(d.get("precision"), "parity.precision"), rows=tuple(rows))
+        rows.append(ParityRow(comparison=as_text(r.get("comparison"), "parity comparison"),
+                              quantity=as_text(r.get("quantity"), "parity quantity"), error=error,
+                              tolerance=as_number(r.get("tolerance"), "parity tolerance"),
+                              note=as_text(r.get("note", ""), "parity note")))
+    return ParityReport(precision=as_text(d.get("precision"), "parity.precision"), rows=tuple(rows))
 
 
 def _interval_from_dict(data: Any, what: str) -> Interval:
     """A stored interval: finite numbers with low <= estimate <= high."""
-    d = _mapping(data, what)
-    iv = Interval(estimate=_number(d.get("estimate"), f"{what}.estimate"), low=_number(d.get("low"), f"{what}.low"),
-                  high=_number(d.get("high"), f"{what}.high"),
-                  confidence=_number(d.get("confidence", 0.95), f"{what}.confidence"))
+    d = as_mapping(data, what)
+    iv = Interval(estimate=as_number(d.get("estimate"), f"{what}.estimate"), low=as_number(d.get("low"), f"{what}.low"),
+                  high=as_number(d.get("high"), f"{what}.high"),
+                  confidence=as_number(d.get("confidence", 0.95), f"{what}.confidence"))
     if not iv.low <= iv.estimate <= iv.high:
         raise RecordError(f"{what}: estimate {iv.estimate!r} is not within [{iv.low!r}, {iv.high!r}]")
     return iv
 
 
-def _flag_to_dict(flag: WindowFlag) -> dict[str, str]:
+def flag_to_dict(flag: WindowFlag) -> dict[str, str]:
     """A window flag as stored."""
     return {"kind": flag.kind.value, "message": flag.message}
 
@@ -447,33 +442,33 @@ def _device_from_dict(data: Any, side: str) -> DeviceTiming | None:
     """A stored device timing (or null)."""
     if data is None:
         return None
-    d = _mapping(data, f"{side}_device")
+    d = as_mapping(data, f"{side}_device")
     kernels = []
-    for row in _list(d.get("kernels", []), f"{side}_device.kernels"):
-        k = _mapping(row, f"{side}_device.kernels[]")
-        kernels.append(KernelStat(_text(k.get("name"), "kernel name"), _number(k.get("ms_per_step"), "ms_per_step"),
-                                  _number(k.get("launches_per_step"), "launches_per_step")))
+    for row in as_list(d.get("kernels", []), f"{side}_device.kernels"):
+        k = as_mapping(row, f"{side}_device.kernels[]")
+        kernels.append(KernelStat(as_text(k.get("name"), "kernel name"), as_number(k.get("ms_per_step"), "ms_per_step"),
+                                  as_number(k.get("launches_per_step"), "launches_per_step")))
     return DeviceTiming(busy=_measurement_from_dict(d.get("busy"), f"{side} device"),
                         work=_measurement_from_dict(d.get("work"), f"{side} device work"),
-                        launches_per_step=_number(d.get("launches_per_step"), f"{side}_device.launches_per_step"),
-                        kernels=tuple(kernels), clock_scale=_number(d.get("clock_scale", 1.0), "clock_scale"))
+                        launches_per_step=as_number(d.get("launches_per_step"), f"{side}_device.launches_per_step"),
+                        kernels=tuple(kernels), clock_scale=as_number(d.get("clock_scale", 1.0), "clock_scale"))
 
 
 def _flag_from_dict(data: Any) -> WindowFlag:
     """A stored window flag."""
-    d = _mapping(data, "flags[]")
+    d = as_mapping(data, "flags[]")
     try:
         kind = FlagKind(d.get("kind"))
     except ValueError:
         raise RecordError(f"flags[].kind {d.get('kind')!r} is not one of "
                           f"{', '.join(k.value for k in FlagKind)}") from None
-    return WindowFlag(kind, _text(d.get("message", ""), "flags[].message"))
+    return WindowFlag(kind, as_text(d.get("message", ""), "flags[].message"))
 
 
 # ------------------------------------------------------------------------------------------ migrations
 
 
-def _flags_from_telemetry(telemetry: Mapping[str, Any] | None) -> tuple[WindowFlag, ...]:
+def flags_from_telemetry(telemetry: Mapping[str, Any] | None) -> tuple[WindowFlag, ...]:
     """The flags a stored telemetry dict implies (unreadable counters hold 'unavailable: ...' strings)."""
     if not isinstance(telemetry, Mapping):
         return ()
@@ -487,42 +482,6 @@ def _flags_from_telemetry(telemetry: Mapping[str, Any] | None) -> tuple[WindowFl
         [r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else [],
         [p for p in foreign if isinstance(p, str) and not is_unavailable(p)] if isinstance(foreign, list) else [],
     )
-
-
-def _v1_to_v2(record: dict[str, Any]) -> dict[str, Any]:
-    """Format 1 -> 2: timers named, window flags from the telemetry's counters, the other warnings as notes."""
-    out = dict(record)
-    for side in ("cudnn", "generic"):
-        if isinstance(out.get(side), Mapping):
-            out[side] = dict(out[side], timer="wall")  # format 1 had one timer: host clock, device synced
-    flags = _flags_from_telemetry(out.get("telemetry"))
-    messages = {f.message for f in flags}
-    out["flags"] = [_flag_to_dict(f) for f in flags]
-    warnings = out.get("warnings", [])
-    out["notes"] = [w for w in warnings if w not in messages] if isinstance(warnings, list) else []
-    # Early format-1 files stored the cuDNN-only window's reading here; gpu_busy is derived from telemetry.
-    out.pop("device_busy", None)
-    return out
-
-
-def _v2_to_v3(record: dict[str, Any]) -> dict[str, Any]:
-    """Format 2 -> 3: no per-round metrics were stored (each kernel's table mean stands for its process)."""
-    return dict(record, metrics={})
-
-
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
-
-
-def migrate_record(record: Mapping[str, Any], version: int) -> dict[str, Any]:
-    """A record of format ``version`` brought to FORMAT_VERSION, one step at a time."""
-    if version > FORMAT_VERSION or (version < FORMAT_VERSION and version not in MIGRATIONS):
-        raise RecordError(f"unknown format {version!r} (this pytest-rnnperf reads formats "
-                          f"{', '.join(map(str, sorted(MIGRATIONS)))} and {FORMAT_VERSION})")
-    out = dict(record)
-    while version < FORMAT_VERSION:
-        out = MIGRATIONS[version](out)
-        version += 1
-    return out
 
 
 # ---------------------------------------------------------------------------------------- stored runs
@@ -554,187 +513,3 @@ class StoredRun:
         return [summarize(self.records[case_id], self.path.name), *self.processes.get(case_id, ())]
 
 
-def run_meta(gpu_slug: str, environment: Mapping[str, str], fingerprint: str, kind: str = BASELINE) -> dict[str, Any]:
-    """What goes under ``machine_info["rnnperf"]`` of a stored run."""
-    return {"format": FORMAT_VERSION, "gpu_slug": gpu_slug, "fingerprint": fingerprint,
-            "environment": dict(environment), "kind": kind}
-
-
-def benchmark_extra(record: CaseRecord, side: str, processes: Iterable[ProcessSummary] = ()) -> dict[str, Any]:
-    """``extra_info`` of one side's pytest-benchmark entry: the full record (and extra processes) on the main side only."""
-    main = "cudnn" if record.cudnn is not None else "generic"
-    if side == main:
-        extra: dict[str, Any] = {"rnnperf": record.to_dict()}
-        more = [p.to_dict() for p in processes]
-        if more:
-            extra["rnnperf_processes"] = more
-        return extra
-    return {"rnnperf": {"case": _case_to_dict(record.case), "side": side,
-                        "see": f"the {main} entry of this case for the full record"}}
-
-
-def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str, tuple[ProcessSummary, ...]]:
-    """Case id -> the extra processes' summaries stored beside its record (``extra_info["rnnperf_processes"]``)."""
-    out: dict[str, tuple[ProcessSummary, ...]] = {}
-    for bench in benchmarks:
-        extra = bench.get("extra_info") or {}
-        more = extra.get("rnnperf_processes") if isinstance(extra, Mapping) else None
-        if more is None:
-            continue
-        rows = _list(more, "extra_info.rnnperf_processes")
-        try:
-            summaries = tuple(ProcessSummary.from_dict(row, f"{name}#{i + 2}") for i, row in enumerate(rows))
-        except ValueError as exc:
-            raise RecordError(str(exc)) from None
-        for s in summaries:
-            out[s.case_id] = out.get(s.case_id, ()) + (s,)
-    return out
-
-
-def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
-    """Case id -> record, from the entries whose ``extra_info["rnnperf"]`` holds a full record."""
-    out: dict[str, CaseRecord] = {}
-    where: dict[str, int] = {}
-    for index, bench in enumerate(benchmarks):
-        if not isinstance(bench, Mapping):
-            raise RecordError(f"benchmarks[{index}] is {type(bench).__name__}, not an object")
-        extra = bench.get("extra_info", {})
-        if not isinstance(extra, Mapping) or "rnnperf" not in extra:
-            if "extra_info" in bench and not isinstance(extra, Mapping):
-                raise RecordError(f"{_entry(index, bench)}: extra_info is {_kind(extra)}, not an object")
-            continue  # another plugin's benchmark in the same file
-        record = extra["rnnperf"]
-        if not isinstance(record, Mapping):
-            raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf is {_kind(record)}, not an object")
-        if "see" in record and "generic" not in record:
-            continue  # the other side's entry, pointing at the full record (benchmark_extra)
-        for key in ("case", "generic"):  # a record without them would read as a case the baseline never saw
-            if key not in record:
-                raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf has no '{key}'")
-        parsed = CaseRecord.from_dict(record, version)
-        if parsed.id in out:  # which copy to judge against is anyone's guess
-            raise RecordError(f"case {parsed.id} is stored twice (benchmarks[{where[parsed.id]}] and "
-                              f"benchmarks[{index}]); keep one")
-        out[parsed.id], where[parsed.id] = parsed, index
-    return out
-
-
-def _entry(index: int, bench: Mapping[str, Any]) -> str:
-    """How an error names a benchmark entry: its index and pytest-benchmark's name of it."""
-    name = bench.get("name")
-    return f"benchmarks[{index}]" + (f" ({name})" if isinstance(name, str) else "")
-
-
-def records_problem(data: Mapping[str, Any]) -> str | None:
-    """Why a stored run about to be written would not read back (a case twice, a malformed record), or None."""
-    try:
-        _records_from_benchmarks(data.get("benchmarks", []), FORMAT_VERSION)
-    except RecordError as exc:
-        return str(exc)
-    return None
-
-
-def load_run(path: Path) -> StoredRun:
-    """Read and validate one stored run; BaselineError (one line, naming the file) when it is unusable."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BaselineError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}): "
-                            f"not a pytest-benchmark JSON file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not valid JSON (truncated or hand-edited?): {exc.msg} "
-                            f"(line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: not valid JSON (nested too deeply)") from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise BaselineError(f"{path}: not a pytest-benchmark file (no 'benchmarks' list)")
-    machine_info = data.get("machine_info")
-    meta = machine_info.get("rnnperf") if isinstance(machine_info, dict) else None
-    if not isinstance(meta, dict):
-        raise BaselineError(f"{path}: no machine_info.rnnperf section: not written by pytest-rnnperf")
-    version = meta.get("format")
-    if not isinstance(version, int) or isinstance(version, bool) or not (
-            version == FORMAT_VERSION or version in MIGRATIONS):
-        raise BaselineError(f"{path}: unknown baseline format {version!r} (this pytest-rnnperf reads formats "
-                            f"{', '.join(map(str, sorted(MIGRATIONS)))} and {FORMAT_VERSION}); record a new "
-                            f"baseline or upgrade pytest-rnnperf")
-    environment = meta.get("environment", {})
-    if not isinstance(environment, dict):
-        raise BaselineError(f"{path}: malformed machine_info.rnnperf.environment: not an object")
-    kind = meta.get("kind", BASELINE)
-    if kind not in (BASELINE, KEPT):
-        raise BaselineError(f"{path}: machine_info.rnnperf.kind is {kind!r}, not {BASELINE!r} or {KEPT!r}")
-    try:
-        records = _records_from_benchmarks(data["benchmarks"], version)
-        processes = _processes_from_benchmarks(data["benchmarks"], path.name)
-    except RecordError as exc:
-        raise BaselineError(f"{path}: malformed record: {exc}") from None
-    return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
-                     environment={str(k): str(v) for k, v in environment.items()},
-                     records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
-                     processes=processes)
-
-
-# --------------------------------------------------------------------------------------- field readers
-
-
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object, else RecordError."""
-    if not isinstance(value, Mapping):
-        raise RecordError(f"{what} is {_kind(value)}, not an object")
-    return value
-
-
-def _optional_mapping(value: Any, what: str) -> Mapping[str, Any] | None:
-    """A JSON object or null."""
-    return None if value is None else _mapping(value, what)
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    """``value`` if it is a JSON array, else RecordError."""
-    if not isinstance(value, list):
-        raise RecordError(f"{what} is {_kind(value)}, not a list")
-    return value
-
-
-def _text(value: Any, what: str) -> str:
-    """``value`` if it is a string, else RecordError."""
-    if not isinstance(value, str):
-        raise RecordError(f"{what} is {_kind(value)}, not text")
-    return value
-
-
-def _number(value: Any, what: str, finite: bool = True) -> float:
-    """``value`` as a float if it is a (finite) number, else RecordError (JSON's Infinity and NaN included)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RecordError(f"{what} holds {_kind(value)}, not a number")
-    if finite and not math.isfinite(value):
-        raise RecordError(f"{what} holds {value!r}, not a finite number")
-    return float(value)
-
-
-def _optional_number(value: Any, what: str) -> float | None:
-    """A finite number or null."""
-    return None if value is None else _number(value, what)
-
-
-def _whole(value: Any, what: str) -> int:
-    """``value`` if it is a whole number, else RecordError."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RecordError(f"{what} holds {_kind(value)}, not a whole number")
-    return value
-
-
-def _kind(value: Any) -> str:
-    """How a JSON value reads in an error message: its JSON type and a short form of it."""
-    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}
-    kind = names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
-    shown = repr(value)
-    return f"{kind} ({shown[:40]}{'...' if len(shown) > 40 else ''})"

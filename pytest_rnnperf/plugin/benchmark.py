@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Generator, Sequence
 
 from pytest_rnnperf.model.process import ProcessSummary
-from pytest_rnnperf.model.records import CaseRecord, benchmark_extra
+from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.store.runs import benchmark_extra
 from pytest_rnnperf.session.settings import Settings
 
 

@@ -30,9 +30,8 @@ from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
 from pytest_rnnperf.model.process import ProcessSummary, summarize
-from pytest_rnnperf.model.records import (
-    KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun, load_run, records_problem, run_meta,
-)
+from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
+from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.model.timing import Timer, TimingConfig

@@ -17,7 +17,7 @@ from factories import record
 
 from pytest_rnnperf.cli.main import main
 from pytest_rnnperf.history.changes import MIN_RUNS, detect
-from pytest_rnnperf.model.records import benchmark_extra, load_run, run_meta
+from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
 from pytest_rnnperf.judge.verdicts import Policy, judge
 
 H100, H200 = "NVIDIA_H100_80GB_HBM3", "NVIDIA_H200"

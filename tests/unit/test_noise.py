@@ -12,7 +12,8 @@ from factories import record
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.cli.compare import compare_files
 from pytest_rnnperf.cli.noise import noise_files
-from pytest_rnnperf.model.records import BaselineError, FORMAT_VERSION, load_run
+from pytest_rnnperf.model.records import BaselineError, FORMAT_VERSION
+from pytest_rnnperf.store.runs import load_run
 from pytest_rnnperf.judge.verdicts import Policy, judge
 
 

@@ -13,9 +13,9 @@ from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
-from pytest_rnnperf.model.records import (
-    FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError, benchmark_extra, load_run, run_meta,
-)
+from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError
+from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
+from pytest_rnnperf.store.schema import migrate_record
 from pytest_rnnperf.model.stats import Interval
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,7 +171,7 @@ def test_format_1_records_are_migrated_when_read(tmp_path: Path) -> None:
 def test_an_unknown_record_format_is_refused() -> None:
     """A record newer than this package is not guessed at."""
     with pytest.raises(RecordError, match=f"unknown format {FORMAT_VERSION + 1}"):
-        CaseRecord.from_dict(_good(), version=FORMAT_VERSION + 1)
+        migrate_record(_good(), version=FORMAT_VERSION + 1)
 
 
 def test_run_meta_carries_the_format() -> None:

@@ -1,0 +1,144 @@
+"""Stored runs: what goes into a pytest-benchmark JSON file, and reading one back, validated and migrated.
+
+Stored runs are pytest-benchmark JSON files. ``machine_info["rnnperf"]`` holds the format version, the GPU
+slug and the environment; the cuDNN entry of every case (the generic one where it ran alone) carries the
+case's record in ``extra_info["rnnperf"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pytest_rnnperf.model.fields import RecordError, as_list, json_kind
+from pytest_rnnperf.model.process import ProcessSummary
+from pytest_rnnperf.model.records import (BASELINE, FORMAT_VERSION, KEPT, BaselineError, CaseRecord, StoredRun,
+                                          case_to_dict)
+from pytest_rnnperf.store.schema import formats, migrate_record, readable
+
+
+def run_meta(gpu_slug: str, environment: Mapping[str, str], fingerprint: str, kind: str = BASELINE) -> dict[str, Any]:
+    """What goes under ``machine_info["rnnperf"]`` of a stored run."""
+    return {"format": FORMAT_VERSION, "gpu_slug": gpu_slug, "fingerprint": fingerprint,
+            "environment": dict(environment), "kind": kind}
+
+
+def benchmark_extra(record: CaseRecord, side: str, processes: Iterable[ProcessSummary] = ()) -> dict[str, Any]:
+    """``extra_info`` of one side's pytest-benchmark entry: the full record (and extra processes) on the main side only."""
+    main = "cudnn" if record.cudnn is not None else "generic"
+    if side == main:
+        extra: dict[str, Any] = {"rnnperf": record.to_dict()}
+        more = [p.to_dict() for p in processes]
+        if more:
+            extra["rnnperf_processes"] = more
+        return extra
+    return {"rnnperf": {"case": case_to_dict(record.case), "side": side,
+                        "see": f"the {main} entry of this case for the full record"}}
+
+
+def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str, tuple[ProcessSummary, ...]]:
+    """Case id -> the extra processes' summaries stored beside its record (``extra_info["rnnperf_processes"]``)."""
+    out: dict[str, tuple[ProcessSummary, ...]] = {}
+    for bench in benchmarks:
+        extra = bench.get("extra_info") or {}
+        more = extra.get("rnnperf_processes") if isinstance(extra, Mapping) else None
+        if more is None:
+            continue
+        rows = as_list(more, "extra_info.rnnperf_processes")
+        try:
+            summaries = tuple(ProcessSummary.from_dict(row, f"{name}#{i + 2}") for i, row in enumerate(rows))
+        except ValueError as exc:
+            raise RecordError(str(exc)) from None
+        for s in summaries:
+            out[s.case_id] = out.get(s.case_id, ()) + (s,)
+    return out
+
+
+def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
+    """Case id -> record, from the entries whose ``extra_info["rnnperf"]`` holds a full record."""
+    out: dict[str, CaseRecord] = {}
+    where: dict[str, int] = {}
+    for index, bench in enumerate(benchmarks):
+        if not isinstance(bench, Mapping):
+            raise RecordError(f"benchmarks[{index}] is {type(bench).__name__}, not an object")
+        extra = bench.get("extra_info", {})
+        if not isinstance(extra, Mapping) or "rnnperf" not in extra:
+            if "extra_info" in bench and not isinstance(extra, Mapping):
+                raise RecordError(f"{_entry(index, bench)}: extra_info is {json_kind(extra)}, not an object")
+            continue  # another plugin's benchmark in the same file
+        record = extra["rnnperf"]
+        if not isinstance(record, Mapping):
+            raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf is {json_kind(record)}, not an object")
+        if "see" in record and "generic" not in record:
+            continue  # the other side's entry, pointing at the full record (benchmark_extra)
+        for key in ("case", "generic"):  # a record without them would read as a case the baseline never saw
+            if key not in record:
+                raise RecordError(f"{_entry(index, bench)}: extra_info.rnnperf has no '{key}'")
+        parsed = CaseRecord.from_dict(migrate_record(record, version))
+        if parsed.id in out:  # which copy to judge against is anyone's guess
+            raise RecordError(f"case {parsed.id} is stored twice (benchmarks[{where[parsed.id]}] and "
+                              f"benchmarks[{index}]); keep one")
+        out[parsed.id], where[parsed.id] = parsed, index
+    return out
+
+
+def _entry(index: int, bench: Mapping[str, Any]) -> str:
+    """How an error names a benchmark entry: its index and pytest-benchmark's name of it."""
+    name = bench.get("name")
+    return f"benchmarks[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+
+
+def records_problem(data: Mapping[str, Any]) -> str | None:
+    """Why a stored run about to be written would not read back (a case twice, a malformed record), or None."""
+    try:
+        _records_from_benchmarks(data.get("benchmarks", []), FORMAT_VERSION)
+    except RecordError as exc:
+        return str(exc)
+    return None
+
+
+def load_run(path: Path) -> StoredRun:
+    """Read and validate one stored run; BaselineError (one line, naming the file) when it is unusable."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}): "
+                            f"not a pytest-benchmark JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: not valid JSON (truncated or hand-edited?): {exc.msg} "
+                            f"(line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise BaselineError(f"{path}: not a pytest-benchmark file (no 'benchmarks' list)")
+    machine_info = data.get("machine_info")
+    meta = machine_info.get("rnnperf") if isinstance(machine_info, dict) else None
+    if not isinstance(meta, dict):
+        raise BaselineError(f"{path}: no machine_info.rnnperf section: not written by pytest-rnnperf")
+    version = meta.get("format")
+    if not readable(version):
+        raise BaselineError(f"{path}: unknown baseline format {version!r} (this pytest-rnnperf reads formats "
+                            f"{formats()}); record a new baseline or upgrade pytest-rnnperf")
+    environment = meta.get("environment", {})
+    if not isinstance(environment, dict):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.environment: not an object")
+    kind = meta.get("kind", BASELINE)
+    if kind not in (BASELINE, KEPT):
+        raise BaselineError(f"{path}: machine_info.rnnperf.kind is {kind!r}, not {BASELINE!r} or {KEPT!r}")
+    try:
+        records = _records_from_benchmarks(data["benchmarks"], version)
+        processes = _processes_from_benchmarks(data["benchmarks"], path.name)
+    except RecordError as exc:
+        raise BaselineError(f"{path}: malformed record: {exc}") from None
+    return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
+                     environment={str(k): str(v) for k, v in environment.items()},
+                     records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
+                     processes=processes)
