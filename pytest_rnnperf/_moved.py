@@ -20,7 +20,7 @@ from typing import Any, Sequence
 # old module -> the new modules its names went to, the main one first
 MOVED: dict[str, tuple[str, ...]] = {
     "cases": ("model.cases",), "stats": ("model.stats",), "peaks": ("model.peaks",),
-    "parity": ("model.parity",), "reference": ("model.reference",), "records": ("model.records",),
+    "parity": ("model.parity",), "reference": ("model.reference",), "records": ("model.records", "store.runs", "store.schema", "model.fields"),
     "timing": ("model.timing",), "timing.wall": ("measure.wall",),
     "timing.device": ("measure.device_time", "model.timing"),
     "device": ("measure.gpu", "model.flags"), "runner": ("measure.runner",),
@@ -32,7 +32,7 @@ MOVED: dict[str, tuple[str, ...]] = {
 }
 # old modules whose name is now a layer package: their names are found through the package's __getattr__
 PACKAGES: dict[str, tuple[str, ...]] = {
-    "report": ("report.text", "report.rows", "report.markdown", "report.files", "report.plot"), "history": ("history.changes",), "session": ("session.session",),
+    "report": ("report.text", "report.rows", "report.markdown", "report.files", "report.plot"), "history": ("history.changes", "history.runs", "history.render"), "session": ("session.session",),
 }
 ROOT = "pytest_rnnperf"
 

@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``history`` for parsed arguments."""
-    from pytest_rnnperf.history.changes import history_files
+    from pytest_rnnperf.history.render import history_files
     from pytest_rnnperf.session.settings import missing_library
 
     for module, wanted in (("rich", True), ("matplotlib", args.plot is not None)):

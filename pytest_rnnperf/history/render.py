@@ -1,0 +1,192 @@
+"""A history as output: the terminal table, the JSON document, one PNG per GPU model, and the command's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseHistory, ChangePoint, History,
+                                            ModelHistory, analyse)
+from pytest_rnnperf.history.runs import load_runs
+from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
+from pytest_rnnperf.model.records import BaselineError, StoredRun
+from pytest_rnnperf.report.text import text_table
+from pytest_rnnperf.store.baselines import output_problem, write_json
+
+
+def _label(run: StoredRun) -> str:
+    """A run as the table names it: its file name without .json, and its start (minutes) where known."""
+    when = run.datetime[:16].replace("T", " ")
+    return f"{run.path.stem} ({when})" if when else run.path.stem
+
+
+def _value(metric: str, value: float) -> str:
+    """A value in the metric's printed unit."""
+    m = METRICS[metric]
+    return f"{value * m.scale:.4g}" + ("x" if m.unit == "x" else "")
+
+
+def _where(model: ModelHistory, case: CaseHistory, cp: ChangePoint) -> str:
+    """Where a change point is: the run it starts at (a drift: the runs it spans, and how many)."""
+    start = _label(model.runs[case.runs[cp.start]])
+    if cp.kind == "step":
+        return start
+    return f"{start} .. {_label(model.runs[case.runs[cp.end]])}, {cp.end - cp.start + 1} runs"
+
+
+def table_lines(history: History) -> list[str]:
+    """The table: per GPU model and case, the series' ends, its noise and each change point on a line."""
+    m = history.metric
+    header = ["GPU model", "case", "runs", "noise", f"first {m.unit}", f"last {m.unit}", "total", "kind",
+              "change point (run, start)", "before", "after", "shift"]
+    rows: list[list[str]] = []
+    for model in history.models:
+        for case in model.cases:
+            name = case.case_id + (f" [{case.metric}]" if case.metric != m.name else "")
+            first, last = case.values[0], case.values[-1]
+            head = [model.gpu, name, str(len(case.values)),
+                    "-" if case.detection is None else f"{case.detection.noise:.2%}",
+                    _value(case.metric, first), _value(case.metric, last), f"{last / first - 1:+.1%}"]
+            if case.detection is None:
+                rows.append(head + ["-", f"too few runs (< {MIN_RUNS})", "", "", ""])
+            elif not case.change_points:
+                rows.append(head + ["-", "none", "", "", ""])
+            for k, cp in enumerate(case.change_points):
+                kind = cp.kind + (" (slower)" if case.regressing(cp) else "")
+                rows.append((head if k == 0 else [""] * len(head))
+                            + [kind, _where(model, case, cp), _value(case.metric, cp.before),
+                               _value(case.metric, cp.after), f"{cp.shift:+.1%}"])
+    runs = sum(len(model.runs) for model in history.models)
+    lines = [f"{m.label} over {runs} stored run(s) of {len(history.models)} GPU model(s), never mixed; change "
+             f"points: ruptures PELT (L2 cost on log values), penalty {PENALTY:g}*noise^2*ln(runs); shifts under "
+             f"{history.min_shift:.1%} not reported"]
+    lines += text_table(header, rows, right={2, 3, 4, 5, 6, 9, 10, 11})
+    for note in history.notes:
+        lines.append(f"note: {note}")
+    for model in history.models:
+        lines += [f"note: {model.gpu}: {note}" for note in model.notes]
+    cases = sum(len(model.cases) for model in history.models)
+    regressions = history.regressions
+    worse = "a longer time" if m.higher_is_worse else "a lower speedup"
+    if regressions:
+        hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in regressions})
+        lines.append(f"{cases} case(s): {len(regressions)} change point(s) toward slower ({worse}) in {len(hit)} "
+                     f"case(s): {', '.join(hit)}")
+    else:
+        lines.append(f"{cases} case(s): no change point toward slower ({worse})")
+    return lines
+
+
+def to_dict(history: History) -> dict[str, Any]:
+    """The machine-readable result (values in seconds, or ratios for the speedup)."""
+    m = history.metric
+
+    def point(model: ModelHistory, case: CaseHistory, index: int) -> dict[str, Any]:
+        """A run of a series: its index among the model's runs, file and start."""
+        run = model.runs[case.runs[index]]
+        return {"run": case.runs[index], "path": str(run.path), "datetime": run.datetime}
+
+    return {
+        "format": 1,
+        "metric": m.name, "label": m.label, "unit": "s" if m.unit == "ms" else "ratio",
+        "method": {"library": "ruptures", "algorithm": "Pelt", "cost": "l2 on log values", "penalty": PENALTY,
+                   "penalty_rule": "PENALTY * noise**2 * ln(runs)", "min_size": MIN_SIZE, "min_runs": MIN_RUNS,
+                   "min_shift": history.min_shift},
+        "notes": list(history.notes),
+        "regressions": len(history.regressions),
+        "models": [{
+            "gpu": model.gpu,
+            "runs": [{"path": str(r.path), "datetime": r.datetime} for r in model.runs],
+            "notes": list(model.notes),
+            "cases": [{
+                "case": case.case_id, "metric": case.metric, "runs": list(case.runs), "values": list(case.values),
+                "left_out": case.left_out, "total_change": case.values[-1] / case.values[0] - 1,
+                "noise": None if case.detection is None else case.detection.noise,
+                "smallest_shift": None if case.detection is None else case.detection.smallest_shift,
+                "change_points": [{"kind": cp.kind, "start": point(model, case, cp.start),
+                                   "end": point(model, case, cp.end), "before": cp.before, "after": cp.after,
+                                   "shift": cp.shift, "regressing": case.regressing(cp)}
+                                  for cp in case.change_points],
+            } for case in model.cases],
+        } for model in history.models],
+    }
+
+
+def plot(history: History, folder: Path) -> list[Path]:
+    """One PNG per GPU model: each case's series over its first level, change points marked; the paths."""
+    from matplotlib.figure import Figure  # no pyplot: no global backend, no display (Agg draws the PNG)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    m = history.metric
+    for model in history.models:
+        fig = Figure(figsize=(11, 5.5), layout="constrained")
+        ax = fig.add_subplot()
+        for case in model.cases:
+            level = case.detection.first_level if case.detection is not None else case.values[0]
+            y = [v / level for v in case.values]
+            if not case.change_points:
+                ax.plot(case.runs, y, color="0.75", linewidth=0.8, zorder=1)
+                continue
+            (line,) = ax.plot(case.runs, y, marker=".", linewidth=1.4, label=case.case_id, zorder=3)
+            for cp in case.change_points:
+                x0, x1 = case.runs[cp.start], case.runs[cp.end]
+                style = "-" if case.regressing(cp) else ":"
+                if cp.kind == "drift":
+                    ax.axvspan(x0, x1, color=line.get_color(), alpha=0.12, zorder=0)
+                ax.axvline(x0, color=line.get_color(), linestyle=style, linewidth=1.0, zorder=2)
+                ax.annotate(f"{cp.kind} {cp.shift:+.1%}", (x1, cp.after / level), textcoords="offset points",
+                            xytext=(4, 4), fontsize=7, color=line.get_color())
+        ax.axhline(1.0, color="0.4", linewidth=0.6)
+        step = max(1, len(model.runs) // 12)
+        ticks = list(range(0, len(model.runs), step))
+        dates = [model.runs[i].datetime[:10] for i in ticks]
+        # Nightly runs: the date says which; several a day: month, day and time.
+        labels = [model.runs[i].datetime[5:16].replace("T", " ") if len(set(dates)) < len(dates) else dates[k]
+                  for k, i in enumerate(ticks)]
+        ax.set_xticks(ticks, [label or model.runs[i].path.stem for label, i in zip(labels, ticks)],
+                      rotation=30, ha="right", fontsize=7)
+        ax.set_xlabel("stored run (ordered by start)")
+        ax.set_ylabel(f"{m.label} / first level")
+        ax.set_title(f"{model.gpu}: {m.label}, {len(model.cases)} case(s) (grey: no change point; "
+                     f"line: toward slower, dotted: toward faster; shaded: drift)", fontsize=9)
+        if any(c.change_points for c in model.cases):
+            ax.legend(fontsize=7, loc="best")
+        path = folder / f"history-{model.gpu}-{m.name}.png"
+        fig.savefig(path, dpi=110)
+        written.append(path)
+    return written
+
+
+def history_files(paths: Sequence[Path], metric: str = "device", fallback: str = "skip",
+                  min_shift: float = DEFAULT_MIN_SHIFT, plot_dir: Path | None = None,
+                  json_path: Path | None = None) -> tuple[int, list[str]]:
+    """Exit code (0 no change toward slower, 1 one, 2 bad input) and the lines to print for ``history``."""
+    from importlib.util import find_spec
+
+    if find_spec("ruptures") is None:  # an install problem, not a bug: say so instead of a traceback
+        return 2, ["error: history needs ruptures: pip install 'ruptures>=1.1'"]
+    if json_path is not None and (problem := output_problem("--json", json_path, "history.json")):
+        return 2, [f"error: {problem}"]  # before reading: a stored run (its own input, too) is never replaced
+    try:
+        loaded = load_runs(paths)
+    except BaselineError as exc:
+        return 2, [f"error: {exc}"]
+    if len(loaded.runs) < 2:
+        return 2, [f"error: history needs at least two stored runs, found {len(loaded.runs)} in "
+                   f"{', '.join(map(str, paths))}"] + [f"note: {n}" for n in loaded.notes]
+    history = analyse(loaded.runs, metric, fallback, min_shift, loaded.notes)
+    lines = table_lines(history)
+    code = 1 if history.regressions else 0
+    if plot_dir is not None:
+        try:
+            lines += [f"written: {p}" for p in plot(history, plot_dir)]
+        except OSError as exc:
+            return 2, [f"error: cannot write plots to {plot_dir}: {exc.strerror or exc}"]
+    if json_path is not None:
+        try:
+            write_json(json_path, dict(to_dict(history), exit=code))  # never over a file that appeared meanwhile
+        except OSError as exc:
+            return 2, [f"error: cannot write {json_path}: {exc.strerror or exc}"]
+        lines.append(f"written: {json_path}")
+    return code, lines
