@@ -41,7 +41,7 @@ t0 = time.perf_counter()
 import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
 from pytest_rnnperf.measure.gpu import read_device_info, nvml_index
 from pytest_rnnperf.measure.environment import software_info
-from pytest_rnnperf.report.render import header_lines
+from pytest_rnnperf.report.text import header_lines
 from pytest_rnnperf.session.session import RnnperfSession
 t1 = time.perf_counter()
 run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info())

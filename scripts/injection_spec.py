@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_rnnperf.model.records import load_run  # noqa: E402
+from pytest_rnnperf.store.runs import load_run  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
