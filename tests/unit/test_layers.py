@@ -41,7 +41,9 @@ def test_an_import_up_the_layers_breaks_the_contract(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("old, name, new", [
-    ("pytest_rnnperf.records", "load_run", "pytest_rnnperf.model.records"),
+    ("pytest_rnnperf.records", "load_run", "pytest_rnnperf.store.runs"),
+    ("pytest_rnnperf.records", "CaseRecord", "pytest_rnnperf.model.records"),
+    ("pytest_rnnperf.history", "load_runs", "pytest_rnnperf.history.runs"),
     ("pytest_rnnperf.device", "FlagKind", "pytest_rnnperf.model.flags"),
     ("pytest_rnnperf.device", "read_device_info", "pytest_rnnperf.measure.gpu"),
     ("pytest_rnnperf.timing.device", "DeviceTimer", "pytest_rnnperf.measure.device_time"),
