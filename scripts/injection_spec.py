@@ -1,5 +1,7 @@
 """Print an RNNPERF_INJECT_CUDNN_DELAY_US value that slows every cuDNN step of a stored run by a share of its device time.
 
+Only the cases of backends that honour the variable (torch, Keras on torch) get a part.
+
     RNNPERF_INJECT_CUDNN_DELAY_US=$(python scripts/injection_spec.py baselines/.../0003_baseline.json 0.05)
 
 Each case of the stored run that has device time gets a spin of PERCENT of its cuDNN device time per step: the
@@ -13,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pytest_rnnperf.backends import spec  # noqa: E402
 from pytest_rnnperf.store.runs import load_run  # noqa: E402
 
 
@@ -23,7 +26,7 @@ def main(argv: list[str]) -> int:
         return 2
     run, share = load_run(Path(argv[0])), float(argv[1])
     parts = [f"{case_id}={share * r.cudnn_device.busy.median * 1e6:.2f}"
-             for case_id, r in run.records.items() if r.cudnn_device is not None and r.case.framework == "torch"]
+             for case_id, r in run.records.items() if r.cudnn_device is not None and spec(r.case.framework).can_inject]
     print(",".join(parts))
     return 0
 

@@ -43,7 +43,7 @@ KERAS_TORCH = BackendSpec(
     name="keras_torch", title="Keras 3 on PyTorch", module=f"{__name__}:torch_backend", cudnn_cells=("lstm", "gru"),
     distributions={**_KERAS, "torch": ("torch",)}, runtime_prefix="keras_torch.",
     key_fields=("keras_torch.cudnn_version", "keras_torch.cudnn_allow_tf32", "keras_torch.matmul_allow_tf32"),
-    env={"KERAS_BACKEND": "torch"},
+    env={"KERAS_BACKEND": "torch"}, can_inject=True,
 )
 # JAX preallocates 75% of the GPU at its first use; the suite's other frameworks share the card.
 KERAS_JAX = BackendSpec(
@@ -116,11 +116,16 @@ class KerasTorchImpl:
     inputs: CaseInputs
     _args: tuple[Any, ...] = field(default=(), repr=False)
     _variables: list[list[list[Any]]] = field(default_factory=list, repr=False)
+    _inject_cycles: int = 0  # RNNPERF_INJECT_CUDNN_DELAY_US: a device spin after each cuDNN step
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
+        from pytest_rnnperf.backends.torch import injected_cycles
+
         self._variables = [layer_variables(layer, self.case.shape.directions) for layer in self.layers]
         self._args = self._device_inputs(self.inputs)
+        if self.name == "cudnn" and self.device.startswith("cuda"):
+            self._inject_cycles = injected_cycles(self.case.id)
 
     @property
     def _train(self) -> bool:
@@ -165,6 +170,10 @@ class KerasTorchImpl:
     def step(self) -> None:
         """One timed step; nothing is copied to the host and the device is not synchronized here."""
         self._run(self._args, want_grads=self._train)
+        if self._inject_cycles:
+            from pytest_rnnperf.backends.torch import import_torch
+
+            import_torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
