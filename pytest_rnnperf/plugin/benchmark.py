@@ -117,21 +117,10 @@ def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
     """What is wrong with the pytest-benchmark options given with this run, found before anything runs."""
     problems: list[str] = []
     given = config.getoption("benchmark_json", None)
-    if given is not None and settings.baselines.strip():
-        target = (config.invocation_params.dir / given).resolve()
-        # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
-        # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
-        if target.is_file() and target.is_relative_to(root.resolve()):
-            problems.append(f"--benchmark-json={given}: {target} is a file in the baselines folder and is never "
-                            f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)")
-    if given is not None:  # pytest-benchmark opens it only after the whole run
-        target, shown = config.invocation_params.dir / str(given), Path(str(given))
-        if target.is_dir():
-            problems.append(f"--benchmark-json={given}: {given} is a folder, not a file")
-        elif not target.parent.is_dir():
-            problems.append(f"--benchmark-json={given}: folder {shown.parent} does not exist")
-        elif not os.access(target if target.exists() else target.parent, os.W_OK):
-            problems.append(f"--benchmark-json={given}: {given} is not writable")
+    if given is not None and hasattr(given, "write"):
+        problems += _opened_json_problems(Path(given.name), root)
+    elif given is not None:
+        problems += _json_path_problems(config, given, settings, root)
     if settings.update_baseline:
         if not config.pluginmanager.has_plugin("benchmark"):
             problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
@@ -149,6 +138,32 @@ def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
             problems.append(f"--benchmark-histogram needs {' and '.join(missing)}: "
                             f"pip install 'pytest-benchmark[histogram]'")
     return problems
+
+
+def _opened_json_problems(path: Path, root: Path) -> list[str]:
+    """--benchmark-json as pytest-benchmark before 5.3 gives it: a file it opened (and emptied) while parsing."""
+    if path.resolve().is_relative_to(root.resolve()):
+        return [f"--benchmark-json={path}: this pytest-benchmark opened and emptied {path} while reading the command "
+                f"line, before pytest-rnnperf could refuse a file in the baselines folder; restore it from version "
+                f"control, and use pytest-benchmark 5.3 or later, which opens it only at the end"]
+    return []
+
+
+def _json_path_problems(config: Any, given: Any, settings: Settings, root: Path) -> list[str]:
+    """--benchmark-json as a path: pytest-benchmark 5.3 and later open it only after the whole run."""
+    target, shown = config.invocation_params.dir / str(given), Path(str(given))
+    # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
+    # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
+    if settings.baselines.strip() and target.resolve().is_file() and target.resolve().is_relative_to(root.resolve()):
+        return [f"--benchmark-json={given}: {target.resolve()} is a file in the baselines folder and is never "
+                f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)"]
+    if target.is_dir():
+        return [f"--benchmark-json={given}: {given} is a folder, not a file"]
+    if not target.parent.is_dir():
+        return [f"--benchmark-json={given}: folder {shown.parent} does not exist"]
+    if not os.access(target if target.exists() else target.parent, os.W_OK):
+        return [f"--benchmark-json={given}: {given} is not writable"]
+    return []
 
 
 def storage_problem(config: Any, run: Any) -> str | None:

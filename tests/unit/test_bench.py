@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,3 +38,21 @@ def test_older_pytest_benchmark_is_asked_the_questions_it_asks_itself(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert off_for_xdist(_session(True, options)) is expected
+
+
+def test_a_benchmark_json_that_older_pytest_benchmark_already_opened_is_named_not_crashed_on(tmp_path: Path) -> None:
+    """pytest-benchmark before 5.3 hands over an open file: one inside the baselines folder is named, others pass."""
+    from pytest_rnnperf.plugin.benchmark import option_problems
+    from pytest_rnnperf.session.settings import Settings
+
+    root = tmp_path / "baselines"
+    (root / "NVIDIA_H100").mkdir(parents=True)
+    for target, expected in ((root / "NVIDIA_H100" / "0001_baseline.json", 1), (tmp_path / "run.json", 0)):
+        with open(target, "wb") as opened:  # what argparse.FileType("wb") gives it
+            options = {"benchmark_json": opened}
+            config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default),
+                                     invocation_params=SimpleNamespace(dir=tmp_path))
+            problems = option_problems(config, Settings.defaults(), root)
+        assert len(problems) == expected, problems
+        if expected:
+            assert "opened and emptied" in problems[0] and "pytest-benchmark 5.3 or later" in problems[0]
