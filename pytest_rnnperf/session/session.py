@@ -373,7 +373,8 @@ class RnnperfSession:
         """Measure a case being recorded in ``record_processes - 1`` more fresh processes; keep their summaries.
 
         The first night then already has a between-process estimate. Each extra process is a worker started
-        for this recording and kept for its whole run, so every case meets each process once.
+        for this recording and kept for its whole run, so every case meets each process once. It times the case
+        only: parity and energy were measured here, and skipping them makes a 3-process recording ~2x, not 3x.
         """
         backend_spec = spec(case.framework)
         for i in range(self.settings.record_processes - 1):
@@ -381,7 +382,8 @@ class RnnperfSession:
                 base = self.worker_pool()
                 self._extra_pools.append(WorkerPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
                                                     base.telemetry_index))
-            again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, config, impls, None)
+            timing_only = replace(config, energy_s=0.0, parity=False)
+            again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, timing_only, impls, None)
             self.processes.setdefault(case.id, []).append(summarize(again, f"process {i + 2}"))
 
     def measure_model(self, case: ModelCase, model: Any, inputs: Any, settings: Settings,

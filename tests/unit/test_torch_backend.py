@@ -123,3 +123,16 @@ def test_a_packed_batch_is_one_input_compared_on_its_data(two_threads: object) -
         assert [r.quantity for r in rows] == ["output", "d_input", "d_params"] and all(r.ok for r in rows)
     finally:
         pair.close()
+
+
+def test_a_timing_only_run_skips_parity_but_still_proves_and_times(two_threads: object) -> None:
+    """RunConfig(parity=False), the extra processes of a recording: no parity rows, a proof and a timing."""
+    from pytest_rnnperf.measure.runner import RunConfig, run_case
+    from pytest_rnnperf.model.timing import TimingConfig
+
+    case = Case("torch", "lstm", Shape(5, 3, 4, 6, 1), "train")
+    quick = TimingConfig(rounds=5, warmup_steps=1, warmup_s=0.0, min_block_s=0.0)
+    checked = run_case(case, TorchBackend(), RunConfig(timing=quick, energy_s=0.0), impls=("generic",))
+    timed = run_case(case, TorchBackend(), RunConfig(timing=quick, energy_s=0.0, parity=False), impls=("generic",))
+    assert checked.parity.rows and not timed.parity.rows
+    assert timed.paths_ok and timed.generic is not None and len(timed.generic.samples) == 5
