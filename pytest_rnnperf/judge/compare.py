@@ -55,6 +55,8 @@ class Comparison:
     # relative noise (None for a kernel that ran in too few of them to have a noise of its own).
     processes: int = 0
     noise: float | None = None
+    # Why the rule called it what it did, where that is not the comparison itself (e.g. a kernel held back).
+    why: str = ""
 
     def explain(self) -> str:
         """One line, e.g. "cudnn time +7.9% [+5.1%, +10.8%] (p=0.0003, threshold 5%): regressed"."""
@@ -86,9 +88,7 @@ class Comparison:
             else:
                 moved = f"{name} {before:.3f} -> {now:.3f} ms/step"
             return (f"{moved}, {change} of the step ({noise} over {self.processes} processes, threshold "
-                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}"
-                    + (" (less than half of it reached the step's device time)"
-                       if self.verdict is Verdict.AMBIGUOUS else ""))
+                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + (f" ({self.why})" if self.why else ""))
         return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "
                 f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
 
@@ -99,7 +99,7 @@ class Comparison:
                 "high": self.ratio.high, "p_value": self.p_value, "baseline_median": self.baseline_median,
                 "current_median": self.current_median, "min_effect": self.min_effect, "explain": self.explain(),
                 "metric": self.metric, "confidence": self.ratio.confidence, "higher_is_better": self.higher_is_better,
-                "alpha": self.alpha}
+                "alpha": self.alpha, "why": self.why}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
@@ -111,7 +111,7 @@ class Comparison:
                    p_value=None if p_value is None else float(p_value), min_effect=float(data["min_effect"]),
                    verdict=Verdict(data["verdict"]), higher_is_better=bool(data.get("higher_is_better", False)),
                    alpha=float(data.get("alpha", 0.01)), processes=int(data.get("processes", 0)),
-                   noise=None if data.get("noise") is None else float(data["noise"]))
+                   noise=None if data.get("noise") is None else float(data["noise"]), why=str(data.get("why", "")))
 
 
 def compare(

@@ -42,11 +42,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if s.switch:
             kwargs.update(action="store_const", const="true", help=f"{text} ({where})")
         else:
-            kwargs["help"] = f"{text} (default {s.default}; {where})"
+            kwargs["help"] = f"{text} (default {s.typed_default.replace('%', '%%')}; {where})"
         if s.choices:
             kwargs["choices"] = s.choices
         group.addoption(s.flag, **kwargs)
-        parser.addini(s.ini, s.help, default=str(s.default))
+        parser.addini(s.ini, s.help, default=s.typed_default)
 
 
 def _option(config: pytest.Config, s: Setting) -> Any:

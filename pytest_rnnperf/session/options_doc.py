@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_rnnperf.session.settings import SETTINGS, Setting, to_bool, to_float, to_int, to_str
+from pytest_rnnperf.session.settings import SETTINGS, Setting, to_bool, to_float, to_fraction, to_int, to_str
 
 PAGE = Path("docs") / "options.md"
 BEGIN = "<!-- BEGIN options table: generated from pytest_rnnperf/session/settings.py; do not edit by hand -->"
@@ -19,7 +19,7 @@ END = "<!-- END options table -->"
 REGENERATE = "python -m pytest_rnnperf.session.options_doc --write"
 
 _KINDS: dict[Callable[[Any], Any], str] = {to_int: "whole number", to_float: "number", to_bool: "true/false",
-                                           to_str: "text"}
+                                           to_str: "text", to_fraction: "fraction or percent (0.03, 3%)"}
 
 
 def _escape(text: str) -> str:
@@ -35,12 +35,14 @@ def _code(text: str) -> str:
 
 
 def _default(setting: Setting) -> str:
-    """The default as a user would type it: off/on for switches, 0.05 rather than 0.05000."""
+    """The default as a user would type it: off/on for switches, 0.05 rather than 0.05000, thresholds as 5%."""
     value = setting.default
     if setting.switch:
         return "on" if value else "off"
     if value == "":
         return "(unset)"
+    if setting.convert is to_fraction:
+        return _code(setting.typed_default)
     if isinstance(value, float):
         return _code(f"{value:g}")
     return _code(str(value))

@@ -164,6 +164,11 @@ class Setting:
         return "--rnnperf-" + self.name.replace("_", "-")
 
     @property
+    def typed_default(self) -> str:
+        """The default as a user types it (thresholds as percents: a bare 1.0 is refused as a fraction)."""
+        return percent(self.default) if self.convert is to_fraction else str(self.default)
+
+    @property
     def ini(self) -> str:
         """The ini key (also the argparse dest)."""
         return "rnnperf_" + self.name
@@ -223,7 +228,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("device_effect", _POLICY.device_min_effect, to_fraction, "smallest change of the cuDNN device time "
             "that counts as a regression or improvement (0.03 or 3%)", check=at_least(0, strict=True)),
     Setting("host_effect", _POLICY.host_effect, to_fraction, "smallest change of the host overhead (wall minus "
-            "device time) that counts as a regression (0.5 or 50%)", check=at_least(0, strict=True)),
+            "device time) that counts as a regression (100%: doubled; write 50% for half)", check=at_least(0, strict=True)),
     Setting("fail_host", False, to_bool, "fail a case whose host overhead regressed (off: reported by name; host "
             "time drifts with the runner)", switch=True),
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "

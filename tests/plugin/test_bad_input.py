@@ -813,7 +813,7 @@ def test_compare_takes_a_percent_and_prints_the_thresholds_in_use(project: pytes
     older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
     done = _cli(project, "compare", "--device-effect", "3%", "--host-bound-effect", "40%", str(older), str(path))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ("thresholds: cuDNN device time 3%, wall time 5% (host-bound 40%), host overhead 50% (reported, not "
+    assert ("thresholds: cuDNN device time 3%, wall time 5% (host-bound 40%), host overhead 100% (reported, not "
             "failed)") in done.stdout.splitlines()[0]
 
 
@@ -853,7 +853,7 @@ def test_a_threshold_written_as_a_percent_is_taken_and_printed(project: pytest.P
     result = run(project, "--rnnperf-device-effect=2.5%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["rnnperf: regression thresholds: cuDNN device time 2.5%, wall time 5% "
-                                 "(host-bound 35%), host overhead 50% (reported, not failed)*"])
+                                 "(host-bound 35%), host overhead 100% (reported, not failed)*"])
 
 
 

@@ -152,22 +152,22 @@ def test_slower_cudnn_fails_and_names_the_kernel_and_what_changed(project: pytes
 
 def test_a_slower_launch_path_is_named_as_host_overhead_not_cudnn(project: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Wall +50% with the same kernels (a slower driver launch path, say): host overhead regressed, device unchanged.
+    """Wall 1.8x with the same kernels (a slower driver launch path, say): host overhead regressed, device unchanged.
 
     Reported by name and not failed, unless --rnnperf-fail-host asks for it."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.8")  # host overhead 0.5 -> 1.3 ms; the speedup stays over its floor
     reported = run(project)
     reported.assert_outcomes(passed=2)
     reported.stdout.fnmatch_lines(["*verdicts: 2 host overhead regressed (not failed)*",
-                                   "host overhead of torch-lstm-*: launch/dispatch overhead +100.*: driver or framework "
+                                   "host overhead of torch-lstm-*: launch/dispatch overhead +1[56]*: driver or framework "
                                    "(reported, not failed*"])
     result = run(project, "--rnnperf-fail-host")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*launch/dispatch overhead regressed against its history of 3 processes on this GPU model*",
         "*cudnn device time*unchanged", "*cudnn host overhead*regressed",
-        "*launch/dispatch overhead +100.*: driver or framework*"])
+        "*launch/dispatch overhead +1[56]*: driver or framework*"])
     assert "cuDNN device time regressed" not in result.stdout.str()
 
 

@@ -7,6 +7,7 @@ import pytest
 from pytest_rnnperf.judge.across import NOISE_FLOOR, across, kernels, nearest_mode, spread
 from pytest_rnnperf.judge.compare import Verdict
 from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.judge.rules import mix_changes
 from pytest_rnnperf.judge.sensitivity import drift, sensitivity
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import BASELINE, KEPT, StoredRun
@@ -72,6 +73,35 @@ def test_a_grown_kernel_is_regressed_even_when_another_kernel_got_faster() -> No
     now = _proc(10.0, rnn=6.9, gemm=3.1)
     found = {c.metric: c.verdict for c in kernels(history, now, {}, floor=0.03, k=4.0)}
     assert found == {"kernel/rnn": Verdict.REGRESSED, "kernel/gemm": Verdict.IMPROVED}
+
+
+def test_a_kernel_that_appeared_where_another_shrank_as_much_is_a_mix_change_not_a_regression() -> None:
+    """H100 null: a tensor-op GEMM appeared (+5.4% of the step) while cuDNN's elementwise kernel freed 8.5%."""
+    history = [_proc(10.0, rnn=6.0, elementwise=2.0, gemm=2.0) for _ in range(4)]
+    now = _proc(10.0, rnn=6.0, elementwise=1.15, gemm=2.0, tensorop=0.54)
+    found = mix_changes(kernels(history, now, {}, floor=0.03, k=4.0), 0.03)
+    verdicts = {c.metric: c.verdict for c in found}
+    assert verdicts == {"kernel/tensorop": Verdict.AMBIGUOUS, "kernel/elementwise": Verdict.IMPROVED}
+    line = next(c for c in found if c.metric == "kernel/tensorop").explain()
+    assert line.startswith("appeared: tensorop 0.540 ms/step") and "the kernel mix changed" in line and "8.5%" in line
+
+
+def test_a_kernel_that_appeared_beyond_what_others_freed_is_still_a_regression() -> None:
+    """An 8% spin while a kernel freed 4% of the step: +4% net, regressed by name; with nothing freed, regressed too."""
+    history = [_proc(10.0, rnn=6.0, elementwise=2.0, gemm=2.0) for _ in range(4)]
+    freed_a_little = _proc(10.4, rnn=6.0, elementwise=1.6, gemm=2.0, spin=0.8)
+    found = {c.metric: c.verdict for c in mix_changes(kernels(history, freed_a_little, {}, floor=0.03, k=4.0), 0.03)}
+    assert found["kernel/spin"] is Verdict.REGRESSED
+    nothing_freed = _proc(10.5, rnn=6.0, elementwise=2.0, gemm=2.0, spin=0.5)
+    found = {c.metric: c.verdict for c in mix_changes(kernels(history, nothing_freed, {}, floor=0.03, k=4.0), 0.03)}
+    assert found == {"kernel/spin": Verdict.REGRESSED}
+
+
+def test_a_grown_kernel_is_never_excused_by_the_kernel_mix() -> None:
+    """The RNN kernel +9% while a GEMM freed 9%: a kernel that was there got slower, so it stays regressed."""
+    history = [_proc(10.0, rnn=6.0, gemm=4.0) for _ in range(4)]
+    found = mix_changes(kernels(history, _proc(10.0, rnn=6.9, gemm=3.1), {}, floor=0.03, k=4.0), 0.03)
+    assert {c.metric: c.verdict for c in found} == {"kernel/rnn": Verdict.REGRESSED, "kernel/gemm": Verdict.IMPROVED}
 
 
 def test_a_kernel_with_a_noisy_history_and_a_change_under_the_floor_are_not_reported() -> None:
