@@ -7,7 +7,9 @@ case's record in ``extra_info["rnnperf"]``.
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -105,6 +107,11 @@ def load_run(path: Path) -> StoredRun:
         raw = path.read_bytes()
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":  # gzip: evidence runs are kept compressed (a tenth of the size)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BaselineError(f"{path}: a gzip file that does not unpack ({exc})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -20,7 +20,7 @@ from pytest_rnnperf.model.stats import Interval
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p for p in REPO.glob("baselines/*/*/*.json") if p.parent.name != "evidence")
-EVIDENCE = sorted(REPO.glob("baselines/*/evidence/*.json"))
+EVIDENCE = sorted([*REPO.glob("baselines/*/evidence/*.json"), *REPO.glob("baselines/*/evidence/*.json.gz")])
 
 
 def _file(records: list[dict[str, Any]], fmt: int = FORMAT_VERSION, gpu: str = "NVIDIA_H200") -> dict[str, Any]:
@@ -81,11 +81,24 @@ def _edit(path: str, value: Any) -> dict[str, Any]:
     return rec
 
 
+def test_a_gzipped_run_reads_as_the_run_itself(tmp_path: Path) -> None:
+    """Evidence runs are kept gzipped: the loader reads them as it reads the plain file."""
+    import gzip
+
+    data = json.dumps(_file([])).encode()
+    plain, packed = tmp_path / "0001_x.json", tmp_path / "run.json.gz"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data))
+    assert load_run(packed).records == load_run(plain).records
+    assert load_run(packed).environment == load_run(plain).environment
+
+
 @pytest.mark.parametrize("raw, message", [
     (b"\xff\xfe{}", "not UTF-8 text (byte 0xff at offset 0)"),
     (b'{"benchmarks": [', "not valid JSON (truncated or hand-edited?): Expecting value (line 1, column 17)"),
     (b'{"benchmarks": [{"a": "unterminated', "Unterminated string starting at (line 1, column 23)"),
     (b"[]", "not a pytest-benchmark file (no 'benchmarks' list)"),
+    (b"\x1f\x8b\x08\x00truncated", "a gzip file that does not unpack"),
     (b'{"benchmarks": [], "machine_info": {}}', "no machine_info.rnnperf section"),
     (b'{"benchmarks": [], "machine_info": "x"}', "no machine_info.rnnperf section"),
     (json.dumps(_file([], fmt=99)).encode(), "unknown baseline format 99"),
