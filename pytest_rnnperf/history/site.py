@@ -30,13 +30,13 @@ def site_problem(folder: Path, inputs: Sequence[Path]) -> str | None:
     """Why ``folder`` cannot take a new site (it holds files, or lies among the stored runs read), or None."""
     from pytest_rnnperf.store.baselines import writable_problem
 
+    if folder.exists() and not folder.is_dir():
+        return f"--html {folder}: a file, not a folder"
     target = folder.resolve()
     for given in inputs:
         source = Path(given).resolve()
         if source.is_dir() and (target == source or source in target.parents):
             return f"--html {folder}: inside {given}, a folder of stored runs that is read, never written"
-    if folder.exists() and not folder.is_dir():
-        return f"--html {folder}: a file, not a folder"
     if folder.is_dir() and any(folder.iterdir()):
         return f"--html {folder}: the folder holds files, which are never replaced; give a new or empty folder"
     why = writable_problem(folder)
@@ -235,7 +235,7 @@ def model_page(site: ModelSite, metric: str, plotly: str) -> str:
             f"({esc(newest.datetime or 'undated')}).</p>",
             f"<h2>All cases: {esc(METRICS[metric].label)}</h2>",
             '<p class="muted">each case over its first level; in colour: a case with a change point</p>',
-            charts.add(overview_figure(site, metric, axis), 460) if site.series[metric] else
+            charts.add(lambda: overview_figure(site, metric, axis), 460) if site.series[metric] else
             f'<p class="muted">no case has a {esc(metric)} series</p>']
     rows, attrs = [], []
     for case_id in site.case_ids:
@@ -263,7 +263,7 @@ def model_page(site: ModelSite, metric: str, plotly: str) -> str:
         summary = (f'<summary><span class="mono">{esc(case_id)}</span> '
                    + " ".join(f'<span class="badge">{esc(x)}</span>' for x in marks) + "</summary>")
         panels.append(f'<details class="case" id="{esc(anchor("h", case_id))}">{summary}'
-                      + charts.add(case_figure(site, case_id, axis), 230 * len(present) + 80) + "</details>")
+                      + charts.add(lambda: case_figure(site, case_id, axis), 230 * len(present) + 80) + "</details>")
     body.append('<h2>Each case</h2><p class="muted">open a case for its series; hover a point for the run, its '
                 'versions and the kernels of the cuDNN side</p><div id="h-panels">' + "\n".join(panels) + "</div>")
     if site.notes:

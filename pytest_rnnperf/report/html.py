@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, VERDICT_HEADER, CaseRow, Rows, Samples,
                                         VerdictRow)
@@ -166,12 +166,13 @@ class Charts:
     enabled: bool
     specs: list[str] = field(default_factory=list)
 
-    def add(self, figure: Any, height: int) -> str:
-        """The div of a plotly figure (a ``go.Figure``), its data kept for the page's end."""
+    def add(self, draw: Callable[[], Any], height: int) -> str:
+        """The div of the plotly figure ``draw`` makes (called only with plotly), its data kept for the page's end."""
         if not self.enabled:
             return f'<p class="note">{esc(PLOTLY_MISSING)}</p>'
         import plotly.io as pio
 
+        figure = draw()
         figure.update_layout(template="none", height=height, margin=dict(l=60, r=20, t=36, b=40),
                              font=dict(size=11), hoverlabel=dict(align="left"))
         spec_id = f"spec-{len(self.specs)}"
@@ -363,7 +364,7 @@ def case_panel(row: CaseRow, verdict: VerdictRow | None, panel_id: str, charts: 
         parts.append(f"<p>{line}</p>")
     if d.baseline_file:
         parts.append(f'<p class="muted">baseline record: {esc(d.baseline_file)}</p>')
-    parts.append(charts.add(samples_figure(row), 340) if d.samples else "")
+    parts.append(charts.add(lambda: samples_figure(row), 340) if d.samples else "")
     parts.append("<h3>Path evidence</h3>" + table(("side", "ran what it claims", "evidence"),
                                                   [(p.impl, "yes" if p.ok else "NO", p.evidence) for p in d.proofs]))
     if d.parity:
@@ -400,7 +401,7 @@ def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
         out.append("<h2>Environment changes since the baseline</h2>" + bullet_list(rows.env_diff))
     paired = [r for r in rows.cases if r.speedup is not None]
     if paired:
-        out.append("<h2>Speedups</h2>" + charts.add(speedup_figure(paired), 24 * len(paired) + 130))
+        out.append("<h2>Speedups</h2>" + charts.add(lambda: speedup_figure(paired), 24 * len(paired) + 130))
     verdicts = {v.verdict.case_id: v for v in rows.verdicts}
     if rows.cases:
         table_id, panels_id = f"{prefix}-cases", f"{prefix}-panels"
