@@ -150,11 +150,11 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
     present = [m for m in ROWS if case_id in site.series[m]]
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[f"{METRICS[m].label} ({METRICS[m].unit})" for m in present])
-    template = ("%{y:.4g}<br>%{customdata[0]}<br>%{customdata[1]}<br>%{customdata[2]}<br>"
-                "<b>kernels of the cuDNN side</b><br>%{customdata[3]}<extra></extra>")
     for row, metric in enumerate(present, start=1):
         case = site.series[metric][case_id]
         m = METRICS[metric]
+        template = (f"<b>%{{y:.4g}} {m.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>%{{customdata[2]}}<br>"
+                    "<b>kernels of the cuDNN side</b><br>%{customdata[3]}<extra></extra>")
         fig.add_trace(go.Scatter(x=[axis[i] for i in case.runs], y=[v * m.scale for v in case.values],
                                  mode="lines+markers", name=metric, showlegend=False,
                                  line=dict(color=COLOURS["now"], width=1.5), marker=dict(size=6),

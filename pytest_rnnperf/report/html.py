@@ -52,7 +52,7 @@ details.case { border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; pad
 details.case[open] { padding-bottom: 10px; } details.case > summary { cursor: pointer; padding: 6px 0; }
 .grid { display: flex; flex-wrap: wrap; gap: 18px; } .grid > div { min-width: 280px; }
 .chart { width: 100%; min-height: 120px; } .note { color: #57606a; font-style: italic; }
-ul.tight { margin: 4px 0; padding-left: 20px; }
+ul.tight { margin: 4px 0; padding-left: 20px; } div.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 # Ours, small: sort by a column, filter by facets and text, draw a chart when its panel first opens (plotly
@@ -204,13 +204,14 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]], cls: str = "", n
     """An HTML table; cells are escaped text, columns in ``numeric`` right-aligned, ``row_attrs`` per row."""
     right = set(numeric)
     ident = f' id="{esc(table_id)}"' if table_id else ""
-    out = [f'<table class="{cls}"{ident}><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header)
+    # The div scrolls a table wider than the window, instead of the whole page.
+    out = [f'<div class="scroll"><table class="{cls}"{ident}><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header)
            + "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         attrs = row_attrs[i] if row_attrs is not None else ""
         out.append(f"<tr{attrs}>" + "".join(f'<td class="num">{esc(c)}</td>' if j in right else f"<td>{esc(c)}</td>"
                                              for j, c in enumerate(row)) + "</tr>")
-    return "\n".join(out) + "</tbody></table>"
+    return "\n".join(out) + "</tbody></table></div>"
 
 
 def bullet_list(lines: Iterable[str]) -> str:
