@@ -230,14 +230,15 @@ def _samples(r: CaseRecord, run: str) -> list[Samples]:
     return out
 
 
-def _telemetry_value(value: Any) -> str:
-    """One telemetry reading for display: numbers rounded, lists joined, nested readings as key=value."""
+def _telemetry_value(value: Any, skip_zero: bool = False) -> str:
+    """One telemetry reading for display: numbers rounded, lists joined, nested readings as key=value (without
+    their zeros where ``skip_zero``: seconds throttled, by reason)."""
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, Mapping):
-        shown_items = [f"{k}={_telemetry_value(v)}" for k, v in value.items() if v not in (0, 0.0, "")]
+        shown_items = [f"{k}={_telemetry_value(v)}" for k, v in value.items() if not (skip_zero and v == 0)]
         return ", ".join(shown_items) or "none"
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value)) or "none"
@@ -247,8 +248,8 @@ def _telemetry_value(value: Any) -> str:
 def telemetry_rows(timed: Mapping[str, Any] | None, energy: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
     """NVML's readings of the timed window (both sides interleaved) and the energy window, field by field."""
     fields = list(dict.fromkeys([*(timed or {}), *(energy or {})]))
-    return [(name, _telemetry_value((timed or {}).get(name)) if timed else "-",
-             _telemetry_value((energy or {}).get(name)) if energy else "-") for name in fields]
+    return [(name, _telemetry_value((timed or {}).get(name), name == "throttle_s") if timed else "-",
+             _telemetry_value((energy or {}).get(name), name == "throttle_s") if energy else "-") for name in fields]
 
 
 def case_detail(r: CaseRecord, run: RunView) -> CaseDetail:
