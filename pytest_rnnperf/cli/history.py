@@ -34,6 +34,10 @@ def add_parser(subparsers: Any) -> None:
                      help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
     his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
     his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")
+    his.add_argument("--html", type=Path, default=None, metavar="DIR",
+                     help="write a site here (a new or empty folder): per GPU model each case's series with its "
+                          "change points, and the changes newest first with the environment diff and the kernels "
+                          "that moved; it opens from disk, no network")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
@@ -44,4 +48,4 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     for module, wanted in (("rich", True), ("matplotlib", args.plot is not None)):
         if wanted and (missing := missing_library(module)) is not None:  # an install problem, not a bug (exit 3)
             return 2, [f"error: history {missing}"]
-    return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json)
+    return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json, args.html)

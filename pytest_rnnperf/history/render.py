@@ -1,4 +1,5 @@
-"""A history as output: the terminal table, the JSON document, one PNG per GPU model, and the command's files."""
+"""A history as output: the terminal table, the JSON document, one PNG per GPU model, the site (``site.py``), and the
+command's files."""
 
 from __future__ import annotations
 
@@ -160,14 +161,22 @@ def plot(history: History, folder: Path) -> list[Path]:
 
 def history_files(paths: Sequence[Path], metric: str = "device", fallback: str = "skip",
                   min_shift: float = DEFAULT_MIN_SHIFT, plot_dir: Path | None = None,
-                  json_path: Path | None = None) -> tuple[int, list[str]]:
+                  json_path: Path | None = None, html_dir: Path | None = None) -> tuple[int, list[str]]:
     """Exit code (0 no change toward slower, 1 one, 2 bad input) and the lines to print for ``history``."""
     from importlib.util import find_spec
+
+    from pytest_rnnperf.history.site import site_problem
+    from pytest_rnnperf.report.html import plotly_missing
 
     if find_spec("ruptures") is None:  # an install problem, not a bug: say so instead of a traceback
         return 2, ["error: history needs ruptures: pip install 'ruptures>=1.1'"]
     if json_path is not None and (problem := output_problem("--json", json_path, "history.json")):
         return 2, [f"error: {problem}"]  # before reading: a stored run (its own input, too) is never replaced
+    if html_dir is not None:
+        if (missing := plotly_missing()) is not None:
+            return 2, [f"error: history --html: {missing}"]
+        if (problem := site_problem(html_dir, paths)) is not None:
+            return 2, [f"error: {problem}"]
     try:
         loaded = load_runs(paths)
     except BaselineError as exc:
@@ -183,6 +192,17 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
             lines += [f"written: {p}" for p in plot(history, plot_dir)]
         except OSError as exc:
             return 2, [f"error: cannot write plots to {plot_dir}: {exc.strerror or exc}"]
+    if html_dir is not None:
+        from pytest_rnnperf.history.site import write_site
+
+        try:
+            pages = write_site(loaded.runs, html_dir, metric, fallback, min_shift, loaded.notes)
+        except FileExistsError as exc:
+            return 2, [f"error: --html {html_dir}: {exc.filename} appeared meanwhile and is not replaced"]
+        except OSError as exc:
+            return 2, [f"error: cannot write the site to {html_dir}: {exc.strerror or exc}"]
+        lines.append(f"written: {html_dir / 'index.html'} ({len(pages) - 1} pages and plotly's script; open it "
+                     f"in a browser, no network needed)")
     if json_path is not None:
         try:
             write_json(json_path, dict(to_dict(history), exit=code))  # never over a file that appeared meanwhile

@@ -1,4 +1,4 @@
-"""The report's files: rnnperf.json, summary.md, the speedup plots and the CI step summary."""
+"""The report's files: rnnperf.json, summary.md, index.html, the speedup plots and the CI step summary."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pytest_rnnperf.report.view import RunView
 
 def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_summary: str = "",
                   rows: Rows | None = None) -> list[str]:
-    """Write rnnperf.json, summary.md and speedups.png (and the Markdown to the CI summary); returns notes.
+    """Write rnnperf.json, summary.md, index.html and speedups.png (and the Markdown to the CI summary); returns notes.
 
     Output paths are checked before the run; a write that still fails (a full disk, say) becomes a note,
     so the summary and the other files are not lost with it.
@@ -34,6 +34,7 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
             written.append("rnnperf.json")
             (folder / "summary.md").write_text(md, encoding="utf-8")
             written.append("summary.md")
+            notes += _write_page(run, rows, folder, written)
             # Workers on GPUs of different models: one plot per model, beside that model's baseline.
             plots = ([(build_rows(v), f"speedups-{v.device.gpu_slug}.png") for v in run.model_views()]
                      or [(rows, "speedups.png")])
@@ -55,6 +56,21 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
             except OSError as exc:
                 notes.append(f"Markdown summary not written to {target}: {exc.strerror or exc}")
     return notes
+
+
+def _write_page(run: RunView, rows: Rows, folder: Any, written: list[str]) -> list[str]:
+    """Write index.html (one section per GPU model of a mixed-model run); a note where it lacks its charts or failed."""
+    from pytest_rnnperf.report.html import write_run_page
+    from pytest_rnnperf.report.text import model_title
+
+    views = run.model_views()
+    sections = [(model_title(run, v), build_rows(v)) for v in views] if views else [("", rows)]
+    try:
+        missing = write_run_page(folder / "index.html", sections, notes=run.notes)
+    except ImportError as exc:  # plotly found but broken: the other files are worth more than the page
+        return [f"index.html not written: {exc}"]
+    written.append("index.html")
+    return [f"index.html has no charts: {missing}"] if missing else []
 
 
 def as_json_safe(obj: Any) -> Any:

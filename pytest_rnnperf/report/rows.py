@@ -1,28 +1,60 @@
-"""The report's one row model: a run walked once into rows that every renderer (text, Markdown, JSON, plot) draws."""
+"""The report's one row model: a run walked once into rows that every renderer (text, Markdown, JSON, plots, HTML)
+draws."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.judge.claims import ClaimRow
     from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
+    from pytest_rnnperf.model.parity import ParityRow
     from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+    from pytest_rnnperf.model.results import PathProof
     from pytest_rnnperf.model.stats import Interval
+    from pytest_rnnperf.model.timing import KernelStat
 
 UNAVAILABLE = "unavailable"
 CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
 VERDICT_HEADER = ("case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
                   "verdict")
 STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
+COMPARISON_HEADER = ("metric", "baseline", "now", "ratio [95% CI]", "p", "threshold", "verdict")
 
 
 def shown(value: str) -> str:
     """A field for display: values as they are, unavailable ones shortened to their reason in brackets."""
     return f"({value})" if value.startswith(UNAVAILABLE) else value
+
+
+@dataclass(frozen=True)
+class Samples:
+    """One side's samples of one run, in ms per step: what a case's page plots."""
+
+    side: str  # "cudnn" or "generic"
+    run: str  # "now" or "baseline"
+    timer: str  # "wall" or "device" (CUPTI busy time)
+    ms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class CaseDetail:
+    """Everything a case's own panel shows beyond its table row, read once from its records (now and baseline)."""
+
+    facets: Mapping[str, str]  # backend, cell, mode, precision: what the page filters on
+    samples: tuple[Samples, ...]
+    device_speedup: float | None
+    proofs: tuple[PathProof, ...]
+    parity: tuple[ParityRow, ...]
+    kernels: Mapping[str, tuple[KernelStat, ...]]  # "cudnn", "generic", "cudnn baseline": each side's kernel table
+    kernel_moves: tuple[str, ...]  # the cuDNN side's kernels that moved against the baseline's record
+    telemetry: tuple[tuple[str, str, str], ...]  # (field, timed window, energy window), display values
+    remarks: tuple[str, ...]  # the window's warnings, then the case's notes, then why device time is off
+    env_diff: tuple[str, ...]  # the environment diff against the file that holds this case's baseline record
+    baseline_file: str  # that file's name ("" without one)
 
 
 @dataclass(frozen=True)
@@ -37,6 +69,7 @@ class CaseRow:
     floor: float
     verdict: CaseVerdict | None
     gates_ok: bool
+    detail: CaseDetail | None = None  # the case's panel (the HTML page); None where a test builds bare rows
 
 
 @dataclass(frozen=True)
@@ -46,6 +79,7 @@ class VerdictRow:
     verdict: CaseVerdict
     cells: tuple[str, ...]
     kernels: tuple[str, ...]
+    comparisons: tuple[tuple[str, ...], ...] = ()  # each rule's comparison (then each kernel's), COMPARISON_HEADER
 
 
 @dataclass(frozen=True)
@@ -60,6 +94,11 @@ class Rows:
     verdicts: tuple[VerdictRow, ...]
     env_diff: tuple[str, ...]
     unjudged: str | None
+    # The run's fingerprint (its short hash, then every field) and the baseline it was judged against, for the page.
+    fingerprint: str = ""
+    environment: tuple[tuple[str, str], ...] = ()
+    baseline: str = ""
+    skipped: tuple[tuple[str, int], ...] = ()  # each reason cases were skipped for, and how many
 
     @property
     def paired(self) -> tuple[CaseRow, ...]:
@@ -102,7 +141,19 @@ def build_rows(run: RunView) -> Rows:
         verdicts=tuple(verdict_row(v, run) for v in run.verdicts.values()),
         env_diff=tuple(env_diff_lines(run)),
         unjudged=unjudged_line(run),
+        fingerprint=run.fingerprint(),
+        environment=tuple(sorted(run.environment().items())),
+        baseline=run.baseline_status(),
+        skipped=tuple(_count(reason for _, reason in run.skipped)),
     )
+
+
+def _count(items: Iterable[str]) -> list[tuple[str, int]]:
+    """Each distinct item and how often it occurs, in first-seen order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return list(counts.items())
 
 
 def _wall_dev(wall: Any, dev: Any) -> str:
@@ -158,7 +209,65 @@ def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
                    baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.verdicts.get(r.id),
-                   gates_ok=r.paths_ok and r.parity.ok and not below_floor(r))
+                   gates_ok=r.paths_ok and r.parity.ok and not below_floor(r), detail=case_detail(r, run))
+
+
+def facets(r: CaseRecord) -> dict[str, str]:
+    """What a case is, as the page filters it: backend, cell, mode and precision (a team's model: cell "model")."""
+    return {"backend": r.case.framework, "cell": getattr(r.case, "cell", "model"), "mode": r.case.mode,
+            "precision": r.case.precision}
+
+
+def _samples(r: CaseRecord, run: str) -> list[Samples]:
+    """Both sides' wall and device samples of one record, in ms per step."""
+    out = []
+    for side in ("cudnn", "generic"):
+        wall, dev = getattr(r, side), r.device_timing(side)
+        if wall is not None:
+            out.append(Samples(side, run, "wall", tuple(v * 1e3 for v in wall.samples)))
+        if dev is not None:
+            out.append(Samples(side, run, "device", tuple(v * 1e3 for v in dev.busy.samples)))
+    return out
+
+
+def _telemetry_value(value: Any, skip_zero: bool = False) -> str:
+    """One telemetry reading for display: numbers rounded, lists joined, nested readings as key=value (without
+    their zeros where ``skip_zero``: seconds throttled, by reason)."""
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        shown_items = [f"{k}={_telemetry_value(v)}" for k, v in value.items() if not (skip_zero and v == 0)]
+        return ", ".join(shown_items) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "none"
+    return shown(str(value))
+
+
+def telemetry_rows(timed: Mapping[str, Any] | None, energy: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """NVML's readings of the timed window (both sides interleaved) and the energy window, field by field."""
+    fields = list(dict.fromkeys([*(timed or {}), *(energy or {})]))
+    return [(name, _telemetry_value((timed or {}).get(name), name == "throttle_s") if timed else "-",
+             _telemetry_value((energy or {}).get(name), name == "throttle_s") if energy else "-") for name in fields]
+
+
+def case_detail(r: CaseRecord, run: RunView) -> CaseDetail:
+    """A case's panel: samples of both sides now and in the baseline, proofs, parity, kernels, telemetry, diff."""
+    base = run.stored_record(r.id) if run.baseline is not None else None
+    stored = run.stored_run(r.id) if base is not None else None
+    kernels = {side: dev.kernels for side in ("cudnn", "generic") if (dev := r.device_timing(side)) is not None}
+    if base is not None and base.cudnn_device is not None:
+        kernels["cudnn baseline"] = base.cudnn_device.kernels
+    moves = record_kernel_lines(base, r, rows=8) if base is not None else []
+    remarks = [*r.warnings, *([r.device_note] if r.device_note else [])]
+    return CaseDetail(
+        facets=facets(r), samples=tuple(_samples(r, "now") + (_samples(base, "baseline") if base is not None else [])),
+        device_speedup=r.device_speedup, proofs=tuple(r.proofs), parity=tuple(r.parity.rows), kernels=kernels,
+        kernel_moves=tuple(moves), telemetry=tuple(telemetry_rows(r.telemetry, r.side_telemetry)),
+        remarks=tuple(dict.fromkeys(remarks)), env_diff=tuple(env_diff_lines(run, r.id)) if base is not None else (),
+        baseline_file=stored.path.name if stored is not None else "",
+    )
 
 
 def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
@@ -190,7 +299,17 @@ def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
         + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
     )
     kernels = tuple(k.explain() for k in v.kernels) or tuple(kernel_lines(v, run)) if v.moved else ()
-    return VerdictRow(verdict=v, cells=cells, kernels=kernels)
+    return VerdictRow(verdict=v, cells=cells, kernels=kernels,
+                      comparisons=tuple(comparison_cells(c) for c in (*v.comparisons.values(), *v.kernels)))
+
+
+def comparison_cells(c: Comparison) -> tuple[str, ...]:
+    """One comparison as display cells (times in ms, speedups as x), in COMPARISON_HEADER's order."""
+    fmt = (lambda x: f"{x:.2f}x") if c.metric == "speedup" else (lambda x: f"{x * 1e3:.4f} ms")
+    p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
+    r = c.ratio
+    return (c.metric, fmt(c.baseline_median), fmt(c.current_median), f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]",
+            p, f"{c.min_effect:.1%}", str(c.verdict))
 
 
 def unjudged_line(run: RunView) -> str | None:

@@ -233,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
             "time drifts with the runner)", switch=True),
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
-    Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md and speedups.png "
+    Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md, index.html and speedups.png "
             "('none' to write nothing)", path=True, check=not_empty),
     Setting("markdown", "", to_str, "also append the Markdown summary to this file ($GITHUB_STEP_SUMMARY is "
             "used when set)", path=True),

@@ -91,6 +91,11 @@ def test_pair(case, rnnperf):
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A project with the fake GPU conftest, two fake cases (floor 2x) and fast timing settings."""
+    return make_project(pytester, monkeypatch)
+
+
+def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The ``project`` fixture's work, for tests elsewhere (tests/browser) that load this file under another name."""
     for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
                  "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN", "MAPS",

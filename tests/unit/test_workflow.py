@@ -131,9 +131,30 @@ def test_artifact_uploads_run_even_when_the_suite_fails_named_by_runner_and_run(
     report = step("suite", "Upload the report")
     assert report["uses"].startswith("actions/upload-artifact@")
     assert report["if"] == "always()"
-    assert report["with"]["path"].split() == ["rnnperf-report/", "rnnperf-run.json", ".benchmarks/"]
+    assert report["with"]["path"].split() == ["rnnperf-report/", "rnnperf-run.json", ".benchmarks/", "rnnperf-site/"]
     assert report["with"]["include-hidden-files"] is True  # upload-artifact leaves out .benchmarks/ otherwise
     assert "${{ runner.name }}" in report["with"]["name"] and "${{ github.run_id }}" in report["with"]["name"]
+
+
+def test_the_history_site_is_built_every_night_and_published_to_pages_only_where_the_repository_enables_it() -> None:
+    """The site of the stored runs and tonight's; a failed night publishes too, from a job that alone may write Pages."""
+    workflow = load(WORKFLOW)
+    install = step("suite", "Install into a fresh virtual environment")["run"]
+    assert '".[torch,tf,jax,claims,device,html,test]"' in install  # plotly draws the pages
+    site = step("suite", "Build the history site")
+    assert site["if"] == "always()" and site["id"] == "site"
+    assert 'python -m pytest_rnnperf history "${runs[@]}" --html rnnperf-site' in site["run"]
+    assert 'runs=(baselines/)' in site["run"] and "runs+=(rnnperf-run.json)" in site["run"]
+    assert 'echo "built=true" >> "$GITHUB_OUTPUT"' in site["run"]
+    assert workflow["jobs"]["suite"]["outputs"]["site"] == "${{ steps.site.outputs.built }}"
+    (hand,) = uses("suite", "actions/upload-pages-artifact")
+    assert "vars.RNNPERF_PAGES == 'true'" in hand["if"] and hand["with"]["path"] == "rnnperf-site/"
+    pages = workflow["jobs"]["pages"]
+    assert pages["needs"] == "suite" and pages["runs-on"] == "ubuntu-latest"
+    assert pages["if"].startswith("${{ always() && vars.RNNPERF_PAGES == 'true'")
+    assert pages["permissions"] == {"pages": "write", "id-token": "write"}
+    assert pages["environment"]["name"] == "github-pages"
+    assert [s["uses"].split("@")[0] for s in pages["steps"]] == ["actions/deploy-pages"]
 
 
 def test_the_record_baseline_path_opens_a_pull_request_and_never_pushes_to_the_default_branch() -> None:
@@ -175,3 +196,8 @@ def test_the_readme_points_at_the_workflow_and_its_gitlab_example_validates(tmp_
     assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
     assert job["artifacts"]["when"] == "always"
     assert "python -m pytest suites/ --benchmark-compare --benchmark-json=rnnperf-run.json" in job["script"]
+    assert "rnnperf-site/" in job["artifacts"]["paths"] and "--html rnnperf-site" in job["after_script"][0]
+    pages = yaml.safe_load(example.read_text())["pages"]  # GitLab publishes the job named pages, folder public/
+    assert pages["needs"] == ["rnnperf"] and pages["artifacts"]["paths"] == ["public"]
+    assert pages["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule" && $RNNPERF_PAGES == "true"', "when": "always"}]
+    assert "mv rnnperf-site public" in pages["script"][0]
