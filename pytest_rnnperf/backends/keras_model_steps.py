@@ -397,7 +397,13 @@ class JaxModelSide(KerasModelSide):
         self._state: tuple[Any, ...] = (self._trainable, self._fixed, self._opt)
         self._fit = jax.jit(self._fit_step)
         self._grads = jax.jit(self._grad_step)
-        self._predict = jax.jit(lambda trainable, fixed, x: model.stateless_call(trainable, fixed, x, training=False)[0])
+        self._predict = jax.jit(lambda trainable, fixed, x: model.stateless_call(
+            trainable, fixed, x, **self._training(False))[0])
+
+    def _training(self, value: bool) -> dict[str, bool]:
+        """``training=value`` where the model's call takes it: stateless_call passes keywords on unfiltered (Keras's
+        own JAX trainer asks the same private flag)."""
+        return {"training": value} if getattr(self.model, "_call_has_training_arg", True) else {}
 
     def _precision(self) -> Any:
         """The matmul precision of the mode: XLA runs float32 matmuls as TF32 on a GPU unless told "highest"."""
@@ -409,7 +415,7 @@ class JaxModelSide(KerasModelSide):
 
     def _loss(self, trainable: list[Any], fixed: list[Any], x: Any) -> tuple[Any, tuple[Any, Any]]:
         """The loss of a forward with training=True, with (outputs, updated non-trainable values)."""
-        outputs, fixed = self.model.stateless_call(trainable, fixed, x, training=True)
+        outputs, fixed = self.model.stateless_call(trainable, fixed, x, **self._training(True))
         if self.plan.loss == "compiled":
             loss, _ = self.model.stateless_compute_loss(trainable, fixed, self._metrics, x=x, y=self.y, y_pred=outputs,
                                                         training=True)
@@ -629,9 +635,19 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
         reason = oom(exc)
         if reason is not None:
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {reason}") from None
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise ModelError(f"{type(model).__name__} {model.name!r} failed on its inputs: {type(exc).__name__}: "
-                         f"{first}") from None
+                         f"{first_line(exc)}") from None
+
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception that says what went wrong (Keras opens with "Exception encountered when calling")."""
+    import re
+
+    # Keras prints in bold (ANSI escapes) and TF opens with the failing node ("{{function_node ...}}").
+    text = re.sub(r"\x1b\[[0-9;]*m|\{\{function_node [^}]*\}\}\s*", "", str(exc))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    told = [ln for ln in lines if not ln.startswith("Exception encountered when calling")]
+    return (told or lines or [""])[0][:200]
 
 
 __all__ = ["JaxModelSide", "KerasModelPair", "KerasModelSide", "TFModelSide", "TorchModelSide", "build_pair"]

@@ -631,8 +631,8 @@ class TorchBackend:
         """Copies of ``model`` for each side and a float64 reference copy, with the same inputs and upstream grads."""
         given = options.given() if options is not None else []
         if given:  # a torch module is copied and timed as a forward + backward of its own: nothing to choose
-            raise ModelError(f"{', '.join(f'{g}=' for g in given)} apply to Keras models; a torch nn.Module is "
-                             f"timed as forward + backward with fixed upstream gradients")
+            raise ModelError(f"{', '.join(f'{g}=' for g in given)}: only a Keras model takes these; a torch "
+                             f"nn.Module is timed as forward + backward with fixed upstream gradients")
         reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
         if reason:
             raise BackendUnavailable(reason)

@@ -39,6 +39,8 @@ def _not_a_builder(build: Any) -> str | None:
     except ModelError:
         return None
     name = type(build).__name__
+    if type(build).__module__.split(".")[0] == "keras":  # one build per copy: the model's function, not the model
+        return f"got a built Keras {name}; pass the function that builds it: rnnperf.model(build_model, ...)"
     return (f"got an instance of {name}; pass what builds it: rnnperf.model({name}, ...) or "
             f"rnnperf.model(lambda: {name}(...), ...)")
 
