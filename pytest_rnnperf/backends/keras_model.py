@@ -154,6 +154,9 @@ def found_notes(found: Sequence[FoundLayer], framework: str) -> list[str]:
     if off:
         notes.append("generic in both copies: " + "; ".join(f"{', '.join(labels)}: {', '.join(reasons)}"
                                                            for reasons, labels in by_reason.items()))
+    declined = [f.label for f in found if f.asked is False and f.eligible]
+    if declined:  # the model as written runs these generic; the comparison shows what cuDNN would give it
+        notes.append(f"built with use_cudnn=False, set True in the cuDNN copy: {', '.join(declined)}")
     return notes
 
 

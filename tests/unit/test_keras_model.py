@@ -91,6 +91,8 @@ def test_the_notes_name_every_layer_and_group_shared_reasons() -> None:
     assert found_notes(found, "torch") == [
         "Keras on torch: 3 LSTM/GRU layer(s) found; on cuDNN in the cuDNN copy: c GRU(16)",
         f"generic in both copies: a GRU(16), b GRU(16): {masked[0]}"]
+    assert found_notes([_found("off", asked=False)], "jax")[-1] == (
+        "built with use_cudnn=False, set True in the cuDNN copy: off GRU(16)")
 
 
 def test_a_bidirectional_pair_may_be_one_cudnn_call() -> None:
@@ -226,3 +228,16 @@ def test_what_a_subprocess_cannot_import_is_refused_in_one_line() -> None:
     with pytest.raises(ModelError, match=r"inputs must be importable .* \(got a function defined inside another"):
         model_payload(np.ones, nested, ModelOptions(), "torch")
     assert model_payload(np.ones, np.zeros(3), ModelOptions(loss="mse"), "torch")
+
+
+def test_a_keras_backend_whose_framework_is_missing_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rnnperf.model(..., backend="jax") on a machine without JAX skips with this line (asked in the subprocess)."""
+    import importlib.util as util
+
+    from pytest_rnnperf.backends import keras as keras_backends
+
+    real = util.find_spec
+    monkeypatch.setattr(keras_backends.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "jax" else real(name, *a))
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert keras_backends.jax_backend().unavailable_reason() == "jax is not installed (Keras on jax needs it)"
