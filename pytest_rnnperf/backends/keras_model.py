@@ -213,12 +213,6 @@ def rebuilt(structure: Any, values: Iterator[Any]) -> Any:
     return next(values)
 
 
-def is_float(array: Any) -> bool:
-    """Whether an array (NumPy or a framework's) holds floating-point values."""
-    return np.issubdtype(np.dtype(str(getattr(array, "dtype", "float32")).replace("torch.", "")), np.floating) \
-        if str(getattr(array, "dtype", "")).replace("torch.", "") != "bfloat16" else True
-
-
 def host(structure: Any, keras: Any, what: str) -> Any:
     """``structure`` (or what a callable returns) with every leaf a NumPy array; ModelError for anything else."""
     value = structure() if callable(structure) else structure
@@ -418,10 +412,11 @@ def loss_kind(model: Any, options: ModelOptions, train: bool) -> str:
     return "upstream"
 
 
-def loss_note(kind: str, optimizer: Any) -> str:
-    """What the timed train step is, for the record's notes."""
+def loss_note(kind: str, optimizer: Any, compiled: bool = False) -> str:
+    """What the timed train step is, for the record's notes (``compiled``: the model has a compiled loss)."""
+    why = "the compiled loss needs targets=" if compiled else "no loss= and no compiled loss"
     loss = {"given": "the loss= given", "compiled": "the compiled loss",
-            "upstream": "a fixed random projection of the outputs (no loss= and no compiled loss)"}[kind]
+            "upstream": f"a fixed random projection of the outputs ({why})"}[kind]
     opt = f"then {type(optimizer).__name__} updates the weights" if optimizer is not None else "no optimizer update"
     return f"train step: forward, gradients of {loss}, {opt}"
 

@@ -604,7 +604,8 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
         with probe.context():  # the probe is the reference copy from now on, with the upstream gradients
             probe.d = [probe.tensor(a) for a in plan.d]
         if case.mode == "train":
-            notes.append(loss_note(kind, make_optimizer(keras, model, options)) if options.step is None
+            compiled = bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
+            notes.append(loss_note(kind, make_optimizer(keras, model, options), compiled) if options.step is None
                          else "train step: the step= function given")
         if dropped:
             notes.append(f"dropout set to 0 in the compared copies: {', '.join(dropped)}")

@@ -11,7 +11,7 @@ import pytest
 from pytest_rnnperf.backends import ModelError, ModelOptions, keras_spec, model_backend_for
 from pytest_rnnperf.backends.keras_model import (
     FoundLayer, LayerSettings, config_blockers, cudnn_units, flags_evidence, found_notes, judge_calls, leaves,
-    mask_blocker, mask_problem, rebuilt, refusal,
+    loss_note, mask_blocker, mask_problem, rebuilt, refusal,
 )
 from pytest_rnnperf.measure.subprocesses import model_payload
 
@@ -241,3 +241,10 @@ def test_a_keras_backend_whose_framework_is_missing_says_so(monkeypatch: pytest.
                         lambda name, *a: None if name == "jax" else real(name, *a))
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     assert keras_backends.jax_backend().unavailable_reason() == "jax is not installed (Keras on jax needs it)"
+
+
+def test_the_train_step_is_described_as_it_runs() -> None:
+    """The compiled loss is only used with targets: a compiled model without them says so."""
+    assert loss_note("compiled", None) == "train step: forward, gradients of the compiled loss, no optimizer update"
+    assert "(the compiled loss needs targets=)" in loss_note("upstream", None, compiled=True)
+    assert "(no loss= and no compiled loss)" in loss_note("upstream", None)
