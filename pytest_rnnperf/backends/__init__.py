@@ -95,6 +95,23 @@ class Pair(Protocol):
         """Free device memory held by the pair."""
 
 
+@dataclass(frozen=True)
+class ModelOptions:
+    """How rnnperf.model() trains a Keras model and what it accepts; a torch model takes none of them."""
+
+    targets: Any = None  # the y of model.fit: an array, a list/dict of them, or a callable returning that
+    loss: Any = None  # a Keras loss (name, object or function); None: the compiled loss, else fixed upstream gradients
+    optimizer: Any = None  # a Keras optimizer name or a function returning a new one; None: the compiled one, else none
+    step: Callable[..., Any] | None = None  # step(model, x, y): timed instead of the plugin's own step
+    allow_generic: bool = False  # accept layers that ask for cuDNN (use_cudnn=True) where they cannot have it
+
+    def given(self) -> list[str]:
+        """Names of the options set to something other than their default."""
+        return [name for name, value in (("targets", self.targets), ("loss", self.loss), ("optimizer", self.optimizer),
+                                         ("step", self.step)) if value is not None] + (
+            ["allow_generic"] if self.allow_generic else [])
+
+
 class ModelPair(Pair, Protocol):
     """A team's model as a cuDNN and a generic copy, plus a float64 copy whose results are the reference."""
 
@@ -126,8 +143,13 @@ class ModelBackend(Backend, Protocol):
     """A backend that can also check a team's own model (``BackendSpec.models``)."""
 
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
-                    seed: int = 0) -> ModelPair:
-        """Copies of ``model`` for each side (cuDNN, generic, float64 reference) with identical weights."""
+                    seed: int = 0, *, build: Callable[[], Any] | None = None,
+                    options: ModelOptions | None = None) -> ModelPair:
+        """Copies of ``model`` for each side (cuDNN, generic, float64 reference) with identical weights.
+
+        ``build`` (what returned ``model``) makes more copies where the framework cannot copy a model itself.
+        A pair may leave its cuDNN side None (no layer of the model can use cuDNN); its notes say why.
+        """
 
 
 @dataclass(frozen=True)
@@ -150,6 +172,9 @@ class BackendSpec:
     cells: tuple[str, ...] = ("lstm", "gru", "rnn_tanh", "rnn_relu")
     # False when its generic side is another backend's (compiled torch): no reference cases of its own.
     reference: bool = True
+    # The Keras backend this spec runs Keras on ("tensorflow", "torch", "jax"); "" for no Keras. rnnperf.model()
+    # sends a Keras model to the spec of the backend it was built on, and backend="torch" picks a spec by it.
+    keras_backend: str = ""
     # Environment the framework must be imported under (Keras picks its backend once per process from
     # KERAS_BACKEND). A process without it runs this backend's cases in a worker process started with it.
     env: Mapping[str, str] = field(default_factory=dict)
@@ -253,13 +278,38 @@ def load_backend(name: str) -> Backend:
     return spec(name).load()
 
 
+def keras_specs() -> dict[str, BackendSpec]:
+    """The specs that run Keras models, by Keras backend name ("tensorflow", "torch", "jax")."""
+    return {s.keras_backend: s for s in specs() if s.keras_backend}
+
+
+def keras_spec(backend: str) -> BackendSpec:
+    """The spec that runs Keras on ``backend``; ModelError naming the known ones otherwise."""
+    known = keras_specs()
+    if backend not in known:
+        raise ModelError(f"backend={backend!r} is no Keras backend; expected one of {', '.join(sorted(known))}")
+    return known[backend]
+
+
 def model_backend_for(model: Any) -> BackendSpec:
-    """The backend whose framework ``model`` belongs to (by the modules of its class and its bases)."""
+    """The backend whose framework ``model`` belongs to (by the modules of its class and its bases).
+
+    A Keras model goes to the spec of the Keras backend it was built on, whatever else its classes derive from
+    (on torch every Keras layer is also an ``nn.Module``).
+    """
     modules = {c.__module__.split(".")[0] for c in type(model).__mro__}
+    if "keras" in modules:
+        import sys
+
+        keras = sys.modules.get("keras")
+        built_on = str(keras.backend.backend()) if keras is not None else "tensorflow"
+        if built_on in keras_specs():
+            return keras_specs()[built_on]
     for s in specs():
         if modules & set(s.model_modules):
             return s
-    takes = ", ".join(f"{s.name} ({'/'.join(s.model_modules)})" for s in specs() if s.model_modules)
+    takes = ", ".join([f"{s.name} ({'/'.join(s.model_modules)})" for s in specs() if s.model_modules]
+                      + [f"{s.name} (Keras 3 on {name})" for name, s in keras_specs().items()])
     raise ModelError(f"{type(model).__module__}.{type(model).__qualname__} is no model a backend can check; "
                      f"backends that check models: {takes or 'none'}")
 
@@ -272,6 +322,6 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
-    "ImplResult", "ModelBackend", "ModelError", "ModelPair", "OutOfDeviceMemory", "model_backend_for", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "ImplResult", "ModelBackend", "ModelError", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "register", "spec", "specs",
 ]

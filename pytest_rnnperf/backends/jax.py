@@ -382,6 +382,15 @@ def _targets(pattern: re.Pattern[str], text: str) -> Counter[str]:
     return Counter(t for t in pattern.findall(text) if _DNN_RNN in t)
 
 
+def cudnn_calls(lowered: str, compiled: str) -> tuple[int, int, int]:
+    """(forward, backward) cuDNN RNN custom calls of a step's compiled HLO (what runs), and every DNN RNN call of
+    its traced module (what it asked for: a generic step must ask for none, even one XLA dropped as dead)."""
+    ran = _targets(_COMPILED_TARGET, compiled)
+    forward = sum(n for t, n in ran.items() if _CUDNN_FORWARD.fullmatch(t))
+    backward = sum(n for t, n in ran.items() if _CUDNN_BACKWARD.fullmatch(t))
+    return forward, backward, sum(_targets(_LOWERED_TARGET, lowered).values())
+
+
 def dot_precisions(lowered: str) -> Counter[str]:
     """Operand precision of each dot_general in a lowered module ("DEFAULT" where none is set)."""
     out: Counter[str] = Counter()

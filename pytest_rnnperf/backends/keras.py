@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from pytest_rnnperf.backends.base import get_value, loaded_libraries
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax import import_jax, oom_reason
@@ -35,7 +35,7 @@ from pytest_rnnperf.backends.keras_layers import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.cases import Case, ModelCase
     from pytest_rnnperf.model.reference import RNNWeights
 
 _KERAS = {"keras": ("keras",)}
@@ -43,14 +43,14 @@ KERAS_TORCH = BackendSpec(
     name="keras_torch", title="Keras 3 on PyTorch", module=f"{__name__}:torch_backend", cudnn_cells=("lstm", "gru"),
     distributions={**_KERAS, "torch": ("torch",)}, runtime_prefix="keras_torch.",
     key_fields=("keras_torch.cudnn_version", "keras_torch.cudnn_allow_tf32", "keras_torch.matmul_allow_tf32"),
-    env={"KERAS_BACKEND": "torch"}, can_inject=True,
+    env={"KERAS_BACKEND": "torch"}, can_inject=True, keras_backend="torch",
 )
 # JAX preallocates 75% of the GPU at its first use; the suite's other frameworks share the card.
 KERAS_JAX = BackendSpec(
     name="keras_jax", title="Keras 3 on JAX", module=f"{__name__}:jax_backend", cudnn_cells=("lstm",),
     distributions={**_KERAS, "jax": ("jax",), "jaxlib": ("jaxlib",)}, runtime_prefix="keras_jax.",
     key_fields=("keras_jax.jax_version", "keras_jax.default_matmul_precision"),
-    env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, keras_backend="jax",
 )
 
 # Matmul precision each mode traces under: XLA runs fp32 matmuls as TF32 on a GPU unless told "highest".
@@ -295,6 +295,27 @@ class KerasTorchBackend:
         return build_on_device(case.precision, build)
 
 
+    def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
+                    *, build: Any = None, options: ModelOptions | None = None) -> Any:
+        """Copies of a Keras model built on torch for each side and a float64 copy (keras_model_steps.py)."""
+        from pytest_rnnperf.backends.keras_model_steps import build_pair
+        from pytest_rnnperf.backends.torch import build_on_device, import_torch, restore_thread_count
+
+        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
+        if reason:
+            raise BackendUnavailable(reason)
+        keras = _keras("torch")
+        torch = import_torch()
+
+        def oom(exc: BaseException) -> str | None:
+            """A one-line reason when ``exc`` is torch running out of device memory."""
+            return str(exc).splitlines()[0][:160] if isinstance(exc, torch.cuda.OutOfMemoryError) else None
+
+        return build_on_device(case.precision, lambda device, restore: build_pair(
+            case, keras, model, build, inputs, impls, seed, options, device=device, oom=oom,
+            close=restore_thread_count, restore=restore), what="models")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Keras on JAX.
 # ---------------------------------------------------------------------------------------------------------
@@ -490,6 +511,22 @@ class KerasJaxBackend:
             pair.close()
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {oom}") from None
         return pair
+
+
+    def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
+                    *, build: Any = None, options: ModelOptions | None = None) -> Any:
+        """Copies of a Keras model built on JAX for each side and a float64 copy (keras_model_steps.py)."""
+        from pytest_rnnperf.backends.keras_model_steps import build_pair
+
+        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
+        if reason:
+            raise BackendUnavailable(reason)
+        keras = _keras("jax")
+        on_gpu = _on_gpu_jax()
+        if case.precision in ("fp16", "bf16") and not on_gpu:
+            raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
+        return build_pair(case, keras, model, build, inputs, impls, seed, options,
+                          device="cuda:0" if on_gpu else "cpu", oom=oom_reason)
 
 
 def torch_backend() -> KerasTorchBackend:

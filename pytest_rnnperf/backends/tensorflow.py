@@ -27,7 +27,7 @@ import numpy as np
 
 from pytest_rnnperf.backends.base import get_value, loaded_cudnn, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.keras_layers import (
@@ -37,7 +37,7 @@ from pytest_rnnperf.backends.keras_layers import (
 from pytest_rnnperf.backends.padding import padded_to
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.cases import Case, ModelCase
     from pytest_rnnperf.model.reference import RNNWeights
 
 # Graph op types of the cuDNN path (forward, and its gradient in train mode). Keras 3.15's TF backend
@@ -60,7 +60,7 @@ SPEC = BackendSpec(
     name="tf", title="TensorFlow/Keras 3", module=__name__, cudnn_cells=("lstm", "gru"),
     distributions={"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"),
                    "keras": ("keras",)},
-    runtime_prefix="tf.",
+    runtime_prefix="tf.", keras_backend="tensorflow",
     key_fields=("tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.tensor_float_32", "tf.op_determinism"),
 )
 
@@ -464,6 +464,23 @@ class TFBackend:
             gc.collect()
             # TF's allocator keeps the memory it grew to (memory growth never shrinks the pool).
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {reason}") from None
+
+
+    def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
+                    *, build: Any = None, options: ModelOptions | None = None) -> Any:
+        """Copies of a Keras model built on TensorFlow for each side and a float64 copy (keras_model_steps.py)."""
+        from pytest_rnnperf.backends.keras_model_steps import build_pair
+
+        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
+        if reason:
+            raise BackendUnavailable(reason)
+        tf = _tf()
+        device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+        if case.precision in ("fp16", "bf16") and device == "/CPU:0":
+            raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
+        with tf.device(device):
+            return build_pair(case, _keras(), model, build, inputs, impls, seed, options, device=device,
+                              oom=lambda exc: _oom_reason(tf, exc, "") if isinstance(exc, tf.errors.OpError) else None)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import importlib.util
 import os
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
@@ -19,7 +20,7 @@ from pytest_rnnperf.model.cases import CELLS
 from pytest_rnnperf.backends.base import format_cudnn_version, get_value, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import (
-    IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, OutOfDeviceMemory,
+    IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory,
     parse_injection,
 )
 from pytest_rnnperf.model.reference import CaseInputs
@@ -213,7 +214,12 @@ def torch_info(torch: Any) -> dict[str, str]:
 
 
 def dispatched_ops(step: Any, device: str) -> set[str]:
-    """Names ("aten::_cudnn_rnn", ...) of every ATen op that one ``step`` dispatched, backward included.
+    """Names ("aten::_cudnn_rnn", ...) of every ATen op that one ``step`` dispatched, backward included."""
+    return set(dispatch_counts(step, device))
+
+
+def dispatch_counts(step: Any, device: str) -> Counter[str]:
+    """How often one ``step`` dispatched each ATen op ("aten::_cudnn_rnn": 2, ...), backward included.
 
     A dispatch mode sees each op below autograd, after aten::lstm chose its implementation, so it names the
     kernel family that ran; it costs a Python call per op, where the profiler cost ~1-2 s per case.
@@ -221,14 +227,14 @@ def dispatched_ops(step: Any, device: str) -> set[str]:
     torch = import_torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    names: set[str] = set()
+    names: Counter[str] = Counter()
 
     class _Record(TorchDispatchMode):
-        """Collects op names and runs each op unchanged."""
+        """Counts op names and runs each op unchanged."""
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             """Note the op, then run it."""
-            names.add("aten::" + func.overloadpacket.__name__)
+            names["aten::" + func.overloadpacket.__name__] += 1
             return func(*args, **(kwargs or {}))
 
     with _Record():
@@ -621,8 +627,12 @@ class TorchBackend:
 
 
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS,
-                    seed: int = 0) -> TorchModelPair:
+                    seed: int = 0, *, build: Any = None, options: ModelOptions | None = None) -> TorchModelPair:
         """Copies of ``model`` for each side and a float64 reference copy, with the same inputs and upstream grads."""
+        given = options.given() if options is not None else []
+        if given:  # a torch module is copied and timed as a forward + backward of its own: nothing to choose
+            raise ModelError(f"{', '.join(f'{g}=' for g in given)}: only a Keras model takes these; a torch "
+                             f"nn.Module is timed as forward + backward with fixed upstream gradients")
         reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
         if reason:
             raise BackendUnavailable(reason)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from pytest_rnnperf.model import reference
-from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, Pair
+from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, ModelOptions, Pair
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.cases import Case, ModelCase, Subject
 from pytest_rnnperf.model.flags import WindowFlag
@@ -265,18 +265,23 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
 
 
 def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, config: RunConfig = RunConfig(),
-              impls: tuple[str, ...] = IMPLS, judge: Judge | None = None) -> CaseRecord:
+              impls: tuple[str, ...] = IMPLS, judge: Judge | None = None, build: Callable[[], Any] | None = None,
+              options: ModelOptions | None = None) -> CaseRecord:
     """Run a team's model like a case: copies with identical weights, path proofs, parity, timing.
 
     Parity is cuDNN against generic, and each against a float64 copy of the model on the generic path.
-    ``judge`` as in ``run_case``. Raises BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the
-    model or inputs are unusable).
+    ``judge`` as in ``run_case``; ``build`` (what made ``model``) and ``options`` go to the backend. Raises
+    BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the model or inputs are unusable).
     """
     clock = _Phases()
-    pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed)
+    pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed, build=build, options=options)
     try:
         clock.lap("build")
         case = replace(case, description=getattr(pair, "description", "") or case.description)
+        # A backend leaves the cuDNN side out when no layer of the model can use cuDNN (its notes say why).
+        impls = tuple(name for name in impls if getattr(pair, name) is not None)
+        if "cudnn" not in impls:
+            judge = None
         sides = {name: getattr(pair, name) for name in impls}
         proofs = tuple(side.prove_path() for side in sides.values())
         clock.lap("proof")

@@ -22,10 +22,10 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, register
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, register
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
-from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord
 
 # Seconds a worker may stay silent before we look at whether it is still alive (it is never killed for
@@ -236,23 +236,46 @@ class RemoteBackend:
                                                           judge is not None, judge=judge)
         return record
 
+    def run_model(self, case: ModelCase, payload: bytes, config: Any, impls: tuple[str, ...],
+                  judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None) -> CaseRecord:
+        """``runner.run_model`` in the worker on the model ``payload`` builds there (see ``model_payload``), judged here."""
+        sent = replace(config, window_factory=None)
+        record: CaseRecord = self.pool.get(self.spec).call("run_model", case, payload, sent, impls,
+                                                          self.pool.telemetry_index, judge is not None, judge=judge)
+        return record
+
     def cross_side(self, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
         """Build one side of a cross check in the worker; its proof and results."""
         side: SideResult = self.pool.get(self.spec).call("cross_side", case, weights, inputs, impl)
         return side
 
 
+def model_payload(build: Callable[[], Any], inputs: Any, options: ModelOptions, backend: str) -> bytes:
+    """``build``, ``inputs`` and ``options`` pickled for a worker with Keras on ``backend``; ModelError naming the
+    argument that cannot go (functions travel by name, so a lambda or a nested function cannot)."""
+    import pickle
+
+    where = f"the Keras-on-{backend} subprocess"
+    for what, value in (("build", build), ("inputs", inputs), ("targets", options.targets), ("loss", options.loss),
+                        ("optimizer", options.optimizer), ("step", options.step)):
+        qualname = str(getattr(value, "__qualname__", ""))
+        if callable(value) and ("<lambda>" in qualname or "<locals>" in qualname):
+            kind = "a lambda" if "<lambda>" in qualname else "a function defined inside another"
+            raise ModelError(f"backend={backend!r}: {what} must be importable in {where}: define it at module level "
+                             f"(got {kind}, {qualname})")
+        try:
+            pickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001 - whatever pickling raises, the value cannot be sent
+            raise ModelError(f"backend={backend!r}: {what} cannot be sent to {where} ({type(exc).__name__}: "
+                             f"{str(exc)[:120]}); pass NumPy arrays and module-level functions") from None
+    return pickle.dumps((build, inputs, options))
+
+
 # ------------------------------------------------------------------------------------------- the worker side
 
 
-def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tuple[str, ...],
-              telemetry_index: int | None, judged: bool) -> CaseRecord:
-    """Run a case here, handing its record to the parent's judge over ``conn`` while the pair is built."""
-    from pytest_rnnperf.measure.gpu import TelemetryWindow
-    from pytest_rnnperf.measure.runner import run_case
-
-    if telemetry_index is not None:
-        config = replace(config, window_factory=lambda: TelemetryWindow(index=telemetry_index))
+def _judge_over(conn: Connection, backend: Any) -> Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord]:
+    """A judge that sends each record to the parent and times the pair again as often as the parent asks."""
 
     def judge(record: CaseRecord, again: Callable[[], CaseRecord]) -> CaseRecord:
         """Send the record; time the pair again as often as the parent asks; return its verdict record."""
@@ -268,7 +291,47 @@ def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tu
                 traceback.print_exc()
                 conn.send(("raise", _sendable(exc, getattr(backend, "name", ""))))
 
-    return run_case(case, backend, config, impls=impls, judge=judge if judged else None)
+    return judge
+
+
+def _with_telemetry(config: Any, telemetry_index: int | None) -> Any:
+    """``config`` with telemetry windows on the parent's GPU (windows cannot cross the pipe)."""
+    from pytest_rnnperf.measure.gpu import TelemetryWindow
+
+    if telemetry_index is None:
+        return config
+    return replace(config, window_factory=lambda: TelemetryWindow(index=telemetry_index))
+
+
+def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tuple[str, ...],
+              telemetry_index: int | None, judged: bool) -> CaseRecord:
+    """Run a case here, handing its record to the parent's judge over ``conn`` while the pair is built."""
+    from pytest_rnnperf.measure.runner import run_case
+
+    return run_case(case, backend, _with_telemetry(config, telemetry_index), impls=impls,
+                    judge=_judge_over(conn, backend) if judged else None)
+
+
+def _run_model(backend: Any, conn: Connection, case: ModelCase, payload: bytes, config: Any,
+               impls: tuple[str, ...], telemetry_index: int | None, judged: bool) -> CaseRecord:
+    """Build a team's model here from ``payload`` and run it as ``runner.run_model`` does, judged by the parent."""
+    import pickle
+
+    from pytest_rnnperf.backends import ModelError, model_backend_for
+    from pytest_rnnperf.measure.runner import run_model
+
+    try:
+        build, inputs, options = pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - the test module (or what it imports) is not importable here
+        raise ModelError(f"the {backend.name} subprocess cannot import what rnnperf.model() was given "
+                         f"({type(exc).__name__}: {str(exc)[:160]}); define build and inputs at module level of "
+                         f"an importable module (pytest's default --import-mode=prepend makes test modules so)") from None
+    model = build()
+    if model_backend_for(model).name != backend.name:
+        raise ModelError(f"build() returned {type(model).__module__}.{type(model).__qualname__}, not a Keras model "
+                         f"(backend= runs Keras models in a subprocess)")
+    return run_model(case, backend, model, inputs, _with_telemetry(config, telemetry_index), impls=impls,
+                     judge=_judge_over(conn, backend) if judged else None, build=build, options=options)
 
 
 def _cross_side(backend: Any, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
@@ -288,7 +351,7 @@ def _sendable(exc: BaseException, name: str = "") -> BaseException:
     """
     import pickle
 
-    if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory)) and hasattr(exc, "add_note"):
+    if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory, ModelError)) and hasattr(exc, "add_note"):
         exc.add_note(f"raised in the {name or 'backend'} worker process; its traceback is in worker-{name}.log "
                      "in the report folder")
     try:
@@ -316,6 +379,8 @@ def serve(fd: int) -> None:
                 answer: Any = os.getpid()
             elif op == "run_case":
                 answer = _run_case(backend, conn, *args)
+            elif op == "run_model":
+                answer = _run_model(backend, conn, *args)
             elif op == "cross_side":
                 answer = _cross_side(backend, *args)
             elif op in ("unavailable_reason", "gpu_unavailable_reason", "runtime_info"):
@@ -323,7 +388,7 @@ def serve(fd: int) -> None:
             else:
                 raise WorkerError(f"unknown request {op!r}")
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent
-            if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory)):
+            if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory, ModelError)):
                 traceback.print_exc()  # into the worker's log: the pickled exception carries no traceback
                 sys.stderr.flush()
             conn.send(("raise", _sendable(exc, getattr(backend, "name", ""))))
@@ -331,4 +396,4 @@ def serve(fd: int) -> None:
         conn.send(("ok", answer))
 
 
-__all__ = ["RemoteBackend", "SideResult", "Worker", "WorkerError", "WorkerPool", "serve"]
+__all__ = ["RemoteBackend", "SideResult", "Worker", "WorkerError", "WorkerPool", "model_payload", "serve"]

@@ -195,6 +195,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_rnnperf.measure.environment import software_info
     from pytest_rnnperf.measure.placement import place, plan
 
+    # Before any test module is collected: a team's Keras test imports TensorFlow at collection time and builds
+    # its model before the tf backend gets to set memory growth, and TF would then map (nearly) all GPU memory,
+    # starving the session's other frameworks. A user's own setting wins (the tf backend sets the same default).
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     placement = None
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)

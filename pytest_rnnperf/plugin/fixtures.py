@@ -13,7 +13,7 @@ from typing import Any, Callable, NoReturn
 
 import pytest
 
-from pytest_rnnperf.backends import ModelError, model_backend_for
+from pytest_rnnperf.backends import ModelError, ModelOptions, model_backend_for
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow, failure_message
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
@@ -39,6 +39,8 @@ def _not_a_builder(build: Any) -> str | None:
     except ModelError:
         return None
     name = type(build).__name__
+    if type(build).__module__.split(".")[0] == "keras":  # one build per copy: the model's function, not the model
+        return f"got a built Keras {name}; pass the function that builds it: rnnperf.model(build_model, ...)"
     return (f"got an instance of {name}; pass what builds it: rnnperf.model({name}, ...) or "
             f"rnnperf.model(lambda: {name}(...), ...)")
 
@@ -100,15 +102,23 @@ class RnnperfFixture:
         return self._recorded(record)
 
     def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
-              floor: float = 1.0, name: str = "") -> CaseRecord:
-        """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` holding LSTM/GRU/RNN layers).
+              floor: float = 1.0, name: str = "", backend: str | None = None, targets: Any = None, loss: Any = None,
+              optimizer: Any = None, step: Callable[..., Any] | None = None, allow_generic: bool = False) -> CaseRecord:
+        """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` or a Keras 3 model with LSTM/GRU layers).
 
-        ``inputs`` is a tensor or PackedSequence, a tuple of them, or a callable returning either. The plugin copies the
-        model for each side with identical weights, proves the path of each copy, checks outputs and gradients
-        against each other and against a float64 copy, times both sides, and stores and compares a baseline
-        under this test's id (plus ``name`` when one test checks several models). Without a GPU it checks the
-        generic path against float64 and says the cuDNN side was not run. ``mode`` is "train" (forward +
-        backward) or "infer"; ``precision`` defaults to the rnnperf(precision=...) marker / option (fp32).
+        ``inputs`` is what the model is called on (a tensor or array, a tuple/list/dict of them, a PackedSequence for
+        torch) or a callable returning it. The plugin copies the model for each side with identical weights (a Keras
+        model: one ``build()`` per copy, ``use_cudnn`` set on every LSTM/GRU layer), proves the path of each copy,
+        checks outputs and gradients against each other and against a float64 copy, times both sides, and stores and
+        compares a baseline under this test's id (plus ``name`` when one test checks several models). Without a GPU it
+        checks the generic path against float64 and says the cuDNN side was not run. ``mode`` is "train" (a training
+        step) or "infer" (predict); ``precision`` defaults to the rnnperf(precision=...) marker / option (fp32).
+
+        Keras only: ``backend`` ("tensorflow", "torch", "jax") runs the check on that Keras backend, in a subprocess
+        when this process runs another (``build`` and ``inputs`` must then be module-level); ``targets``, ``loss`` and
+        ``optimizer`` make the train step fit-like (default: the compiled loss and optimizer, else fixed upstream
+        gradients and no update); ``step(model, x, y)`` replaces the timed step; ``allow_generic=True`` accepts
+        layers that ask for cuDNN (``use_cudnn=True``) where they cannot have it.
         """
         self._skipped_by_benchmark()
         case_id = self._item.nodeid + (f"::{name}" if name else "")
@@ -125,11 +135,16 @@ class RnnperfFixture:
         problem = _not_a_builder(build)
         if problem:
             _fail(f"{case_id}: rnnperf.model(): {problem}")
+        if backend is not None and not isinstance(backend, str):
+            _fail(f"{case_id}: rnnperf.model(): backend= takes a Keras backend name such as 'torch', got {backend!r}")
+        options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,
+                               allow_generic=bool(allow_generic))
         try:
-            record = self._session.measure_model(case, build(), inputs, self._settings, self._disabled)
+            record = self._session.measure_model(case, build, inputs, self._settings, self._disabled, options=options,
+                                                 backend=backend)
         except Skipped as exc:
             pytest.skip(str(exc))
-        except ModelError as exc:
+        except (ModelError, WorkerError) as exc:
             _fail(f"{case_id}: {exc}")
         return self._recorded(record)
 

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.backends import (
-    INJECT_ENVS, Backend, BackendUnavailable, ModelError, OutOfDeviceMemory, load_backend,
+    INJECT_ENVS, Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, load_backend,
 )
-from pytest_rnnperf.backends import model_backend_for, spec
+from pytest_rnnperf.backends import keras_spec, model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
     find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
@@ -28,7 +28,7 @@ from pytest_rnnperf.judge.claims import ClaimRow
 from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.measure.placement import Placement
-from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool
+from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool, model_payload
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
 from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
@@ -124,6 +124,8 @@ class RnnperfSession:
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = field(default_factory=list)
     _backends: dict[str, Backend] = field(default_factory=dict)
+    # rnnperf.model()'s backends: in this process for a model built here, else in a worker with that Keras backend
+    _model_backends: dict[tuple[str, bool], Backend] = field(default_factory=dict)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
     siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
     _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
@@ -386,26 +388,72 @@ class RnnperfSession:
             again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, timing_only, impls, None)
             self.processes.setdefault(case.id, []).append(summarize(again, f"process {i + 2}"))
 
-    def measure_model(self, case: ModelCase, model: Any, inputs: Any, settings: Settings,
-                      disabled: bool = False) -> CaseRecord:
+    def _model_backend(self, name: str, remote_keras: str | None = None) -> Backend:
+        """The backend that checks a team's model: loaded here (the model was built here), or for ``remote_keras``
+        in a worker started with KERAS_BACKEND=<it>; its runtime info joins the environment on first use."""
+        key = (name, remote_keras is not None)
+        if key not in self._model_backends:
+            backend_spec = spec(name)
+            if remote_keras is None:
+                backend: Backend = (self._backends[name] if not isinstance(self._backends.get(name), RemoteBackend)
+                                    and name in self._backends else load_backend(name))
+            else:
+                env = {**backend_spec.env, "KERAS_BACKEND": remote_keras}
+                backend = RemoteBackend(backend_spec if dict(backend_spec.env) == env else replace(backend_spec, env=env),
+                                        self.worker_pool())
+            self._model_backends[key] = backend
+            if backend.unavailable_reason() is None:
+                self.runtime.setdefault(name, backend.runtime_info())
+        return self._model_backends[key]
+
+    def _reasons(self, backend: Backend) -> tuple[str | None, str | None]:
+        """Why ``backend`` cannot run here at all, and why not its cuDNN side (None where it can)."""
+        base = backend.unavailable_reason()
+        if base is not None:
+            return base, base
+        gpu = backend.gpu_unavailable_reason()
+        return None, f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+
+    def measure_model(self, case: ModelCase, build: Callable[[], Any], inputs: Any, settings: Settings,
+                      disabled: bool = False, options: ModelOptions | None = None,
+                      backend: str | None = None) -> CaseRecord:
         """Run a team's model: both sides on a GPU, the generic side against float64 without one.
 
-        ModelError (the model or its inputs cannot be checked) goes to the caller, which fails the test.
+        ``build()`` makes the model here; with ``backend`` (a Keras backend other than this process's) it runs in
+        that backend's worker process, where ``build`` and ``inputs`` must be importable. ModelError (the model or
+        its inputs cannot be checked) goes to the caller, which fails the test.
         """
+        from pytest_rnnperf.backends.keras_layers import keras_backend_setting
         from pytest_rnnperf.measure.runner import run_model
 
-        backend_spec = model_backend_for(model)
+        options = options or ModelOptions()
+        wanted = None if backend is None else keras_spec(backend)
+        here = keras_backend_setting() or "tensorflow"
+        remote = wanted is not None and backend != here
+        model = None
+        if wanted is None or not remote:
+            model = build()
+            backend_spec = model_backend_for(model)
+            if wanted is not None and backend_spec.name != wanted.name:
+                raise ModelError(f"backend={backend!r}: build() returned {type(model).__module__}."
+                                 f"{type(model).__qualname__}, not a Keras model on {backend}")
+        else:
+            backend_spec = wanted
+            payload = model_payload(build, inputs, options, str(backend))
         case = replace(case, framework=backend_spec.name)
-        base = self._reason(case.framework, cudnn=False)
+        runner: Any = self._model_backend(case.framework, str(backend) if remote else None)
+        base, cudnn_reason = self._reasons(runner)
         if base is not None:
             raise self._skip(case.id, base)
-        cudnn_reason = self._reason(case.framework, cudnn=True)
         impls: tuple[str, ...] = ("generic",) if cudnn_reason else ("cudnn", "generic")
         config = self.run_config(settings, disabled)
-        backend: Any = self.backend(case.framework)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
-            record = run_model(case, backend, model, inputs, config, impls=impls, judge=judge)
+            if remote:
+                record = runner.run_model(case, payload, config, impls, judge)
+            else:
+                record = run_model(case, runner, model, inputs, config, impls=impls, judge=judge, build=build,
+                                   options=options)
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
         if cudnn_reason:

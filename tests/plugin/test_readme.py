@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -9,11 +10,11 @@ import pytest
 from conftest import REPO, torch_sees_a_gpu
 
 
-def _example() -> str:
-    """The Python block of the README that starts with '# test_my_model.py'."""
+def _example(name: str = "test_my_model.py") -> str:
+    """The Python block of the README that starts with '# <name>'."""
     text = (REPO / "README.md").read_text()
-    match = re.search(r"```python\n(# test_my_model\.py\n.*?)```", text, re.S)
-    assert match, "README.md has no '# test_my_model.py' example"
+    match = re.search(r"```python\n(# " + re.escape(name) + r"\n.*?)```", text, re.S)
+    assert match, f"README.md has no '# {name}' example"
     return match.group(1)
 
 
@@ -32,6 +33,33 @@ def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester
     else:
         result.stdout.fnmatch_lines(["generic path vs float64 reference:", f"{case} * - * ok * ok",
                                      f"note: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
+
+
+def test_the_readmes_keras_example_runs_as_printed_on_every_keras_backend(pytester: pytest.Pytester) -> None:
+    """TensorFlow in this process, torch and JAX in subprocesses: without a GPU each generic copy is checked against
+    float64 and the cuDNN side is skipped with the reason; on a GPU both sides run."""
+    missing = [m for m in ("keras", "tensorflow", "torch", "jax") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the Keras example runs on TensorFlow, torch and JAX: {', '.join(missing)} not installed")
+    gpu = torch_sees_a_gpu()
+    pytester.makepyfile(test_my_keras_model=_example("test_my_keras_model.py"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=5", "--rnnperf-energy-s=0")
+    result.assert_outcomes(passed=3)
+    case = "test_my_keras_model.py::test_classifier_trains_on_cudnn"
+    if gpu:
+        result.stdout.fnmatch_lines(["cuDNN vs generic*"])
+        return
+    lines = ["generic path vs float64 reference:"]
+    lines += [f"{case}[[]{backend}[]] * - * ok * ok" for backend in ("tensorflow", "torch", "jax")]
+    result.stdout.fnmatch_lines(lines)
+    for backend in ("tensorflow", "torch", "jax"):
+        result.stdout.fnmatch_lines([
+            f"note: {case}[[]{backend}[]]: Keras on {backend}: 3 LSTM/GRU layer(s) found; on cuDNN in the cuDNN copy: "
+            f"bidirectional/backward_lstm LSTM(128), bidirectional/forward_lstm LSTM(128), lstm* LSTM(128)",
+            f"note: {case}[[]{backend}[]]: train step: forward, gradients of the compiled loss, then Adam updates the "
+            f"weights",
+            f"note: {case}[[]{backend}[]]: cuDNN side not run: cuDNN case needs a GPU: *"])
 
 
 @pytest.mark.parametrize("call, message", [

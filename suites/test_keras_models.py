@@ -1,0 +1,50 @@
+"""Whole Keras models through rnnperf.model(), on every Keras backend from one run.
+
+A token tagger as teams write it: Embedding(mask_zero=True) over right-padded batches, two bidirectional GRU
+layers, a per-step projection. Keras on TensorFlow hands the right-padded mask to cuDNN as sequence lengths; Keras
+3.15 on torch and on JAX has no cuDNN path for a masked sequence (and JAX none for a GRU), so there the check names
+every layer as generic and compares the generic copy with float64. Without a GPU every backend's generic copy is
+checked against float64. ``-k tensorflow`` (or ``torch``, ``jax``) picks one backend.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_rnnperf.plugin.fixtures import RnnperfFixture
+
+keras = pytest.importorskip("keras", reason="the Keras model checks need keras (pip install 'pytest-rnnperf[tf]')")
+
+# (vocabulary, embedding, hidden units, batch, steps) per scale: the nightly size is a small production tagger.
+SIZES = {"smoke": (50, 8, 8, 4, 12), "nightly": (5000, 64, 128, 64, 100), "full": (20000, 128, 256, 128, 200)}
+
+
+def build_tagger(vocab: int, embed: int, hidden: int) -> Any:
+    """Embedding with a padding mask, two bidirectional GRU layers, per-step logits."""
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    x = keras.layers.Embedding(vocab, embed, mask_zero=True)(tokens)
+    x = keras.layers.Bidirectional(keras.layers.GRU(hidden, return_sequences=True))(x)
+    x = keras.layers.Bidirectional(keras.layers.GRU(hidden, return_sequences=True))(x)
+    return keras.Model(tokens, keras.layers.Dense(16)(x))
+
+
+def padded_tokens(vocab: int, batch: int, steps: int) -> np.ndarray:
+    """Token ids of varied lengths, right-padded with 0 (what Embedding(mask_zero=True) masks)."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, vocab, (batch, steps))
+    lengths = rng.integers(steps // 2, steps + 1, batch)
+    ids[np.arange(steps)[None, :] >= lengths[:, None]] = 0
+    return ids
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
+def test_masked_bigru_tagger_trains(rnnperf: RnnperfFixture, scale: str, backend: str) -> None:
+    """Train step of the masked two-layer bidirectional GRU: the layers found, the paths proven, parity, speedup."""
+    vocab, embed, hidden, batch, steps = SIZES[scale]
+    # partial() of module-level functions: another Keras backend's subprocess imports them by name.
+    rnnperf.check(rnnperf.model(partial(build_tagger, vocab, embed, hidden), inputs=partial(padded_tokens, vocab, batch,
+                                                                                          steps), backend=backend))
