@@ -917,3 +917,17 @@ def test_recording_a_baseline_with_benchmarks_off_is_refused(project: pytest.Pyt
     _usage_error(run(project, "--rnnperf-update-baseline", option), "--rnnperf-update-baseline", option,
                  "nothing would be timed to record")
 
+
+
+def test_the_case_budget_bounds_the_energy_window_and_the_traced_rounds(project: pytest.Pytester) -> None:
+    """D14: --rnnperf-max-case-s bounded only the wall rounds; the energy window and the traced rounds ran past it."""
+    result = run(project, "--rnnperf-max-case-s=0.01", "--rnnperf-energy-s=3", "--benchmark-json=out.json")
+    result.assert_outcomes(passed=2)
+    records = [b["extra_info"]["rnnperf"] for b in load_json(project.path / "out.json")["benchmarks"]
+               if b["params"]["side"] == "cudnn"]
+    assert len(records) == 2
+    for record in records:
+        assert record["cost_s"]["energy"] < 1.0, record["cost_s"]  # a 3.3 s window before
+        spent = "the case's time budget (0.01 s, --rnnperf-max-case-s) was spent"
+        assert any(note.startswith("cudnn energy: ") and spent in note for note in record["notes"]), record["notes"]
+        assert f"device time: 3 of 8 traced rounds: {spent}" in record["notes"], record["notes"]
