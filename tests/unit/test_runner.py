@@ -101,3 +101,22 @@ def test_what_is_left_of_the_case_budget_cuts_the_energy_window() -> None:
     assert energy_per_step(lambda: ran.append(1), lambda: None, config, clock=clock, budget_s=0.0) == (
         None, "not measured: the case's time budget (60 s, --rnnperf-max-case-s) was spent", None)
     assert ran == [] and len(windows) == 1
+
+
+def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D14 (issue 23): a judge's second look timed the case again with a whole budget of its own."""
+    from pytest_rnnperf.measure import runner
+
+    clock = Clock()
+    budgets: list[float | None] = []
+
+    def timed(*args: Any, budget_s: float | None = None, **kwargs: Any) -> str:
+        budgets.append(budget_s)
+        clock.now += 40.0  # a look that spends 40 s of the case's 60
+        return "record"
+
+    monkeypatch.setattr(runner, "_timed", timed)
+    config = RunConfig(clock=clock)
+    assert runner._timed_and_judged(None, None, (), None, (), config,  # type: ignore[arg-type]
+                                    judge=lambda record, again: again()) == "record"
+    assert budgets == [None, 20.0]
