@@ -931,3 +931,36 @@ def test_the_case_budget_bounds_the_energy_window_and_the_traced_rounds(project:
         spent = "the case's time budget (0.01 s, --rnnperf-max-case-s) was spent"
         assert any(note.startswith("cudnn energy: ") and spent in note for note in record["notes"]), record["notes"]
         assert f"device time: 3 of 8 traced rounds: {spent}" in record["notes"], record["notes"]
+
+
+# ------------------------------------------------------------------------- inputs beyond issue 23's list (N1-N30)
+
+
+def test_benchmark_json_to_a_new_file_in_the_baselines_folder_is_refused(project: pytest.Pytester) -> None:
+    """A --benchmark-json named like a baseline in the machine folder became the newest baseline of any run."""
+    path = _record(project)
+    new = path.with_name("0002_tonight.json").relative_to(project.path)
+    _usage_error(run(project, f"--benchmark-json={new}"), f"--benchmark-json={new}: {project.path / new} is inside "
+                 "the baselines folder", "write the run elsewhere")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["0001_baseline.json"]
+
+
+@pytest.mark.parametrize("option", ["--benchmark-autosave", "--benchmark-save=mine",
+                                    "--benchmark-storage=baselines/elsewhere"])
+def test_saving_a_run_into_the_baselines_folder_is_refused(project: pytest.Pytester, option: str) -> None:
+    """--benchmark-autosave saved any run (failed, regressed) into baselines/<gpu>/, where it became the baseline."""
+    path = _record(project)
+    args = [option] if option != "--benchmark-storage=baselines/elsewhere" else [option, "--benchmark-autosave"]
+    flag = "--benchmark-save=mine" if option == "--benchmark-save=mine" else "--benchmark-autosave"
+    _usage_error(run(project, *args), f"{flag}: pytest-benchmark would save this run into", "inside the baselines "
+                 "folder, where it becomes the newest baseline whatever the run's outcome",
+                 "--benchmark-storage=file://<folder>")
+    assert [p.name for p in (project.path / "baselines").rglob("*.json")] == [path.name]
+
+
+def test_saving_a_run_outside_the_baselines_folder_works_as_usual(project: pytest.Pytester) -> None:
+    """--benchmark-autosave with a storage of its own is pytest-benchmark's business: the run is saved there."""
+    _record(project)
+    result = run(project, "--benchmark-autosave", "--benchmark-storage=file://./saved")
+    result.assert_outcomes(passed=2)
+    assert len(list((project.path / "saved").rglob("0001_*.json"))) == 1
