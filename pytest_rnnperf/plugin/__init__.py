@@ -106,7 +106,7 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
-    from pytest_rnnperf.store.baselines import root_problem, writable_problem
+    from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
     problems = []
     for s in SETTINGS:
@@ -128,6 +128,8 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     root = baseline_root(config, settings)
     if not settings.baselines.strip():  # the rootdir itself would be searched for GPU folders: nothing compared
         problems.append("--rnnperf-baselines / rnnperf_baselines: empty; give the baselines folder (default: baselines)")
+    elif (why := broken_link_on_the_way(root)) is not None:  # reads as no folder: nothing would be compared
+        problems.append(f"--rnnperf-baselines / rnnperf_baselines: {why}")
     elif root.exists() and not root.is_dir():
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
     elif (why := root_problem(root, settings.baselines)) is not None:

@@ -964,3 +964,32 @@ def test_saving_a_run_outside_the_baselines_folder_works_as_usual(project: pytes
     result = run(project, "--benchmark-autosave", "--benchmark-storage=file://./saved")
     result.assert_outcomes(passed=2)
     assert len(list((project.path / "saved").rglob("0001_*.json"))) == 1
+
+
+def test_a_baselines_folder_behind_a_broken_symlink_stops_the_run(project: pytest.Pytester) -> None:
+    """baselines -> a share that is not mounted read as "baseline: none yet": every gate against it was off."""
+    (project.path / "baselines").symlink_to("/nowhere/mounted/baselines")
+    _usage_error(run(project), f"--rnnperf-baselines / rnnperf_baselines: {project.path / 'baselines'} is a symlink "
+                 "to /nowhere/mounted/baselines, which does not exist")
+
+
+@pytest.mark.parametrize("target, message", [
+    ("/nowhere/machine", "a symlink to /nowhere/machine, which does not exist"),
+    ("{name}", "a symlink that loops"),
+])
+def test_a_machine_folder_behind_a_broken_symlink_stops_the_run(project: pytest.Pytester, target: str,
+                                                                message: str) -> None:
+    """A machine folder linked to a place that is gone (or to itself) was skipped: "baseline: none yet", exit 0."""
+    path = _record(project)
+    shutil.rmtree(path.parent)
+    path.parent.symlink_to(target.format(name=path.parent.name))
+    _usage_error(run(project), f"{path.parent}: {message}; in a GPU model's folder it hides what it held")
+
+
+def test_a_gpu_folder_behind_a_broken_symlink_is_named_as_a_link_not_a_file(project: pytest.Pytester) -> None:
+    """baselines/NVIDIA_H200 linked to a missing folder was called "a file where the folder should be"."""
+    (project.path / "baselines").mkdir()
+    (project.path / GPU_DIR).symlink_to("/nowhere/h200")
+    line = _usage_error(run(project), f"{project.path / GPU_DIR}: the folder of the NVIDIA_H200 baselines is a "
+                        "symlink to /nowhere/h200, which does not exist")
+    assert "a file" not in line
