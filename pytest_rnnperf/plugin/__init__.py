@@ -388,14 +388,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
-        if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif run.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = benchmark_session(config)
         run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
                                   exit_status=int(exitstatus))
+    if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
     _report_files(config, run)
 

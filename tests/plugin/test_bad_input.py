@@ -993,3 +993,50 @@ def test_a_gpu_folder_behind_a_broken_symlink_is_named_as_a_link_not_a_file(proj
     line = _usage_error(run(project), f"{project.path / GPU_DIR}: the folder of the NVIDIA_H200 baselines is a "
                         "symlink to /nowhere/h200, which does not exist")
     assert "a file" not in line
+
+
+@pytest.mark.parametrize("option", ["--rnnperf-update-baseline", "--rnnperf-keep-run"])
+def test_storing_a_run_without_a_gpu_is_refused_before_the_run(project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    """--rnnperf-update-baseline on a machine without a GPU ran every test, recorded nothing and exited 0."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    _usage_error(run(project, option), f"{option}: no GPU here (NVML library not found); runs are stored per GPU "
+                 "model, on a machine with one")
+
+
+def test_keeping_a_pytest_xdist_run_is_refused_before_the_run(project: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """-n 2 --rnnperf-keep-run ran the suite on two GPUs, then said "pytest-xdist runs are not kept yet", exit 0."""
+    _record(project)
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    _usage_error(run(project, "-n", "2", "--rnnperf-keep-run"), "--rnnperf-keep-run: pytest-xdist runs are not kept "
+                 "yet; run without -n to keep the run")
+
+
+def test_a_recording_of_no_timed_case_exits_non_zero(project: pytest.Pytester) -> None:
+    """--rnnperf-update-baseline where every cuDNN case was skipped: "baseline not recorded", and yet exit 0."""
+    project.makepyfile(test_cases=REFERENCE_FILE)  # generic-only cases: nothing of the cuDNN side is timed
+    result = run(project, "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*baseline not recorded: no cuDNN case was timed in this run (each was skipped or "
+                                 "deselected)*"])
+
+
+def test_a_kept_run_that_cannot_be_written_exits_non_zero(project: pytest.Pytester) -> None:
+    """--rnnperf-keep-run whose file could not be written at the end (a file in its way) said so and exited 0."""
+    _record(project)
+    project.makepyfile(test_zz_in_the_way="""
+        import shutil
+        from pathlib import Path
+
+        def test_a_file_appears_where_the_machine_folder_goes():
+            machine = next(Path("baselines/NVIDIA_H200").iterdir())
+            shutil.rmtree(machine)
+            machine.write_text("in the way")
+    """)
+    result = run(project, "--rnnperf-keep-run")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*run not kept: cannot write to *: * is a file, not a folder*"])
