@@ -104,11 +104,26 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
     return None
 
 
+def _unknown_ini_keys(config: pytest.Config) -> list[str]:
+    """The ini file's rnnperf_* keys that name no setting: pytest only warns, and the setting meant keeps its default."""
+    import difflib
+
+    unknown = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's own list (it warns after collection)
+    known = [s.ini for s in SETTINGS]
+    problems = []
+    for key in sorted(k for k in unknown if k.lower().startswith("rnnperf")):
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f" (the settings: {', '.join(known)})"
+        problems.append(f"{config.inipath or 'ini file'}: {key} is no pytest-rnnperf setting{hint}; the setting "
+                        f"meant would keep its default")
+    return problems
+
+
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
-    problems = []
+    problems = _unknown_ini_keys(config)
     for s in SETTINGS:
         if s.path and (value := _space_form_path(config, s)) is not None:
             problems.append(f"{s.flag} {value}: write {s.flag}={value} (pytest reads a separate path as a test path "

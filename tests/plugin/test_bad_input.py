@@ -1040,3 +1040,10 @@ def test_a_kept_run_that_cannot_be_written_exits_non_zero(project: pytest.Pytest
     result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*run not kept: cannot write to *: * is a file, not a folder*"])
+
+
+def test_a_mistyped_ini_key_stops_the_run_naming_the_setting_it_meant(project: pytest.Pytester) -> None:
+    """rnnperf_device_efect = 0.01 in the ini file was only a pytest warning: the gate kept its 3% default."""
+    project.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_device_efect = 0.01\n")
+    _usage_error(run(project), f"{project.path / 'tox.ini'}: rnnperf_device_efect is no pytest-rnnperf setting "
+                 "(did you mean rnnperf_device_effect?); the setting meant would keep its default")
