@@ -21,7 +21,7 @@ from pytest_rnnperf.backends import (
 )
 from pytest_rnnperf.backends import model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
-    find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
+    KEPT_TAG, find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
@@ -41,7 +41,6 @@ from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 from pytest_rnnperf.report.rows import Rows
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
-KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 class Skipped(Exception):

@@ -32,6 +32,7 @@ _LIKE = re.compile(r"^(\d+_.*|.*baseline.*)\.json$", re.IGNORECASE)
 _MACHINE = re.compile(r"^[^-]*-[^-]+-\d+\.\d+-\d+bit$")
 # A recorder writes here first; a killed run may leave one behind (.gitignore keeps it out of commits).
 TEMP_PREFIX, TEMP_SUFFIX = ".rnnperf-", ".tmp"
+KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 def _files(folder: Path) -> list[Path]:
@@ -313,3 +314,10 @@ def tag_problem(tag: Any) -> str | None:
     if len(str(tag)) > 245:  # NNNN_<tag>.json must fit a file name's 255 bytes
         return f"{len(str(tag))} characters: at most 245 (a file name NNNN_<tag>.json holds at most 255)"
     return None
+
+
+def baseline_tag_problem(tag: Any) -> str | None:
+    """Why ``tag`` cannot name a recorded baseline (NNNN_<tag>.json), or None: a file name part, and not a kept run's."""
+    if str(tag) == KEPT_TAG:  # NNNN_run.json would read to a person as a nightly run kept for the history
+        return f"{tag!r} names the runs --rnnperf-keep-run keeps (NNNN_{KEPT_TAG}.json); give a baseline another tag"
+    return tag_problem(tag)

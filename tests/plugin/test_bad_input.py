@@ -1047,3 +1047,19 @@ def test_a_mistyped_ini_key_stops_the_run_naming_the_setting_it_meant(project: p
     project.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_device_efect = 0.01\n")
     _usage_error(run(project), f"{project.path / 'tox.ini'}: rnnperf_device_efect is no pytest-rnnperf setting "
                  "(did you mean rnnperf_device_effect?); the setting meant would keep its default")
+
+
+def test_a_recorded_baseline_cannot_take_the_kept_runs_name(project: pytest.Pytester) -> None:
+    """--rnnperf-baseline-tag=run recorded a baseline as NNNN_run.json, the name of a nightly run kept for the history."""
+    _usage_error(run(project, "--rnnperf-update-baseline", "--rnnperf-baseline-tag=run"),
+                 "--rnnperf-baseline-tag / rnnperf_baseline_tag: 'run' names the runs --rnnperf-keep-run keeps "
+                 "(NNNN_run.json); give a baseline another tag")
+    assert not (project.path / "baselines").exists()
+
+
+@pytest.mark.parametrize("name", ["RNNPERF_INJECT_CUDNN_DELAY_US", "RNNPERF_INJECT_HOST_DELAY_US"])
+def test_an_injected_delay_beyond_a_second_per_step_is_refused(project: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """RNNPERF_INJECT_CUDNN_DELAY_US='*=1e99' was taken: on a GPU each step would spin for ever."""
+    monkeypatch.setenv(name, "torch-*=1e99")
+    _usage_error(run(project), f"{name}: 'torch-*=1e99': 1e+99 microseconds per step is more than 1000000 (1 s)")
