@@ -1063,3 +1063,22 @@ def test_an_injected_delay_beyond_a_second_per_step_is_refused(project: pytest.P
     """RNNPERF_INJECT_CUDNN_DELAY_US='*=1e99' was taken: on a GPU each step would spin for ever."""
     monkeypatch.setenv(name, "torch-*=1e99")
     _usage_error(run(project), f"{name}: 'torch-*=1e99': 1e+99 microseconds per step is more than 1000000 (1 s)")
+
+
+def test_checking_or_measuring_the_wrong_thing_fails_in_one_line(project: pytest.Pytester) -> None:
+    """rnnperf.check(None) failed with an AttributeError deep in the report code; measure('a case id') likewise."""
+    project.makepyfile(test_wrong="""
+        def test_check_none(rnnperf):
+            rnnperf.check(None)
+
+        def test_measure_an_id(rnnperf):
+            rnnperf.measure("torch-lstm-train-fp32-T4-B2-I3-H5-L1")
+    """)
+    result = run(project, "test_wrong.py")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "test_wrong.py::test_check_none: rnnperf.check(): got NoneType None; pass what rnnperf.model(), measure(), "
+        "reference() or cross() returned",
+        "test_wrong.py::test_measure_an_id: rnnperf.measure(): got str 'torch-lstm-train-fp32-T4-B2-I3-H5-L1'; pass a "
+        "Case, e.g. Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)"])
+    assert "Error" not in result.stdout.str().split("short test summary")[0]
