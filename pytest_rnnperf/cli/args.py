@@ -46,6 +46,13 @@ def fraction(low: float = 0, strict: bool = True) -> Callable[[str], float]:
     return number(at_least(low, strict=strict), convert=to_fraction)
 
 
+def path_given(text: str) -> Path:
+    """An argparse type: a path that is not empty (an empty one would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; give a path")
+    return Path(text)
+
+
 def prog() -> str:
     """How the user called us: ``rnnperf`` (the console script) or ``python -m pytest_rnnperf``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import fraction
+from pytest_rnnperf.cli.args import fraction, path_given
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,8 +32,8 @@ def add_parser(subparsers: Any) -> None:
                           "case's series (skip, default) or follow the case in wall time (wall)")
     his.add_argument("--min-shift", type=fraction(0, strict=False), default=DEFAULT_MIN_SHIFT,
                      help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
-    his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
-    his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")
+    his.add_argument("--plot", type=path_given, default=None, metavar="DIR", help="write one PNG per GPU model here")
+    his.add_argument("--json", type=path_given, default=None, metavar="FILE", help="write the result as JSON here")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:

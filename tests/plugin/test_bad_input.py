@@ -1082,3 +1082,29 @@ def test_checking_or_measuring_the_wrong_thing_fails_in_one_line(project: pytest
         "test_wrong.py::test_measure_an_id: rnnperf.measure(): got str 'torch-lstm-train-fp32-T4-B2-I3-H5-L1'; pass a "
         "Case, e.g. Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)"])
     assert "Error" not in result.stdout.str().split("short test summary")[0]
+
+
+def test_history_refuses_a_plot_folder_that_is_a_file_or_empty_before_reading(project: pytest.Pytester) -> None:
+    """history --plot r1.json said "cannot write plots to r1.json: File exists"; --plot '' wrote into the cwd."""
+    path = _record(project)
+    older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
+    before = _sha(older)
+    _one_error(_cli(project, "history", str(older), str(path), "--plot", "older.json"),
+               "error: --plot older.json: older.json is a file, not a folder")
+    assert _sha(older) == before
+    _one_error(_cli(project, "history", str(older), str(path), "--plot", ""), "argument --plot: empty; give a path")
+    assert not list(project.path.glob("*.png"))
+
+
+def test_sensitivity_names_the_gpu_folders_when_given_the_baselines_folder(project: pytest.Pytester) -> None:
+    """sensitivity baselines said "no stored run (expected baselines/<machine id>/...)", though runs were below."""
+    _record(project)
+    _one_error(_cli(project, "sensitivity", "baselines"), "error: baselines: the baselines folder, which holds one "
+               "folder per GPU model; give one of them: baselines/NVIDIA_H200")
+
+
+def test_sensitivity_over_a_misplaced_baseline_is_one_line_not_an_internal_error(project: pytest.Pytester) -> None:
+    """A baseline one folder too high made sensitivity exit 3 with a traceback ("internal error")."""
+    path = _record(project)
+    shutil.copy(path, project.path / GPU_DIR / path.name)
+    _one_error(_cli(project, "sensitivity", GPU_DIR), f"{GPU_DIR}/{path.name}: a baseline one folder too high")
