@@ -119,6 +119,19 @@ def _unknown_ini_keys(config: pytest.Config) -> list[str]:
     return problems
 
 
+def _markdown_problem(target: Path, store: Path | None, root: Path) -> str | None:
+    """Why the Markdown summary cannot be appended to ``target`` (None when it can); ``store``: the baselines folder."""
+    if store is not None and target.resolve().is_relative_to(store):
+        return f"{target} is inside the baselines folder {root}, which holds stored runs only; give a file outside it"
+    if target.is_dir():
+        return f"{target} is a folder, not a file"
+    if not target.parent.is_dir():
+        return f"folder {target.parent} does not exist"
+    if not os.access(target if target.exists() else target.parent, os.W_OK):
+        return f"{target} is not writable"
+    return None
+
+
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
@@ -128,19 +141,21 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         if s.path and (value := _space_form_path(config, s)) is not None:
             problems.append(f"{s.flag} {value}: write {s.flag}={value} (pytest reads a separate path as a test path "
                             f"while it picks its rootdir, now {config.rootpath})")
+    root = baseline_root(config, settings)
+    # The baselines folder holds stored runs only: a report or summary written there would replace or append to
+    # one (a Markdown summary appended to a baseline made it unreadable) or be read back as one.
+    store = root.resolve() if settings.baselines.strip() else None
     if settings.report_dir and settings.report_dir.lower() != "none":
         folder = Path(settings.report_dir)
-        if (why := writable_problem(folder)) is not None:
+        if store is not None and folder.resolve().is_relative_to(store):
+            problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {folder} is inside the baselines folder "
+                            f"{root}, which holds stored runs only; give a folder outside it")
+        elif (why := writable_problem(folder)) is not None:
             problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
-    if settings.markdown:
-        target = Path(settings.markdown)
-        if target.is_dir():
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is a folder, not a file")
-        elif not target.parent.is_dir():
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: folder {target.parent} does not exist")
-        elif not os.access(target if target.exists() else target.parent, os.W_OK):
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is not writable")
-    root = baseline_root(config, settings)
+    for name, value in (("--rnnperf-markdown / rnnperf_markdown", settings.markdown),
+                        ("GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY", ""))):
+        if value and (why := _markdown_problem(Path(value), store, root)) is not None:
+            problems.append(f"{name}: {why}")
     if not settings.baselines.strip():  # the rootdir itself would be searched for GPU folders: nothing compared
         problems.append("--rnnperf-baselines / rnnperf_baselines: empty; give the baselines folder (default: baselines)")
     elif (why := broken_link_on_the_way(root)) is not None:  # reads as no folder: nothing would be compared

@@ -1108,3 +1108,31 @@ def test_sensitivity_over_a_misplaced_baseline_is_one_line_not_an_internal_error
     path = _record(project)
     shutil.copy(path, project.path / GPU_DIR / path.name)
     _one_error(_cli(project, "sensitivity", GPU_DIR), f"{GPU_DIR}/{path.name}: a baseline one folder too high")
+
+
+def test_a_markdown_summary_is_never_appended_to_a_stored_run(project: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rnnperf-markdown=<a baseline> appended the summary to it: the next run refused it as "not valid JSON"."""
+    path = _record(project)
+    before = _sha(path)
+    relative = path.relative_to(project.path)
+    _usage_error(run(project, f"--rnnperf-markdown={relative}"), f"--rnnperf-markdown / rnnperf_markdown: {relative} "
+                 f"is inside the baselines folder {project.path / 'baselines'}, which holds stored runs only")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    _usage_error(run(project), f"GITHUB_STEP_SUMMARY: {path} is inside the baselines folder")
+    assert _sha(path) == before
+
+
+def test_a_report_folder_inside_the_baselines_folder_is_refused(project: pytest.Pytester) -> None:
+    """--rnnperf-report-dir=baselines/NVIDIA_H200 wrote rnnperf.json among the stored runs (history then skipped it)."""
+    _record(project)
+    _usage_error(run(project, f"--rnnperf-report-dir={GPU_DIR}"), f"--rnnperf-report-dir / rnnperf_report_dir: "
+                 f"{GPU_DIR} is inside the baselines folder", "give a folder outside it")
+    assert not (project.path / GPU_DIR / "rnnperf.json").exists()
+
+
+def test_a_step_summary_path_that_cannot_be_written_stops_the_run(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """GITHUB_STEP_SUMMARY=/nonexistent/summary was found only after the run ("Markdown summary not written")."""
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "nowhere" / "summary"))
+    _usage_error(run(project), f"GITHUB_STEP_SUMMARY: folder {project.path / 'nowhere'} does not exist")
