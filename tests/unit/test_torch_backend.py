@@ -123,3 +123,18 @@ def test_a_packed_batch_is_one_input_compared_on_its_data(two_threads: object) -
         assert [r.quantity for r in rows] == ["output", "d_input", "d_params"] and all(r.ok for r in rows)
     finally:
         pair.close()
+
+
+def test_an_installed_torch_that_fails_to_import_is_a_skip_reason_naming_the_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken install (find_spec finds torch, importing it raises) failed every case with a traceback."""
+    import pytest_rnnperf.backends.torch as torch_backend
+
+    def broken() -> None:
+        raise ImportError("libcudnn.so.9: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(torch_backend, "import_torch", broken)
+    reason = torch_backend.TorchBackend().unavailable_reason()
+    assert reason == ("torch is installed but cannot be imported (ImportError: libcudnn.so.9: cannot open shared object "
+                      "file: No such file or directory); reinstall it (pip install 'pytest-rnnperf[torch]')")
+    assert torch_backend.TorchBackend().gpu_unavailable_reason() == reason
