@@ -1136,3 +1136,11 @@ def test_a_step_summary_path_that_cannot_be_written_stops_the_run(project: pytes
     """GITHUB_STEP_SUMMARY=/nonexistent/summary was found only after the run ("Markdown summary not written")."""
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "nowhere" / "summary"))
     _usage_error(run(project), f"GITHUB_STEP_SUMMARY: folder {project.path / 'nowhere'} does not exist")
+
+
+def test_compare_refuses_a_run_against_itself(project: pytest.Pytester) -> None:
+    """compare B B (or B and a copy of B) said "2 unchanged", exit 0: a CI step comparing the wrong files always passed."""
+    path = _record(project)
+    _one_error(_cli(project, "compare", str(path), str(path)), f"{path} is given twice")
+    shutil.copy(path, project.path / "copy.json")
+    _one_error(_cli(project, "compare", str(path), "copy.json"), f"copy.json holds the same run as {path} (a copy?)")
