@@ -124,14 +124,16 @@ def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
         problems += _opened_json_problems(Path(given.name), root)
     elif given is not None:
         problems += _json_path_problems(config, given, settings, root)
-    if settings.update_baseline:
+    # A run stored (a baseline, or a nightly run kept for the history) is pytest-benchmark's JSON of its timings.
+    storing = [(flag, verb) for flag, verb, wanted in (("--rnnperf-update-baseline", "record", settings.update_baseline),
+                                                      ("--rnnperf-keep-run", "keep", settings.keep_run)) if wanted]
+    for flag, verb in storing:
         if not config.pluginmanager.has_plugin("benchmark"):
-            problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
-                            "(a baseline is pytest-benchmark's JSON)")
+            problems.append(f"{flag} needs pytest-benchmark, which -p no:benchmark turned off (a stored run is "
+                            f"pytest-benchmark's JSON)")
         for option in ("benchmark_disable", "benchmark_skip"):
             if config.getoption(option, None):
-                flag = "--" + option.replace("_", "-")
-                problems.append(f"--rnnperf-update-baseline with {flag}: nothing would be timed to record")
+                problems.append(f"{flag} with --{option.replace('_', '-')}: nothing would be timed to {verb}")
     if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
         problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
                         "after the whole run)")

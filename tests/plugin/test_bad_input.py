@@ -1144,3 +1144,14 @@ def test_compare_refuses_a_run_against_itself(project: pytest.Pytester) -> None:
     _one_error(_cli(project, "compare", str(path), str(path)), f"{path} is given twice")
     shutil.copy(path, project.path / "copy.json")
     _one_error(_cli(project, "compare", str(path), "copy.json"), f"copy.json holds the same run as {path} (a copy?)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--benchmark-disable"], "--rnnperf-keep-run with --benchmark-disable: nothing would be timed to keep"),
+    (["--benchmark-skip"], "--rnnperf-keep-run with --benchmark-skip: nothing would be timed to keep"),
+    (["-p", "no:benchmark"], "--rnnperf-keep-run needs pytest-benchmark, which -p no:benchmark turned off"),
+])
+def test_keeping_a_run_with_benchmarks_off_is_refused(project: pytest.Pytester, args: list[str], message: str) -> None:
+    """--rnnperf-keep-run --benchmark-disable ran the suite, then "run not kept: no cuDNN case was timed", exit 0."""
+    _record(project)
+    _usage_error(run(project, "--rnnperf-keep-run", *args), message)
