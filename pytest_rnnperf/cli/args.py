@@ -75,9 +75,11 @@ def load(paths: Sequence[Path], allow_other_gpu: bool, force: str = "--allow-oth
                          f"design ({force})")
     if distinct:
         seen: dict[Any, Path] = {}
+        given: set[Path] = set()
         for path, stored in zip(paths, runs):
-            if path.resolve() in seen.values():
+            if path.resolve() in given:  # resolved: "r1.json" and "./r1.json" are one file
                 raise ValueError(f"{path} is given twice")
+            given.add(path.resolve())
             key = (stored.datetime, tuple(sorted(stored.records)), tuple(r.cudnn.samples if r.cudnn else None
                                                                            for _, r in sorted(stored.records.items())))
             if key in seen:

@@ -844,6 +844,8 @@ def test_the_same_run_given_twice_is_refused(project: pytest.Pytester, command: 
     """D19: spread r1.json r1.json (or a copy of it) reported 0.0% spread."""
     path = _record(project)
     _one_error(_cli(project, command, str(path), str(path)), f"{path} is given twice")
+    relative = path.relative_to(project.path)
+    _one_error(_cli(project, command, str(relative), f"./{relative}"), f"error: {relative} is given twice")
     shutil.copy(path, project.path / "copy.json")
     _one_error(_cli(project, command, str(path), "copy.json"), "copy.json holds the same run as", str(path))
 
