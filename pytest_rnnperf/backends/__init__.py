@@ -39,6 +39,11 @@ INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
 INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV)
 
 
+# An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
+# use, and a typo past it (1e99) would spin the GPU for ever or overflow the spin's cycle count.
+MAX_INJECT_US = 1_000_000
+
+
 def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
     """An injection variable's value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
     out = []
@@ -50,6 +55,8 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
             us = -1.0
         if not pattern or not (us >= 0 and us < float("inf")):
             raise ValueError(f"{name}: {part!r} is not <case-id glob>=<microseconds>")
+        if us > MAX_INJECT_US:
+            raise ValueError(f"{name}: {part!r}: {us:g} microseconds per step is more than {MAX_INJECT_US} (1 s)")
         out.append((pattern, us))
     return out
 

@@ -7,6 +7,7 @@ which imports the framework only when called; a value that cannot be read is ``"
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,22 @@ def short_error(exc: BaseException) -> str:
     """``Type: first line`` of an exception, short enough for a header line."""
     text = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def import_problem(module: str, load: Callable[[], Any], install: str) -> str | None:
+    """Why ``module`` cannot be used here (not installed, or installed and failing to import), or None when it imports.
+
+    ``load`` imports it as the backend does; ``install`` is the command that installs it. A broken or mismatched
+    build (jaxlib against another jax, a missing CUDA library) is a skip reason naming the error, not a traceback
+    in every case.
+    """
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed ({install})"
+    try:
+        load()
+    except Exception as exc:
+        return f"{module} is installed but cannot be imported ({short_error(exc)}); reinstall it ({install})"
+    return None
 
 
 def get_value(fn: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:

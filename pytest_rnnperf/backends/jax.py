@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from pytest_rnnperf.model.flags import unavailable
-from pytest_rnnperf.backends.base import format_cudnn_version, get_value, loaded_libraries, runtime_info
+from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, import_problem, loaded_libraries,
+                                          runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -558,7 +559,7 @@ class JaxBackend:
         """None when jax and jaxlib are importable, else a one-line reason."""
         if importlib.util.find_spec("jax") is None or importlib.util.find_spec("jaxlib") is None:
             return "jax is not installed (pip install 'pytest-rnnperf[jax]')"
-        return None
+        return import_problem("jax", import_jax, "pip install 'pytest-rnnperf[jax]'")
 
     def gpu_unavailable_reason(self) -> str | None:
         """None when jax sees a CUDA GPU and has its cuDNN RNN kernels, else a one-line reason."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value, loaded_cudnn, loaded_libraries, runtime_info
+from pytest_rnnperf.backends.base import get_value, import_problem, loaded_cudnn, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory
 from pytest_rnnperf.model.reference import CaseInputs
@@ -401,7 +401,8 @@ class TFBackend:
         if backend and backend != "tensorflow":
             return (f"Keras is set to the {backend!r} backend (KERAS_BACKEND or keras.json); "
                     "the tf backend needs 'tensorflow'")
-        return None
+        return import_problem("tensorflow", lambda: importlib.import_module("tensorflow"),
+                              "pip install 'pytest-rnnperf[tf]'")
 
     def gpu_unavailable_reason(self) -> str | None:
         """None when TensorFlow sees a GPU (CUDA build), else a one-line reason."""

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 import numpy as np
 
 from pytest_rnnperf.model.cases import CELLS
-from pytest_rnnperf.backends.base import format_cudnn_version, get_value, loaded_libraries, runtime_info
+from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, import_problem, loaded_libraries,
+                                          runtime_info)
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import (
     IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory,
@@ -567,9 +568,7 @@ class TorchBackend:
 
     def unavailable_reason(self) -> str | None:
         """None when torch is importable, else a one-line reason."""
-        if importlib.util.find_spec("torch") is None:
-            return "torch is not installed (pip install 'pytest-rnnperf[torch]')"
-        return None
+        return import_problem("torch", import_torch, "pip install 'pytest-rnnperf[torch]'")
 
     def gpu_unavailable_reason(self) -> str | None:
         """None when torch sees a CUDA GPU with cuDNN, else a one-line reason."""

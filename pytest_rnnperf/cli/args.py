@@ -46,6 +46,13 @@ def fraction(low: float = 0, strict: bool = True) -> Callable[[str], float]:
     return number(at_least(low, strict=strict), convert=to_fraction)
 
 
+def path_given(text: str) -> Path:
+    """An argparse type: a path that is not empty (an empty one would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; give a path")
+    return Path(text)
+
+
 def prog() -> str:
     """How the user called us: ``rnnperf`` (the console script) or ``python -m pytest_rnnperf``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -68,9 +75,11 @@ def load(paths: Sequence[Path], allow_other_gpu: bool, force: str = "--allow-oth
                          f"design ({force})")
     if distinct:
         seen: dict[Any, Path] = {}
+        given: set[Path] = set()
         for path, stored in zip(paths, runs):
-            if path.resolve() in seen.values():
+            if path.resolve() in given:  # resolved: "r1.json" and "./r1.json" are one file
                 raise ValueError(f"{path} is given twice")
+            given.add(path.resolve())
             key = (stored.datetime, tuple(sorted(stored.records)), tuple(r.cudnn.samples if r.cudnn else None
                                                                            for _, r in sorted(stored.records.items())))
             if key in seen:

@@ -61,7 +61,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
             runs, cur = history_runs(old, new)
             base = runs[0]
         else:
-            base, cur = load([old, new], allow_other_gpu)
+            base, cur = load([old, new], allow_other_gpu, distinct=True)  # a run against itself always passes
             runs = []
             if not any_order and base.datetime and cur.datetime and _when(base.datetime) > _when(cur.datetime):
                 return 2, [f"error: OLD {old} is newer than NEW {new} ({base.datetime} after {cur.datetime}): swap them, "

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import fraction
+from pytest_rnnperf.cli.args import fraction, path_given
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,9 +32,9 @@ def add_parser(subparsers: Any) -> None:
                           "case's series (skip, default) or follow the case in wall time (wall)")
     his.add_argument("--min-shift", type=fraction(0, strict=False), default=DEFAULT_MIN_SHIFT,
                      help=f"smallest change of level reported (default {DEFAULT_MIN_SHIFT})")
-    his.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per GPU model here")
-    his.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON here")
-    his.add_argument("--html", type=Path, default=None, metavar="DIR",
+    his.add_argument("--plot", type=path_given, default=None, metavar="DIR", help="write one PNG per GPU model here")
+    his.add_argument("--json", type=path_given, default=None, metavar="FILE", help="write the result as JSON here")
+    his.add_argument("--html", type=path_given, default=None, metavar="DIR",
                      help="write a site here (a new or empty folder): per GPU model each case's series with its "
                           "change points, and the changes newest first with the environment diff and the kernels "
                           "that moved; it opens from disk, no network")

@@ -21,15 +21,19 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``sensitivity`` for parsed arguments."""
     from pytest_rnnperf.model.records import BaselineError
     from pytest_rnnperf.store.runs import load_run
-    from pytest_rnnperf.store.baselines import find_all
+    from pytest_rnnperf.store.baselines import find_all, gpus_with_baselines
 
     folder: Path = args.folder
     if not folder.is_dir():
         return 2, [f"error: {folder}: not a folder (give baselines/<gpu>)"]
-    paths = find_all(folder.parent, folder.name)
-    if not paths:
-        return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
-    try:
+    try:  # a misplaced, misnamed or broken file is one line naming it, as in the run
+        paths = find_all(folder.parent, folder.name)
+        if not paths:
+            models = gpus_with_baselines(folder)
+            if models:  # the baselines folder itself: its GPU models' folders are one level down
+                return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
+                           f"of them: {', '.join(str(folder / m) for m in models)}"]
+            return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
         runs = [load_run(p) for p in paths]
     except BaselineError as exc:
         return 2, [f"error: {exc}"]

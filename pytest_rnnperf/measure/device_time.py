@@ -258,21 +258,26 @@ class DeviceTimer:
         return None if self.cupti is not None else device_time_problem()
 
     def pair(self, a: Step, b: Step, sync: Sync, rounds: int | tuple[int, int], steps: tuple[int, int],
-             names: tuple[str, str] = ("cudnn", "generic")) -> tuple[DeviceTiming, DeviceTiming]:
+             names: tuple[str, str] = ("cudnn", "generic"), max_time_s: float = math.inf,
+             min_rounds: int = 3) -> tuple[DeviceTiming, DeviceTiming]:
         """Trace ``rounds`` rounds (per side, or one count for both) of ``steps`` steps of each side in turn.
 
-        Both steps must be warm (the wall rounds ran first). RuntimeError when CUPTI recorded nothing in a round
-        that ran steps (another profiler took the activity buffers, say) or its clock does not track the host's.
+        Both steps must be warm (the wall rounds ran first). Once ``max_time_s`` has passed, each side runs only
+        its first ``min_rounds``. RuntimeError when CUPTI recorded nothing in a round that ran steps (another
+        profiler took the activity buffers, say) or its clock does not track the host's.
         """
         cupti = self.cupti if self.cupti is not None else _real_cupti()
         windows: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
         host_ns = cupti_units = 0
         per_side = (rounds, rounds) if isinstance(rounds, int) else rounds
         recorder = _Recorder(cupti)
+        begun = self.host_clock()
         with recorder:
             for side, step in enumerate((a, b)):
                 step()  # warm: the caches and clocks this side leaves, not the other's (its records start too early)
-                for _ in range(per_side[side]):
+                for i in range(per_side[side]):
+                    if i >= min_rounds and self.host_clock() - begun > max_time_s * 1e9:
+                        break
                     sync()
                     start, host_start = cupti.get_timestamp(), self.host_clock()
                     for _ in range(steps[side]):

@@ -6,6 +6,7 @@ script or a notebook. Every run returns a ``records.CaseRecord`` (or ``CrossReco
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
@@ -57,6 +58,8 @@ class RunConfig:
     parity: bool = True
     gpu_name: str = ""
     window_factory: Callable[[], Window] | None = None
+    # The host clock in seconds that a case's time budget (timing.max_time_s) is spent on; a seam for tests.
+    clock: Callable[[], float] = time.perf_counter
 
 
 class _Phases:
@@ -94,28 +97,40 @@ def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseIn
     return ImplResult(fwd.output, fwd.h_n, fwd.c_n, grads.d_input, grads.d_weights)
 
 
+# Why a phase of a case was cut short or left out (``max_time_s`` filled in); the minimum rounds always run.
+_SPENT = "the case's time budget ({:g} s, --rnnperf-max-case-s) was spent"
+
+
 def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: RunConfig,
-                    clock: Callable[[], float] = time.perf_counter) -> tuple[float | None, str, dict[str, Any] | None]:
+                    clock: Callable[[], float] = time.perf_counter,
+                    budget_s: float = math.inf) -> tuple[float | None, str, dict[str, Any] | None]:
     """Joules per step, a note, and the telemetry of a dedicated window of at least ``energy_s`` s of this step alone.
 
     The window runs steps until the host clock has passed 10% over ``energy_s``, then drains the device:
     a step count taken from the timed median falls short for host-bound steps, which run faster back to
-    back than between syncs.
+    back than between syncs. What is left of the case's time budget (``budget_s``) cuts the window short.
     """
     if config.window_factory is None or config.energy_s <= 0:
         return None, "energy off", None
+    if budget_s <= 0:
+        return None, f"not measured: {_SPENT.format(config.timing.max_time_s)}", None
+    length = min(1.1 * config.energy_s, budget_s)
     window = config.window_factory()
     sync()
     window.start()
     started = clock()
     steps = 0
-    while steps < 1 or clock() - started < 1.1 * config.energy_s:
+    while steps < 1 or clock() - started < length:
         step()
         steps += 1
     sync()
     summary = window.stop()
     energy = getattr(summary, "energy_j", None)
-    return (None if energy is None else energy / steps), getattr(summary, "energy_note", ""), summary.as_dict()
+    notes = [getattr(summary, "energy_note", "")]
+    if length < 1.1 * config.energy_s:
+        notes.append(f"window cut to {length:.2g} s of {config.energy_s:g} s: {_SPENT.format(config.timing.max_time_s)}")
+    return (None if energy is None else energy / steps), "; ".join(n for n in notes if n), summary.as_dict()
+
 
 
 def _on_gpu(device: str) -> bool:
@@ -124,8 +139,12 @@ def _on_gpu(device: str) -> bool:
 
 
 def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement, Measurement],
-                   config: RunConfig) -> tuple[DeviceTiming | None, DeviceTiming | None, str, tuple[WindowFlag, ...]]:
-    """Both sides traced with CUPTI in a window of their own; (cuDNN, generic, why not, NVML flags of the window)."""
+                   config: RunConfig, budget_s: float = math.inf,
+                   ) -> tuple[DeviceTiming | None, DeviceTiming | None, str, tuple[WindowFlag, ...]]:
+    """Both sides traced with CUPTI in a window of their own; (cuDNN, generic, why not, NVML flags of the window).
+
+    Rounds past the first few stop once ``budget_s`` (what is left of the case's time budget) is spent.
+    """
     if config.device_rounds <= 0:
         return None, None, "device time off (--rnnperf-device-rounds=0)", ()
     problem = config.device_timer.problem()
@@ -137,7 +156,7 @@ def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement
     try:
         steps = (steps_for(wall[0].median), steps_for(wall[1].median))
         rounds = (config.device_rounds, max(3, config.device_rounds // 2))
-        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, rounds, steps)
+        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, rounds, steps, max_time_s=budget_s)
     except RuntimeError as exc:
         return None, None, f"device time not measured: {exc}", ()
     finally:
@@ -157,22 +176,35 @@ def _with_kernel_proofs(proofs: tuple[Any, ...], cudnn: DeviceTiming, generic: D
 
 
 def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
-           config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None) -> CaseRecord:
-    """Time the pair (interleaved when both sides run) inside a telemetry window, then energy, then device time."""
+           config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None,
+           budget_s: float | None = None) -> CaseRecord:
+    """Time the pair (interleaved when both sides run) inside a telemetry window, then energy, then device time.
+
+    The three phases share one time budget, ``budget_s`` (the case's ``timing.max_time_s`` unless given):
+    each phase gets what the ones before it left, and runs only its minimum rounds once it is spent.
+    """
     cost = dict(cost or {})
+    budget = config.timing.max_time_s if budget_s is None else budget_s
+    begun = config.clock()
+
+    def left() -> float:
+        """Seconds of the budget not yet spent."""
+        return budget - (config.clock() - begun)
+
     started = time.perf_counter()
     sides = {name: getattr(pair, name) for name in impls}
+    timing = replace(config.timing, max_time_s=max(budget, 1e-9))
     window = config.window_factory() if config.window_factory else None
     if window is not None:
         window.start()
     cudnn_m: Measurement | None = None
     speedup: Interval | None = None
     if "cudnn" in sides:
-        paired = config.timer.pair(sides["cudnn"].step, sides["generic"].step, pair.sync, config.timing)
+        paired = config.timer.pair(sides["cudnn"].step, sides["generic"].step, pair.sync, timing)
         cudnn_m, generic_m = paired.a, paired.b
         speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
     else:
-        generic_m = config.timer.single(sides["generic"].step, pair.sync, config.timing)
+        generic_m = config.timer.single(sides["generic"].step, pair.sync, timing)
     telemetry = None
     flags: tuple[WindowFlag, ...] = ()
     if window is not None:
@@ -189,7 +221,7 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
     side_telemetry: dict[str, Any] | None = None
     extra: list[str] = list(notes)
     if config.window_factory is not None and config.energy_s > 0:
-        value, note, side_telemetry = energy_per_step(sides[energy_side].step, pair.sync, config)
+        value, note, side_telemetry = energy_per_step(sides[energy_side].step, pair.sync, config, budget_s=left())
         energy[energy_side] = value
         if note:
             extra.append(f"{energy_side} energy: {note}")
@@ -201,7 +233,10 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
     device_flags: tuple[WindowFlag, ...] = ()
     if cudnn_m is not None and _on_gpu(pair.device):
         cudnn_dev, generic_dev, device_note, device_flags = _device_timing(
-            pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config)
+            pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config, budget_s=left())
+        if cudnn_dev is not None and len(cudnn_dev.busy.samples) < config.device_rounds:
+            extra.append(f"device time: {len(cudnn_dev.busy.samples)} of {config.device_rounds} traced rounds: "
+                         f"{_SPENT.format(config.timing.max_time_s)}")
     cost["device"] = time.perf_counter() - started
     if cudnn_dev is not None and generic_dev is not None:
         proofs = _with_kernel_proofs(proofs, cudnn_dev, generic_dev, case.mode == "train")
@@ -221,11 +256,14 @@ def _timed_and_judged(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity
                       impls: tuple[str, ...], config: RunConfig, judge: Judge | None, notes: tuple[str, ...] = (),
                       cost: dict[str, float] | None = None) -> CaseRecord:
     """Time the pair, then hand the record to ``judge`` with a way to time the same pair again."""
+    begun = config.clock()
     record = _timed(case, pair, proofs, parity, impls, config, notes=notes, cost=cost)
     if judge is None:
         return record
     again = replace(config, energy_s=0.0)
-    return judge(record, lambda: _timed(case, pair, proofs, parity, impls, again, notes=notes))
+    # The second look spends what the first left of the case's budget (its minimum rounds always run).
+    return judge(record, lambda: _timed(case, pair, proofs, parity, impls, again, notes=notes,
+                                        budget_s=config.timing.max_time_s - (config.clock() - begun)))
 
 
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),

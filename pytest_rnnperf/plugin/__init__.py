@@ -104,30 +104,62 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
     return None
 
 
+def _unknown_ini_keys(config: pytest.Config) -> list[str]:
+    """The ini file's rnnperf_* keys that name no setting: pytest only warns, and the setting meant keeps its default."""
+    import difflib
+
+    unknown = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's own list (it warns after collection)
+    known = [s.ini for s in SETTINGS]
+    problems = []
+    for key in sorted(k for k in unknown if k.lower().startswith("rnnperf")):
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f" (the settings: {', '.join(known)})"
+        problems.append(f"{config.inipath or 'ini file'}: {key} is no pytest-rnnperf setting{hint}; the setting "
+                        f"meant would keep its default")
+    return problems
+
+
+def _markdown_problem(target: Path, store: Path | None, root: Path) -> str | None:
+    """Why the Markdown summary cannot be appended to ``target`` (None when it can); ``store``: the baselines folder."""
+    if store is not None and target.resolve().is_relative_to(store):
+        return f"{target} is inside the baselines folder {root}, which holds stored runs only; give a file outside it"
+    if target.is_dir():
+        return f"{target} is a folder, not a file"
+    if not target.parent.is_dir():
+        return f"folder {target.parent} does not exist"
+    if not os.access(target if target.exists() else target.parent, os.W_OK):
+        return f"{target} is not writable"
+    return None
+
+
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
-    from pytest_rnnperf.store.baselines import root_problem, writable_problem
+    from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
-    problems = []
+    problems = _unknown_ini_keys(config)
     for s in SETTINGS:
         if s.path and (value := _space_form_path(config, s)) is not None:
             problems.append(f"{s.flag} {value}: write {s.flag}={value} (pytest reads a separate path as a test path "
                             f"while it picks its rootdir, now {config.rootpath})")
+    root = baseline_root(config, settings)
+    # The baselines folder holds stored runs only: a report or summary written there would replace or append to
+    # one (a Markdown summary appended to a baseline made it unreadable) or be read back as one.
+    store = root.resolve() if settings.baselines.strip() else None
     if settings.report_dir and settings.report_dir.lower() != "none":
         folder = Path(settings.report_dir)
-        if (why := writable_problem(folder)) is not None:
+        if store is not None and folder.resolve().is_relative_to(store):
+            problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {folder} is inside the baselines folder "
+                            f"{root}, which holds stored runs only; give a folder outside it")
+        elif (why := writable_problem(folder)) is not None:
             problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
-    if settings.markdown:
-        target = Path(settings.markdown)
-        if target.is_dir():
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is a folder, not a file")
-        elif not target.parent.is_dir():
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: folder {target.parent} does not exist")
-        elif not os.access(target if target.exists() else target.parent, os.W_OK):
-            problems.append(f"--rnnperf-markdown / rnnperf_markdown: {target} is not writable")
-    root = baseline_root(config, settings)
+    for name, value in (("--rnnperf-markdown / rnnperf_markdown", settings.markdown),
+                        ("GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY", ""))):
+        if value and (why := _markdown_problem(Path(value), store, root)) is not None:
+            problems.append(f"{name}: {why}")
     if not settings.baselines.strip():  # the rootdir itself would be searched for GPU folders: nothing compared
         problems.append("--rnnperf-baselines / rnnperf_baselines: empty; give the baselines folder (default: baselines)")
+    elif (why := broken_link_on_the_way(root)) is not None:  # reads as no folder: nothing would be compared
+        problems.append(f"--rnnperf-baselines / rnnperf_baselines: {why}")
     elif root.exists() and not root.is_dir():
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} is a file, not a folder")
     elif (why := root_problem(root, settings.baselines)) is not None:
@@ -390,14 +422,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run.notes += run.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
-        if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif run.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = benchmark_session(config)
         run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
                                   exit_status=int(exitstatus))
+    if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
     _report_files(config, run)
 

@@ -3,7 +3,8 @@
 pytest-benchmark's fixture can be used once per test and times on the host; our samples are already
 device-synchronized per step, so they go straight into its session, where --benchmark-json, -save,
 -compare and -histogram pick them up like any other benchmark. Its storage is pointed at this GPU
-model's baseline folder, so a stored run is both a pytest-benchmark file and an rnnperf baseline.
+model's baseline folder, so a stored run is both a pytest-benchmark file and an rnnperf baseline; only
+--rnnperf-update-baseline writes there (a --benchmark-save into it is refused: it would be a baseline of any run).
 
 Under pytest-xdist pytest-benchmark switches itself off in every process. A worker that has a GPU of its own
 still times, and hands each record with its entry's names (``entry_source``) to the controller, which adds
@@ -25,6 +26,8 @@ from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.store.runs import benchmark_extra
 from pytest_rnnperf.session.settings import Settings
+
+DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default --benchmark-storage
 
 
 class _Entry:
@@ -121,14 +124,16 @@ def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
         problems += _opened_json_problems(Path(given.name), root)
     elif given is not None:
         problems += _json_path_problems(config, given, settings, root)
-    if settings.update_baseline:
+    # A run stored (a baseline, or a nightly run kept for the history) is pytest-benchmark's JSON of its timings.
+    storing = [(flag, verb) for flag, verb, wanted in (("--rnnperf-update-baseline", "record", settings.update_baseline),
+                                                      ("--rnnperf-keep-run", "keep", settings.keep_run)) if wanted]
+    for flag, verb in storing:
         if not config.pluginmanager.has_plugin("benchmark"):
-            problems.append("--rnnperf-update-baseline needs pytest-benchmark, which -p no:benchmark turned off "
-                            "(a baseline is pytest-benchmark's JSON)")
+            problems.append(f"{flag} needs pytest-benchmark, which -p no:benchmark turned off (a stored run is "
+                            f"pytest-benchmark's JSON)")
         for option in ("benchmark_disable", "benchmark_skip"):
             if config.getoption(option, None):
-                flag = "--" + option.replace("_", "-")
-                problems.append(f"--rnnperf-update-baseline with {flag}: nothing would be timed to record")
+                problems.append(f"{flag} with --{option.replace('_', '-')}: nothing would be timed to {verb}")
     if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
         problems.append("--benchmark-compare-fail needs --benchmark-compare (pytest-benchmark would say so only "
                         "after the whole run)")
@@ -154,9 +159,14 @@ def _json_path_problems(config: Any, given: Any, settings: Settings, root: Path)
     target, shown = config.invocation_params.dir / str(given), Path(str(given))
     # The baselines folder is the store nothing may replace. A --benchmark-json elsewhere is the run's own
     # output (rnnperf-run.json in CI, the same name on every rerun), which users expect to be rewritten.
-    if settings.baselines.strip() and target.resolve().is_file() and target.resolve().is_relative_to(root.resolve()):
-        return [f"--benchmark-json={given}: {target.resolve()} is a file in the baselines folder and is never "
-                f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)"]
+    if settings.baselines.strip() and target.resolve().is_relative_to(root.resolve()):
+        if target.resolve().is_file():
+            return [f"--benchmark-json={given}: {target.resolve()} is a file in the baselines folder and is never "
+                    f"replaced; write the run elsewhere (--rnnperf-update-baseline records a new baseline)"]
+        # A new file there is read back as a stored run (named like one, the newest baseline), whatever the run did.
+        return [f"--benchmark-json={given}: {target.resolve()} is inside the baselines folder, where a stored run "
+                f"joins what later runs are judged against; write the run elsewhere (--rnnperf-update-baseline "
+                f"records a new baseline)"]
     if target.is_dir():
         return [f"--benchmark-json={given}: {given} is a folder, not a file"]
     if not target.parent.is_dir():
@@ -167,13 +177,37 @@ def _json_path_problems(config: Any, given: Any, settings: Settings, root: Path)
 
 
 def storage_problem(config: Any, run: Any) -> str | None:
-    """Why pytest-benchmark's storage cannot take this pytest-xdist run (workers on GPUs of different models)."""
-    if len(run.planned_models()) > 1 and (config.getoption("benchmark_save", None)
-                                          or config.getoption("benchmark_autosave", None)):
+    """Why pytest-benchmark's storage cannot take this run's --benchmark-save / --benchmark-autosave, or None.
+
+    Saved into the baselines folder, the run would be read back as the newest baseline whatever its outcome
+    (failed, regressed, interrupted); and a pytest-xdist run over GPUs of different models has no one folder.
+    """
+    save, autosave = config.getoption("benchmark_save", None), config.getoption("benchmark_autosave", None)
+    if not (save or autosave):
+        return None
+    flag = f"--benchmark-save={save}" if save else "--benchmark-autosave"
+    if len(run.planned_models()) > 1:
         return (f"--benchmark-save / --benchmark-autosave: the pytest-xdist workers have GPUs of different models "
                 f"({', '.join(w.gpu_label() for w in run.plan)}) and pytest-benchmark stores one run in one folder; "
                 f"--rnnperf-update-baseline records one file per model")
+    storage = config.getoption("benchmark_storage", None) or DEFAULT_STORAGE
+    folder = _storage_folder(config, storage)
+    if storage == DEFAULT_STORAGE and run.device.available:  # configure() points it at this GPU model's baselines
+        folder = run.root / run.device.gpu_slug
+    if folder is not None and folder.resolve().is_relative_to(run.root.resolve()):
+        return (f"{flag}: pytest-benchmark would save this run into {folder}, inside the baselines folder, where it "
+                f"becomes the newest baseline whatever the run's outcome; record a baseline with "
+                f"--rnnperf-update-baseline, or save elsewhere with --benchmark-storage=file://<folder>")
     return None
+
+
+def _storage_folder(config: Any, storage: str) -> Path | None:
+    """The folder a --benchmark-storage value names (None for a storage that is no folder, e.g. elasticsearch)."""
+    if storage.startswith("file://"):
+        storage = storage[len("file://"):]
+    elif "://" in storage:
+        return None
+    return Path(config.invocation_params.dir) / storage
 
 
 def configure(config: Any, run: Any, latest: Path | None) -> None:
@@ -197,7 +231,7 @@ def configure(config: Any, run: Any, latest: Path | None) -> None:
     folder = run.root / run.device.gpu_slug
     saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
-    if run.device.available and config.getoption("benchmark_storage", None) == "file://./.benchmarks" and (
+    if run.device.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
             folder.is_dir() or saving):
         config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
     if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone

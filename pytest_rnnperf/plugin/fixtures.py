@@ -90,8 +90,15 @@ class RnnperfFixture:
         """Generic side alone against the float64 reference, on the GPU if there is one, else on the CPU."""
         return self._run(case, ("generic",))
 
+    def _not_a_case(self, call: str, case: Any) -> None:
+        """Fail in one line when ``case`` is no Case (a case id, a tuple of settings): the call would raise deep inside."""
+        if not isinstance(case, Case):
+            _fail(f"{self._item.nodeid}: rnnperf.{call}(): got {type(case).__name__} {case!r:.60}; pass a Case, e.g. "
+                  f"Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)")
+
     def _run(self, case: Case, impls: tuple[str, ...]) -> CaseRecord:
         """Measure a matrix case or skip with the one-line reason."""
+        self._not_a_case("measure" if "cudnn" in impls else "reference", case)
         self._skipped_by_benchmark()
         try:
             record = self._session.measure(case, impls, self._settings, self._disabled)
@@ -150,6 +157,7 @@ class RnnperfFixture:
 
     def cross(self, case: Case, other: str = "tf") -> CrossRecord:
         """The case's canonical weights in its framework and in ``other``: cuDNN sides where a GPU is seen."""
+        self._not_a_case("cross", case)
         try:
             return self._session.measure_cross(case, other)
         except Skipped as exc:
@@ -159,6 +167,9 @@ class RnnperfFixture:
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""
+        if not isinstance(record, (CaseRecord, CrossRecord)):  # e.g. None from a helper that forgot to return
+            _fail(f"{self._item.nodeid}: rnnperf.check(): got {type(record).__name__} {record!r:.60}; pass what "
+                  f"rnnperf.model(), measure(), reference() or cross() returned")
         problems = self._session.problems(record)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)

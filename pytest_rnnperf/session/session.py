@@ -21,7 +21,7 @@ from pytest_rnnperf.backends import (
 )
 from pytest_rnnperf.backends import keras_spec, model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
-    find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
+    KEPT_TAG, find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
@@ -41,7 +41,6 @@ from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 from pytest_rnnperf.report.rows import Rows
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
-KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 class Skipped(Exception):
@@ -120,7 +119,7 @@ class RnnperfSession:
     _extra_pools: list[WorkerPool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
-    unrecorded: bool = False  # a baseline was asked for and could not be written (the run must not exit 0)
+    unrecorded: bool = False  # a baseline or kept run was asked for and not written (the run must not exit 0)
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = field(default_factory=list)
     _backends: dict[str, Backend] = field(default_factory=dict)
@@ -220,11 +219,18 @@ class RnnperfSession:
 
     def record_problems(self) -> list[str]:
         """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
-        slugs = self.planned_models() or ([self.device.gpu_slug] if self.device.available else [])
+        flag = "--rnnperf-update-baseline" if self.settings.update_baseline else "--rnnperf-keep-run"
+        # Each of these would run the whole suite and then write nothing: say so before the first test.
+        if not self.device.available and not any(w.device.available for w in self.plan):
+            return [f"{flag}: no GPU here ({self.device.reason}); runs are stored per GPU model, on a machine with one"]
+        if (parallel := self.parallel_reason()) is not None:
+            return [f"{flag}: {parallel}; nothing would be timed to store"]
+        if self.settings.keep_run and self.plan:
+            return ["--rnnperf-keep-run: pytest-xdist runs are not kept yet; run without -n to keep the run"]
+        slugs = self.planned_models() or [self.device.gpu_slug]
         problems = (record_problem(self.root / slug / self.machine_id) for slug in slugs)
-        flag = "--rnnperf-update-baseline: cannot record into" if self.settings.update_baseline else \
-            "--rnnperf-keep-run: cannot keep the run in"
-        return [f"{flag} {why}" for why in problems if why]
+        where = "cannot record into" if self.settings.update_baseline else "cannot keep the run in"
+        return [f"{flag}: {where} {why}" for why in problems if why]
 
     def stored_run(self, case_id: str) -> StoredRun | None:
         """The newest baseline file that holds ``case_id``, or None."""
@@ -507,15 +513,18 @@ class RnnperfSession:
         if exit_status != 0 and not self.failed:  # interrupted (Ctrl-C), stopped, or an internal error
             why = "the run was interrupted" if exit_status == 2 else "the run did not end OK"
             return [f"baseline not recorded: {why} (exit status {exit_status})"]
+        if self.failed:
+            return [f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"]
+        # Asked for and not written although every test passed: the run must not exit 0.
+        self.unrecorded = True
         if not self.worker_runs and not self.device.available:
             return [f"baseline not recorded: no GPU ({self.device.reason})"]
         parallel = self.parallel_reason()
         if parallel is not None:
             return [f"baseline not recorded: {parallel}"]
         if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
-            return ["baseline not recorded: no cuDNN case was timed in this run"]
-        if self.failed:
-            return [f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"]
+            return ["baseline not recorded: no cuDNN case was timed in this run (each was skipped or deselected)"]
+        self.unrecorded = False
         if not self.worker_runs:
             return [self._write_baseline(self.device.gpu_slug, benchmark_json())]
         self.model_views()  # each model's report loads the baselines its workers judged against, not the new file
@@ -549,8 +558,10 @@ class RnnperfSession:
         try:
             path = write_new(folder, KEPT_TAG, data)
         except OSError as exc:
+            self.unrecorded = True  # a clean run that was to join the history and did not: the run must not exit 0
             return [f"run not kept: cannot write to {writable_problem(folder) or f'{folder}: {exc.strerror or exc}'}"]
         except BaselineError as exc:
+            self.unrecorded = True
             return [f"run not kept: {exc}"]
         return [f"run kept for the history: {path}"]
 
@@ -577,14 +588,17 @@ class RnnperfSession:
         from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 
         names = ", ".join(w.id for w in workers)
+        why = None
         if not workers[0].device.available:
-            return f"baseline not recorded for {names}: no GPU ({workers[0].device.reason})"
-        conflicts = fingerprint_conflicts(workers)
-        if conflicts:
-            return (f"baseline of {gpu_slug} not recorded: its workers disagree on the fingerprint ({'; '.join(conflicts)}); "
-                    f"a baseline must come from one setup")
-        if not any(r.cudnn is not None for w in workers for r in w.results):
-            return f"baseline of {gpu_slug} not recorded: no cuDNN case was timed on it ({names})"
+            why = f"baseline not recorded for {names}: no GPU ({workers[0].device.reason})"
+        elif conflicts := fingerprint_conflicts(workers):
+            why = (f"baseline of {gpu_slug} not recorded: its workers disagree on the fingerprint ({'; '.join(conflicts)}); "
+                   f"a baseline must come from one setup")
+        elif not any(r.cudnn is not None for w in workers for r in w.results):
+            why = f"baseline of {gpu_slug} not recorded: no cuDNN case was timed on it ({names})"
+        if why is not None:
+            self.unrecorded = True  # asked for and not written: the run must not exit 0
+            return why
         environment: dict[str, str] = {}
         for w in workers:  # each worker ran some frameworks: together they hold every framework's fields
             environment.update({k: v for k, v in w.environment.items() if k not in environment})

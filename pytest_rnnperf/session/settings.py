@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_rnnperf.model.cases import PRECISIONS, SCALES
-from pytest_rnnperf.store.baselines import tag_problem
+from pytest_rnnperf.store.baselines import baseline_tag_problem
 from pytest_rnnperf.judge.verdicts import Policy
 
 
@@ -210,7 +210,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("update_baseline", False, to_bool, "record this run as the newest baseline of this GPU model (adds "
             "a file; never overwrites one)", switch=True),
     Setting("baseline_tag", "baseline", to_str, "name part of a recorded baseline file (NNNN_<tag>.json)",
-            check=tag_problem),
+            check=baseline_tag_problem),
     Setting("record_processes", 3, to_int, "processes a recorded baseline measures each cuDNN case in (this one and "
             "fresh worker processes), so its history has a between-process spread from the first night (1 to 10)",
             check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),

@@ -32,6 +32,7 @@ _LIKE = re.compile(r"^(\d+_.*|.*baseline.*)\.json$", re.IGNORECASE)
 _MACHINE = re.compile(r"^[^-]*-[^-]+-\d+\.\d+-\d+bit$")
 # A recorder writes here first; a killed run may leave one behind (.gitignore keeps it out of commits).
 TEMP_PREFIX, TEMP_SUFFIX = ".rnnperf-", ".tmp"
+KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 def _files(folder: Path) -> list[Path]:
@@ -85,11 +86,15 @@ def _stored(folder: Path, machine_id: str | None) -> list[Path]:
     except OSError as exc:  # a folder above it that cannot be searched
         raise BaselineError(f"{folder}: cannot read: {exc.strerror or exc}") from None
     if not folder.is_dir():
+        if folder.is_symlink() and not folder.exists():
+            raise BaselineError(f"{folder}: the folder of the {folder.name} baselines is {_broken_link(folder)}")
         raise BaselineError(f"{folder}: a file where the folder of the {folder.name} baselines should be; move it away")
     files = []
     for entry in _entries(folder):
         if entry.is_dir():
             files += _machine_files(entry)
+        elif entry.is_symlink() and not entry.exists():  # a machine folder whose target is gone reads as empty
+            raise BaselineError(f"{entry}: {_broken_link(entry)}; in a GPU model's folder it hides what it held")
         elif _LIKE.match(entry.name):
             raise BaselineError(f"{entry}: a baseline one folder too high, where it is never read: move it into "
                                 f"{folder / (machine_id or '<pytest-benchmark machine id>')}/")
@@ -123,13 +128,30 @@ def _not_a_file(path: Path) -> str:
     """Why ``path``, named like a baseline, is no file: a dangling or looping symlink, or a folder."""
     if not path.is_symlink():
         return "a folder, not a baseline file"
+    return _broken_link(path) or "a symlink to something that is not a file"
+
+
+def _broken_link(path: Path) -> str:
+    """How the symlink ``path`` is broken ("a symlink that loops", "a symlink to X, which does not exist"), or ""."""
     try:
         path.stat()
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "a symlink that loops"
         return f"a symlink to {os.readlink(path)}, which does not exist"
-    return "a symlink to something that is not a file"
+    return ""
+
+
+def broken_link_on_the_way(path: Path) -> str | None:
+    """Where a dangling or looping symlink stands on the way to ``path`` (itself included), or None.
+
+    A baselines folder behind such a link (a share not mounted, a moved checkout) looks like no folder at all:
+    the run would compare with nothing.
+    """
+    for part in reversed((path, *path.parents)):
+        if part.is_symlink() and (why := _broken_link(part)):
+            return f"{part} is {why}"
+    return None
 
 
 def root_problem(root: Path, given: str, gpu_slug: str = "") -> str | None:
@@ -292,3 +314,10 @@ def tag_problem(tag: Any) -> str | None:
     if len(str(tag)) > 245:  # NNNN_<tag>.json must fit a file name's 255 bytes
         return f"{len(str(tag))} characters: at most 245 (a file name NNNN_<tag>.json holds at most 255)"
     return None
+
+
+def baseline_tag_problem(tag: Any) -> str | None:
+    """Why ``tag`` cannot name a recorded baseline (NNNN_<tag>.json), or None: a file name part, and not a kept run's."""
+    if str(tag) == KEPT_TAG:  # NNNN_run.json would read to a person as a nightly run kept for the history
+        return f"{tag!r} names the runs --rnnperf-keep-run keeps (NNNN_{KEPT_TAG}.json); give a baseline another tag"
+    return tag_problem(tag)

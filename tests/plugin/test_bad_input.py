@@ -844,6 +844,8 @@ def test_the_same_run_given_twice_is_refused(project: pytest.Pytester, command: 
     """D19: spread r1.json r1.json (or a copy of it) reported 0.0% spread."""
     path = _record(project)
     _one_error(_cli(project, command, str(path), str(path)), f"{path} is given twice")
+    relative = path.relative_to(project.path)
+    _one_error(_cli(project, command, str(relative), f"./{relative}"), f"error: {relative} is given twice")
     shutil.copy(path, project.path / "copy.json")
     _one_error(_cli(project, command, str(path), "copy.json"), "copy.json holds the same run as", str(path))
 
@@ -917,3 +919,241 @@ def test_recording_a_baseline_with_benchmarks_off_is_refused(project: pytest.Pyt
     _usage_error(run(project, "--rnnperf-update-baseline", option), "--rnnperf-update-baseline", option,
                  "nothing would be timed to record")
 
+
+
+def test_the_case_budget_bounds_the_energy_window_and_the_traced_rounds(project: pytest.Pytester) -> None:
+    """D14: --rnnperf-max-case-s bounded only the wall rounds; the energy window and the traced rounds ran past it."""
+    result = run(project, "--rnnperf-max-case-s=0.01", "--rnnperf-energy-s=3", "--benchmark-json=out.json")
+    result.assert_outcomes(passed=2)
+    records = [b["extra_info"]["rnnperf"] for b in load_json(project.path / "out.json")["benchmarks"]
+               if b["params"]["side"] == "cudnn"]
+    assert len(records) == 2
+    for record in records:
+        assert record["cost_s"]["energy"] < 1.0, record["cost_s"]  # a 3.3 s window before
+        spent = "the case's time budget (0.01 s, --rnnperf-max-case-s) was spent"
+        assert any(note.startswith("cudnn energy: ") and spent in note for note in record["notes"]), record["notes"]
+        assert f"device time: 3 of 8 traced rounds: {spent}" in record["notes"], record["notes"]
+
+
+# ------------------------------------------------------------------------- inputs beyond issue 23's list (N1-N30)
+
+
+def test_benchmark_json_to_a_new_file_in_the_baselines_folder_is_refused(project: pytest.Pytester) -> None:
+    """A --benchmark-json named like a baseline in the machine folder became the newest baseline of any run."""
+    path = _record(project)
+    new = path.with_name("0002_tonight.json").relative_to(project.path)
+    _usage_error(run(project, f"--benchmark-json={new}"), f"--benchmark-json={new}: {project.path / new} is inside "
+                 "the baselines folder", "write the run elsewhere")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["0001_baseline.json"]
+
+
+@pytest.mark.parametrize("option", ["--benchmark-autosave", "--benchmark-save=mine",
+                                    "--benchmark-storage=baselines/elsewhere"])
+def test_saving_a_run_into_the_baselines_folder_is_refused(project: pytest.Pytester, option: str) -> None:
+    """--benchmark-autosave saved any run (failed, regressed) into baselines/<gpu>/, where it became the baseline."""
+    path = _record(project)
+    args = [option] if option != "--benchmark-storage=baselines/elsewhere" else [option, "--benchmark-autosave"]
+    flag = "--benchmark-save=mine" if option == "--benchmark-save=mine" else "--benchmark-autosave"
+    _usage_error(run(project, *args), f"{flag}: pytest-benchmark would save this run into", "inside the baselines "
+                 "folder, where it becomes the newest baseline whatever the run's outcome",
+                 "--benchmark-storage=file://<folder>")
+    assert [p.name for p in (project.path / "baselines").rglob("*.json")] == [path.name]
+
+
+def test_saving_a_run_outside_the_baselines_folder_works_as_usual(project: pytest.Pytester) -> None:
+    """--benchmark-autosave with a storage of its own is pytest-benchmark's business: the run is saved there."""
+    _record(project)
+    result = run(project, "--benchmark-autosave", "--benchmark-storage=file://./saved")
+    result.assert_outcomes(passed=2)
+    assert len(list((project.path / "saved").rglob("0001_*.json"))) == 1
+
+
+def test_a_baselines_folder_behind_a_broken_symlink_stops_the_run(project: pytest.Pytester) -> None:
+    """baselines -> a share that is not mounted read as "baseline: none yet": every gate against it was off."""
+    (project.path / "baselines").symlink_to("/nowhere/mounted/baselines")
+    _usage_error(run(project), f"--rnnperf-baselines / rnnperf_baselines: {project.path / 'baselines'} is a symlink "
+                 "to /nowhere/mounted/baselines, which does not exist")
+
+
+@pytest.mark.parametrize("target, message", [
+    ("/nowhere/machine", "a symlink to /nowhere/machine, which does not exist"),
+    ("{name}", "a symlink that loops"),
+])
+def test_a_machine_folder_behind_a_broken_symlink_stops_the_run(project: pytest.Pytester, target: str,
+                                                                message: str) -> None:
+    """A machine folder linked to a place that is gone (or to itself) was skipped: "baseline: none yet", exit 0."""
+    path = _record(project)
+    shutil.rmtree(path.parent)
+    path.parent.symlink_to(target.format(name=path.parent.name))
+    _usage_error(run(project), f"{path.parent}: {message}; in a GPU model's folder it hides what it held")
+
+
+def test_a_gpu_folder_behind_a_broken_symlink_is_named_as_a_link_not_a_file(project: pytest.Pytester) -> None:
+    """baselines/NVIDIA_H200 linked to a missing folder was called "a file where the folder should be"."""
+    (project.path / "baselines").mkdir()
+    (project.path / GPU_DIR).symlink_to("/nowhere/h200")
+    line = _usage_error(run(project), f"{project.path / GPU_DIR}: the folder of the NVIDIA_H200 baselines is a "
+                        "symlink to /nowhere/h200, which does not exist")
+    assert "a file" not in line
+
+
+@pytest.mark.parametrize("option", ["--rnnperf-update-baseline", "--rnnperf-keep-run"])
+def test_storing_a_run_without_a_gpu_is_refused_before_the_run(project: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    """--rnnperf-update-baseline on a machine without a GPU ran every test, recorded nothing and exited 0."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    _usage_error(run(project, option), f"{option}: no GPU here (NVML library not found); runs are stored per GPU "
+                 "model, on a machine with one")
+
+
+def test_keeping_a_pytest_xdist_run_is_refused_before_the_run(project: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """-n 2 --rnnperf-keep-run ran the suite on two GPUs, then said "pytest-xdist runs are not kept yet", exit 0."""
+    _record(project)
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    _usage_error(run(project, "-n", "2", "--rnnperf-keep-run"), "--rnnperf-keep-run: pytest-xdist runs are not kept "
+                 "yet; run without -n to keep the run")
+
+
+def test_a_recording_of_no_timed_case_exits_non_zero(project: pytest.Pytester) -> None:
+    """--rnnperf-update-baseline where every cuDNN case was skipped: "baseline not recorded", and yet exit 0."""
+    project.makepyfile(test_cases=REFERENCE_FILE)  # generic-only cases: nothing of the cuDNN side is timed
+    result = run(project, "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*baseline not recorded: no cuDNN case was timed in this run (each was skipped or "
+                                 "deselected)*"])
+
+
+def test_a_kept_run_that_cannot_be_written_exits_non_zero(project: pytest.Pytester) -> None:
+    """--rnnperf-keep-run whose file could not be written at the end (a file in its way) said so and exited 0."""
+    _record(project)
+    project.makepyfile(test_zz_in_the_way="""
+        import shutil
+        from pathlib import Path
+
+        def test_a_file_appears_where_the_machine_folder_goes():
+            machine = next(Path("baselines/NVIDIA_H200").iterdir())
+            shutil.rmtree(machine)
+            machine.write_text("in the way")
+    """)
+    result = run(project, "--rnnperf-keep-run")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*run not kept: cannot write to *: * is a file, not a folder*"])
+
+
+def test_a_mistyped_ini_key_stops_the_run_naming_the_setting_it_meant(project: pytest.Pytester) -> None:
+    """rnnperf_device_efect = 0.01 in the ini file was only a pytest warning: the gate kept its 3% default."""
+    project.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_device_efect = 0.01\n")
+    _usage_error(run(project), f"{project.path / 'tox.ini'}: rnnperf_device_efect is no pytest-rnnperf setting "
+                 "(did you mean rnnperf_device_effect?); the setting meant would keep its default")
+
+
+def test_a_recorded_baseline_cannot_take_the_kept_runs_name(project: pytest.Pytester) -> None:
+    """--rnnperf-baseline-tag=run recorded a baseline as NNNN_run.json, the name of a nightly run kept for the history."""
+    _usage_error(run(project, "--rnnperf-update-baseline", "--rnnperf-baseline-tag=run"),
+                 "--rnnperf-baseline-tag / rnnperf_baseline_tag: 'run' names the runs --rnnperf-keep-run keeps "
+                 "(NNNN_run.json); give a baseline another tag")
+    assert not (project.path / "baselines").exists()
+
+
+@pytest.mark.parametrize("name", ["RNNPERF_INJECT_CUDNN_DELAY_US", "RNNPERF_INJECT_HOST_DELAY_US"])
+def test_an_injected_delay_beyond_a_second_per_step_is_refused(project: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """RNNPERF_INJECT_CUDNN_DELAY_US='*=1e99' was taken: on a GPU each step would spin for ever."""
+    monkeypatch.setenv(name, "torch-*=1e99")
+    _usage_error(run(project), f"{name}: 'torch-*=1e99': 1e+99 microseconds per step is more than 1000000 (1 s)")
+
+
+def test_checking_or_measuring_the_wrong_thing_fails_in_one_line(project: pytest.Pytester) -> None:
+    """rnnperf.check(None) failed with an AttributeError deep in the report code; measure('a case id') likewise."""
+    project.makepyfile(test_wrong="""
+        def test_check_none(rnnperf):
+            rnnperf.check(None)
+
+        def test_measure_an_id(rnnperf):
+            rnnperf.measure("torch-lstm-train-fp32-T4-B2-I3-H5-L1")
+    """)
+    result = run(project, "test_wrong.py")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "test_wrong.py::test_check_none: rnnperf.check(): got NoneType None; pass what rnnperf.model(), measure(), "
+        "reference() or cross() returned",
+        "test_wrong.py::test_measure_an_id: rnnperf.measure(): got str 'torch-lstm-train-fp32-T4-B2-I3-H5-L1'; pass a "
+        "Case, e.g. Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)"])
+    assert "Error" not in result.stdout.str().split("short test summary")[0]
+
+
+def test_history_refuses_a_plot_folder_that_is_a_file_or_empty_before_reading(project: pytest.Pytester) -> None:
+    """history --plot r1.json said "cannot write plots to r1.json: File exists"; --plot '' wrote into the cwd."""
+    path = _record(project)
+    older = _copy(path, project.path / "older.json", lambda d: d.update(datetime="2020-01-01T00:00:00+00:00"))
+    before = _sha(older)
+    _one_error(_cli(project, "history", str(older), str(path), "--plot", "older.json"),
+               "error: --plot older.json: older.json is a file, not a folder")
+    assert _sha(older) == before
+    _one_error(_cli(project, "history", str(older), str(path), "--plot", ""), "argument --plot: empty; give a path")
+    assert not list(project.path.glob("*.png"))
+
+
+def test_sensitivity_names_the_gpu_folders_when_given_the_baselines_folder(project: pytest.Pytester) -> None:
+    """sensitivity baselines said "no stored run (expected baselines/<machine id>/...)", though runs were below."""
+    _record(project)
+    _one_error(_cli(project, "sensitivity", "baselines"), "error: baselines: the baselines folder, which holds one "
+               "folder per GPU model; give one of them: baselines/NVIDIA_H200")
+
+
+def test_sensitivity_over_a_misplaced_baseline_is_one_line_not_an_internal_error(project: pytest.Pytester) -> None:
+    """A baseline one folder too high made sensitivity exit 3 with a traceback ("internal error")."""
+    path = _record(project)
+    shutil.copy(path, project.path / GPU_DIR / path.name)
+    _one_error(_cli(project, "sensitivity", GPU_DIR), f"{GPU_DIR}/{path.name}: a baseline one folder too high")
+
+
+def test_a_markdown_summary_is_never_appended_to_a_stored_run(project: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rnnperf-markdown=<a baseline> appended the summary to it: the next run refused it as "not valid JSON"."""
+    path = _record(project)
+    before = _sha(path)
+    relative = path.relative_to(project.path)
+    _usage_error(run(project, f"--rnnperf-markdown={relative}"), f"--rnnperf-markdown / rnnperf_markdown: {relative} "
+                 f"is inside the baselines folder {project.path / 'baselines'}, which holds stored runs only")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    _usage_error(run(project), f"GITHUB_STEP_SUMMARY: {path} is inside the baselines folder")
+    assert _sha(path) == before
+
+
+def test_a_report_folder_inside_the_baselines_folder_is_refused(project: pytest.Pytester) -> None:
+    """--rnnperf-report-dir=baselines/NVIDIA_H200 wrote rnnperf.json among the stored runs (history then skipped it)."""
+    _record(project)
+    _usage_error(run(project, f"--rnnperf-report-dir={GPU_DIR}"), f"--rnnperf-report-dir / rnnperf_report_dir: "
+                 f"{GPU_DIR} is inside the baselines folder", "give a folder outside it")
+    assert not (project.path / GPU_DIR / "rnnperf.json").exists()
+
+
+def test_a_step_summary_path_that_cannot_be_written_stops_the_run(project: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """GITHUB_STEP_SUMMARY=/nonexistent/summary was found only after the run ("Markdown summary not written")."""
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "nowhere" / "summary"))
+    _usage_error(run(project), f"GITHUB_STEP_SUMMARY: folder {project.path / 'nowhere'} does not exist")
+
+
+def test_compare_refuses_a_run_against_itself(project: pytest.Pytester) -> None:
+    """compare B B (or B and a copy of B) said "2 unchanged", exit 0: a CI step comparing the wrong files always passed."""
+    path = _record(project)
+    _one_error(_cli(project, "compare", str(path), str(path)), f"{path} is given twice")
+    shutil.copy(path, project.path / "copy.json")
+    _one_error(_cli(project, "compare", str(path), "copy.json"), f"copy.json holds the same run as {path} (a copy?)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--benchmark-disable"], "--rnnperf-keep-run with --benchmark-disable: nothing would be timed to keep"),
+    (["--benchmark-skip"], "--rnnperf-keep-run with --benchmark-skip: nothing would be timed to keep"),
+    (["-p", "no:benchmark"], "--rnnperf-keep-run needs pytest-benchmark, which -p no:benchmark turned off"),
+])
+def test_keeping_a_run_with_benchmarks_off_is_refused(project: pytest.Pytester, args: list[str], message: str) -> None:
+    """--rnnperf-keep-run --benchmark-disable ran the suite, then "run not kept: no cuDNN case was timed", exit 0."""
+    _record(project)
+    _usage_error(run(project, "--rnnperf-keep-run", *args), message)

@@ -209,12 +209,15 @@ def test_benchmark_disable_runs_the_checks_only(project: pytest.Pytester) -> Non
 
 
 def test_xdist_workers_sharing_one_gpu_skip_cudnn_timing_and_record_nothing(project: pytest.Pytester) -> None:
-    """pytest -n 2 on one GPU: the cuDNN cases skip with the reason and no baseline is written (tests/plugin/
-    test_xdist_e2e.py runs a worker per GPU)."""
-    result = run(project, "-n", "2", "--rnnperf-update-baseline")
+    """pytest -n 2 on one GPU: the cuDNN cases skip with the reason, and recording is refused before the run
+    (tests/plugin/test_xdist_e2e.py runs a worker per GPU)."""
+    result = run(project, "-n", "2")
     result.assert_outcomes(skipped=2)
     reason = "cuDNN timing needs a GPU per pytest-xdist worker: 2 workers, 1 GPU; run with -n 1"
-    result.stdout.fnmatch_lines([f"*baseline not recorded: {reason}", f"SKIPPED*{reason}"])
+    result.stdout.fnmatch_lines([f"SKIPPED*{reason}"])
+    refused = run(project, "-n", "2", "--rnnperf-update-baseline")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"ERROR: --rnnperf-update-baseline: {reason}; nothing would be timed to store"])
     assert list(project.path.glob("baselines/**/*.json")) == []
     run(project, "-n", "0").assert_outcomes(passed=2)  # -n 0: no workers, timing as usual
 

@@ -125,13 +125,15 @@ def test_benchmark_save_over_two_gpu_models_is_refused_before_the_run(project: p
 
 def test_more_workers_than_gpus_skip_cudnn_cases_and_say_how_many_to_run(project: pytest.Pytester,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """-n 3 on two GPUs: no worker pins a GPU, every cuDNN case skips with the reason, and no baseline is written."""
+    """-n 3 on two GPUs: no worker pins a GPU, every cuDNN case skips with the reason, and recording is refused."""
     monkeypatch.setenv("FAKE_GPU_COUNT", "2")
-    result = run(project, "-n", "3", "--rnnperf-update-baseline")
+    result = run(project, "-n", "3")
     result.assert_outcomes(skipped=2)
     reason = "cuDNN timing needs a GPU per pytest-xdist worker: 3 workers, 2 GPUs; run with -n 2"
-    result.stdout.fnmatch_lines([f"rnnperf: pytest-xdist: {reason}", f"*baseline not recorded: {reason}",
-                                 f"SKIPPED [[]2[]]*{reason}"])
+    result.stdout.fnmatch_lines([f"rnnperf: pytest-xdist: {reason}", f"SKIPPED [[]2[]]*{reason}"])
+    refused = run(project, "-n", "3", "--rnnperf-update-baseline")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"ERROR: --rnnperf-update-baseline: {reason}; nothing would be timed to store"])
     assert _baselines(project) == []
 
 

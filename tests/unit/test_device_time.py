@@ -162,3 +162,20 @@ def test_the_traced_records_are_sorted_into_cudnn_kernels_and_generic_cells() ->
 
     side, _ = timer.pair(step, step, lambda: None, rounds=2, steps=(2, 2))
     assert (side.rnn_forward, side.rnn_backward, side.generic_cells) == (1.0, 2.0, 3.0)
+
+
+def test_device_rounds_past_the_first_few_stop_when_the_case_budget_is_spent() -> None:
+    """D14 (issue 23): --rnnperf-max-case-s bounded the wall rounds only; 1000 traced rounds ran whatever it said."""
+    clock = FakeClock()
+    cupti = FakeCupti(clock)
+
+    def step() -> None:
+        cupti.launch("k", 0.010)
+        clock.advance(0.010)
+
+    timer = DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9))
+    a, b = timer.pair(step, step, lambda: None, rounds=(1000, 500), steps=(1, 1), max_time_s=0.055)
+    assert len(a.busy.samples) == 5  # the warm step and 5 rounds pass 0.055 s: no sixth
+    assert len(b.busy.samples) == 3  # the budget is gone: the generic side runs its minimum
+    whole, _ = timer.pair(step, step, lambda: None, rounds=8, steps=(1, 1))
+    assert len(whole.busy.samples) == 8

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from pytest_rnnperf.measure.runner import RunConfig, energy_per_step
 
 
@@ -76,3 +78,45 @@ def test_energy_off_runs_nothing() -> None:
     ran: list[int] = []
     assert energy_per_step(lambda: ran.append(1), lambda: None, RunConfig(energy_s=0.0)) == (None, "energy off", None)
     assert ran == []
+
+
+def test_what_is_left_of_the_case_budget_cuts_the_energy_window() -> None:
+    """D14 (issue 23): --rnnperf-energy-s=60 ran a 66 s window per case whatever --rnnperf-max-case-s said."""
+    clock = Clock()
+    windows: list[Window] = []
+
+    def factory() -> Window:
+        windows.append(Window(clock))
+        return windows[-1]
+
+    def step() -> None:
+        clock.now += 0.01
+
+    config = RunConfig(energy_s=60.0, window_factory=factory)
+    energy, note, _ = energy_per_step(step, lambda: None, config, clock=clock, budget_s=0.5)
+    assert windows[0].spans[1] - windows[0].spans[0] == pytest.approx(0.5, abs=0.011)
+    assert energy == pytest.approx(300.0 * 0.01)
+    assert note == ("window cut to 0.5 s of 60 s: the case's time budget (60 s, --rnnperf-max-case-s) was spent")
+    ran: list[int] = []
+    assert energy_per_step(lambda: ran.append(1), lambda: None, config, clock=clock, budget_s=0.0) == (
+        None, "not measured: the case's time budget (60 s, --rnnperf-max-case-s) was spent", None)
+    assert ran == [] and len(windows) == 1
+
+
+def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D14 (issue 23): a judge's second look timed the case again with a whole budget of its own."""
+    from pytest_rnnperf.measure import runner
+
+    clock = Clock()
+    budgets: list[float | None] = []
+
+    def timed(*args: Any, budget_s: float | None = None, **kwargs: Any) -> str:
+        budgets.append(budget_s)
+        clock.now += 40.0  # a look that spends 40 s of the case's 60
+        return "record"
+
+    monkeypatch.setattr(runner, "_timed", timed)
+    config = RunConfig(clock=clock)
+    assert runner._timed_and_judged(None, None, (), None, (), config,  # type: ignore[arg-type]
+                                    judge=lambda record, again: again()) == "record"
+    assert budgets == [None, 20.0]

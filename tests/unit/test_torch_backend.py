@@ -136,3 +136,18 @@ def test_a_timing_only_run_skips_parity_but_still_proves_and_times(two_threads: 
     timed = run_case(case, TorchBackend(), RunConfig(timing=quick, energy_s=0.0, parity=False), impls=("generic",))
     assert checked.parity.rows and not timed.parity.rows
     assert timed.paths_ok and timed.generic is not None and len(timed.generic.samples) == 5
+
+
+def test_an_installed_torch_that_fails_to_import_is_a_skip_reason_naming_the_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken install (find_spec finds torch, importing it raises) failed every case with a traceback."""
+    import pytest_rnnperf.backends.torch as torch_backend
+
+    def broken() -> None:
+        raise ImportError("libcudnn.so.9: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(torch_backend, "import_torch", broken)
+    reason = torch_backend.TorchBackend().unavailable_reason()
+    assert reason == ("torch is installed but cannot be imported (ImportError: libcudnn.so.9: cannot open shared object "
+                      "file: No such file or directory); reinstall it (pip install 'pytest-rnnperf[torch]')")
+    assert torch_backend.TorchBackend().gpu_unavailable_reason() == reason
