@@ -183,7 +183,7 @@ class BackendSpec:
     # sends a Keras model to the spec of the backend it was built on, and backend="torch" picks a spec by it.
     keras_backend: str = ""
     # Environment the framework must be imported under (Keras picks its backend once per process from
-    # KERAS_BACKEND). A process without it runs this backend's cases in a worker process started with it.
+    # KERAS_BACKEND). A process without it runs this backend's cases in a subprocess started with it.
     env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -203,7 +203,7 @@ class BackendSpec:
         return factory()
 
     def in_process(self, environ: Mapping[str, str]) -> bool:
-        """Whether this process (environment ``environ``) can run the backend itself, without a worker."""
+        """Whether this process (environment ``environ``) can run the backend itself, without a subprocess."""
         return all(environ.get(key) == value for key, value in self.env.items())
 
 

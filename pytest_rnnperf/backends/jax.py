@@ -77,7 +77,7 @@ JAX_KEYS: tuple[str, ...] = (
 )
 
 # Without XLA_PYTHON_CLIENT_PREALLOCATE=false JAX maps 75% of GPU memory at its first GPU op, and torch or
-# TF cases of the same session would run out of memory; a process without it runs jax cases in a worker.
+# TF cases of the same session would run out of memory; a process without it runs jax cases in a subprocess.
 SPEC = BackendSpec(
     name="jax", title="JAX", module=__name__, cudnn_cells=("lstm",), cells=("lstm",),
     env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},

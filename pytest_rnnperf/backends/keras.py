@@ -1,7 +1,7 @@
 """Keras 3 on the torch and JAX backends: ``LSTM/GRU(use_cudnn=True)`` against ``use_cudnn=False``.
 
 Keras picks its backend once per process from ``KERAS_BACKEND``, so these specs carry that variable in their
-``env`` and a session whose process lacks it runs their cases in a worker process started with it (see
+``env`` and a session whose process lacks it runs their cases in a subprocess started with it (see
 ``measure/subprocesses.py``). Layers, weights and the forward pass are shared with the TensorFlow backend
 (``keras_layers.py``); what differs per framework is how a step is differentiated, synchronized and proven:
 
@@ -62,7 +62,7 @@ def _keras(framework: str) -> Any:
     setting = keras_backend_setting() or "tensorflow"
     if setting != framework:
         raise BackendUnavailable(f"this process runs Keras on {setting!r}; Keras on {framework} needs "
-                                 f"KERAS_BACKEND={framework} (the session starts a worker process for it)")
+                                 f"KERAS_BACKEND={framework} (the session starts a subprocess for it)")
     import keras
 
     return keras

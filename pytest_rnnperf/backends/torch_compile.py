@@ -11,7 +11,7 @@ its "generic" side is the torch backend's eager module with cuDNN disabled; both
 Compilation and its first call happen in ``build`` and are timed into ``pair.notes``, so a timed step only
 ever runs graphs already compiled; a step that would compile again is caught (see ``CompiledPair.sync``).
 
-Each spec runs in a worker process of its own (its ``env`` marks it), and each build calls ``torch._dynamo.reset()`` first, which also drops graphs compiled by anything else in the
+Each spec runs in a subprocess of its own (its ``env`` marks it), and each build calls ``torch._dynamo.reset()`` first, which also drops graphs compiled by anything else in the
 process: dynamo keeps its caches and "skip this frame" marks per code object, shared by every ``nn.LSTM``.
 Without a reset an earlier default-config case makes a later ``allow_rnn`` case run eagerly (seen on torch
 2.13), a second shape is compiled with dynamic sizes (automatic dynamic shapes), and enough cases reach the
@@ -73,7 +73,7 @@ def _spec(name: str, title: str, factory: str) -> BackendSpec:
                                               *_TORCH_KEY_FIELDS)),
         cross=False, cells=COMPILED_CELLS, reference=False,
         # A process of its own: dynamo's resets, caches and the profiler of the proof never touch eager cases.
-        env={"RNNPERF_WORKER": name},
+        env={"RNNPERF_SUBPROCESS": name},
     )
 
 

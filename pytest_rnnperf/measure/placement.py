@@ -3,7 +3,7 @@
 The GPUs a run may use are the entries of the controller's CUDA_VISIBLE_DEVICES (indices, ``GPU-`` UUIDs or
 ``MIG-`` UUIDs, as the user wrote them), else every NVML device. Worker ``gwK`` takes the K-th and pins it by
 setting its own CUDA_VISIBLE_DEVICES to that GPU's UUID before any framework is imported, so torch, TF, JAX
-and the backend worker processes (which inherit the environment) see that GPU alone, as their device 0, and
+and the backend subprocesses (which inherit the environment) see that GPU alone, as their device 0, and
 ``device.nvml_index`` maps it back for NVML telemetry. A UUID is pinned rather than an index because CUDA
 numbers devices fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, while NVML numbers them by PCI bus.
 

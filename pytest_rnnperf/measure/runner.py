@@ -356,7 +356,7 @@ def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Back
         proofs = []
         for framework, backend, impl in sides:
             side_case = replace(case, framework=framework)
-            if hasattr(backend, "cross_side"):  # a backend in a worker process builds and runs its side there
+            if hasattr(backend, "cross_side"):  # a backend in a subprocess builds and runs its side there
                 remote = backend.cross_side(side_case, weights, inputs, impl)
                 proofs.append(remote.proof)
                 results.append(remote.result)

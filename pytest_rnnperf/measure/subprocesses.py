@@ -1,13 +1,13 @@
-"""Worker processes for backends that need an environment of their own (Keras picks its backend once per process).
+"""Subprocesses for backends that need an environment of their own (Keras picks its backend once per process).
 
 A backend whose spec carries ``env`` (``KERAS_BACKEND=torch``, ...) that this process lacks runs its cases in a
-worker: a child Python started with that environment, one per backend, kept for the whole session. The case is
-still a test of this session: the worker builds the pair, proves, checks parity and times it exactly as
+subprocess: a child Python started with that environment, one per backend, kept for the whole session. The case is
+still a test of this session: the subprocess builds the pair, proves, checks parity and times it exactly as
 ``runner.run_case`` does here, and sends the record back; the judge (this session's baseline comparison)
-stays here and may ask the worker to time the still-built pair again. Records come back as the same
+stays here and may ask the subprocess to time the still-built pair again. Records come back as the same
 dataclasses, so reports, baselines and pytest-benchmark see one run.
 
-Messages are pickled over a pipe (``multiprocessing.connection``); the worker's own output goes to a log file
+Messages are pickled over a pipe (``multiprocessing.connection``); the subprocess's own output goes to a log file
 whose last lines are quoted when it dies. Nothing here knows pytest.
 """
 
@@ -28,19 +28,19 @@ from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord
 
-# Seconds a worker may stay silent before we look at whether it is still alive (it is never killed for
+# Seconds a subprocess may stay silent before we look at whether it is still alive (it is never killed for
 # being slow: a case may take minutes).
 _POLL_S = 5.0
 _LOG_TAIL = 6
 
 
-class WorkerError(RuntimeError):
-    """A worker process could not be started or died; the message says which and quotes its log."""
+class SubprocessFailed(RuntimeError):
+    """A subprocess could not be started or died; the message says which and quotes its log."""
 
 
 @dataclass(frozen=True)
 class SideResult:
-    """One side of a cross check, built in a worker: its path proof and results."""
+    """One side of a cross check, built in a subprocess: its path proof and results."""
 
     proof: PathProof
     result: ImplResult
@@ -57,8 +57,8 @@ def _tail(path: Path, lines: int = _LOG_TAIL) -> str:
 
 
 @dataclass
-class Worker:
-    """One live worker process for one backend."""
+class BackendSubprocess:
+    """One live subprocess for one backend."""
 
     spec: BackendSpec
     process: subprocess.Popen[bytes]
@@ -66,14 +66,14 @@ class Worker:
     log: Path
 
     @classmethod
-    def start(cls, spec: BackendSpec, log_dir: Path) -> Worker:
-        """Start a worker with the spec's environment and register the spec there; WorkerError if it fails."""
+    def start(cls, spec: BackendSpec, log_dir: Path) -> BackendSubprocess:
+        """Start a subprocess with the spec's environment and register the spec there; SubprocessFailed if it fails."""
         log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"worker-{spec.name}.log"
+        log = log_dir / f"subprocess-{spec.name}.log"
         ours, theirs = Pipe()
         env = dict(os.environ)
         env.update(spec.env)
-        # The worker imports exactly what this process imports (the checkout under test, test helpers).
+        # The subprocess imports exactly what this process imports (the checkout under test, test helpers).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).exists())
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -82,12 +82,12 @@ class Worker:
                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
             )
         theirs.close()
-        worker = cls(spec, process, ours, log)
-        worker.call("register", spec)
-        return worker
+        started = cls(spec, process, ours, log)
+        started.call("register", spec)
+        return started
 
     def _receive(self) -> tuple[str, Any]:
-        """The next message, or WorkerError once the process has exited without sending one."""
+        """The next message, or SubprocessFailed once the process has exited without sending one."""
         while not self.conn.poll(_POLL_S):
             code = self.process.poll()
             if code is not None:
@@ -98,14 +98,14 @@ class Worker:
             raise self._died(self.process.wait()) from None
         return message
 
-    def _died(self, code: int | None) -> WorkerError:
-        """The error that says this worker is gone, with the end of its log."""
+    def _died(self, code: int | None) -> SubprocessFailed:
+        """The error that says this subprocess is gone, with the end of its log."""
         tail = _tail(self.log)
-        return WorkerError(f"the {self.spec.name} worker process exited (code {code})"
+        return SubprocessFailed(f"the {self.spec.name} subprocess exited (code {code})"
                            + (f"; its log {self.log} ends: {tail}" if tail else f"; log {self.log}"))
 
     def _send(self, kind: str, payload: Any) -> None:
-        """Send one message; WorkerError when the worker is already gone."""
+        """Send one message; SubprocessFailed when the subprocess is already gone."""
         try:
             self.conn.send((kind, payload))
         except (BrokenPipeError, OSError):
@@ -113,10 +113,10 @@ class Worker:
 
     def call(self, op: str, *args: Any, judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None = None
              ) -> Any:
-        """Run ``op`` in the worker and return its answer; its exceptions are raised here.
+        """Run ``op`` in the subprocess and return its answer; its exceptions are raised here.
 
-        While a case runs the worker may hand over a record to judge: ``judge`` gets it with a function that
-        has the worker time the same pair again, and its answer goes back as the case's record.
+        While a case runs the subprocess may hand over a record to judge: ``judge`` gets it with a function that
+        has the subprocess time the same pair again, and its answer goes back as the case's record.
         """
         self._send(op, args)
         while True:
@@ -129,10 +129,10 @@ class Worker:
                 verdict = payload if judge is None else judge(payload, self._again)
                 self._send("judged", verdict)
             else:
-                raise WorkerError(f"the {self.spec.name} worker sent {kind!r}, which no request asked for")
+                raise SubprocessFailed(f"the {self.spec.name} subprocess sent {kind!r}, which no request asked for")
 
     def _again(self) -> CaseRecord:
-        """Have the worker time the pair it is judging once more."""
+        """Have the subprocess time the pair it is judging once more."""
         self._send("again", None)
         kind, payload = self._receive()
         if kind == "raise":
@@ -141,7 +141,7 @@ class Worker:
         return record
 
     def close(self) -> None:
-        """Ask the worker to exit and wait briefly; kill it if it does not."""
+        """Ask the subprocess to exit and wait briefly; kill it if it does not."""
         try:
             self.conn.send(("exit", ()))
         except (BrokenPipeError, OSError):
@@ -155,82 +155,82 @@ class Worker:
 
 
 @dataclass
-class WorkerPool:
-    """The session's workers, started on first use, one per backend; closed at the session's end."""
+class SubprocessPool:
+    """The session's subprocesses, started on first use, one per backend; closed at the session's end."""
 
     log_dir: Path
     telemetry_index: int | None = None  # NVML index of the GPU, or None without one (no telemetry windows)
-    workers: dict[str, Worker] = field(default_factory=dict)
-    broken: dict[str, str] = field(default_factory=dict)  # backend -> why its worker is unusable
+    subprocesses: dict[str, BackendSubprocess] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # backend -> why its subprocess is unusable
 
-    def get(self, spec: BackendSpec) -> Worker:
-        """The running worker for ``spec`` (started now if needed); WorkerError once it failed."""
+    def get(self, spec: BackendSpec) -> BackendSubprocess:
+        """The running subprocess for ``spec`` (started now if needed); SubprocessFailed once it failed."""
         if spec.name in self.broken:
-            raise WorkerError(self.broken[spec.name])
-        worker = self.workers.get(spec.name)
-        if worker is not None and worker.process.poll() is None:
-            return worker
+            raise SubprocessFailed(self.broken[spec.name])
+        proc = self.subprocesses.get(spec.name)
+        if proc is not None and proc.process.poll() is None:
+            return proc
         try:
-            worker = Worker.start(spec, self.log_dir)
-        except (WorkerError, OSError) as exc:
+            proc = BackendSubprocess.start(spec, self.log_dir)
+        except (SubprocessFailed, OSError) as exc:
             self.broken[spec.name] = str(exc)
-            raise WorkerError(str(exc)) from None
-        self.workers[spec.name] = worker
-        return worker
+            raise SubprocessFailed(str(exc)) from None
+        self.subprocesses[spec.name] = proc
+        return proc
 
     def close(self) -> None:
-        """Stop every worker."""
-        for worker in self.workers.values():
-            worker.close()
-        self.workers.clear()
+        """Stop every subprocess."""
+        for proc in self.subprocesses.values():
+            proc.close()
+        self.subprocesses.clear()
 
 
 class RemoteBackend:
-    """A backend whose framework lives in a worker process: the ``Backend`` questions, answered there."""
+    """A backend whose framework lives in a subprocess: the ``Backend`` questions, answered there."""
 
-    def __init__(self, spec: BackendSpec, pool: WorkerPool) -> None:
-        """Bind to the spec and the session's workers; nothing starts until the first question."""
+    def __init__(self, spec: BackendSpec, pool: SubprocessPool) -> None:
+        """Bind to the spec and the session's subprocesses; nothing starts until the first question."""
         self.name = spec.name
         self.spec = spec
         self.pool = pool
         self._answers: dict[str, Any] = {}
 
     def _ask(self, op: str) -> Any:
-        """A cached answer of the worker (reasons and runtime info do not change within a run)."""
+        """A cached answer of the subprocess (reasons and runtime info do not change within a run)."""
         if op not in self._answers:
             self._answers[op] = self.pool.get(self.spec).call(op)
         return self._answers[op]
 
     def unavailable_reason(self) -> str | None:
-        """The worker's reason, or why no worker could be started."""
+        """The subprocess's reason, or why no subprocess could be started."""
         try:
             reason: str | None = self._ask("unavailable_reason")
-        except WorkerError as exc:
+        except SubprocessFailed as exc:
             return str(exc)
         return reason
 
     def gpu_unavailable_reason(self) -> str | None:
-        """The worker's reason for skipping cuDNN cases, or None."""
+        """The subprocess's reason for skipping cuDNN cases, or None."""
         try:
             reason: str | None = self._ask("gpu_unavailable_reason")
-        except WorkerError as exc:
+        except SubprocessFailed as exc:
             return str(exc)
         return reason
 
     def runtime_info(self) -> dict[str, str]:
-        """The framework fields as the worker sees them (its environment included)."""
+        """The framework fields as the subprocess sees them (its environment included)."""
         info: dict[str, str] = dict(self._ask("runtime_info"))
         for key, value in self.spec.env.items():
             info[f"{self.spec.runtime_prefix}env.{key}"] = value
         return info
 
     def build(self, case: Case, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = IMPLS) -> Any:
-        """Pairs live in the worker and cannot cross the pipe: use ``run_case`` and ``cross_side``."""
-        raise WorkerError(f"{self.name} runs in a worker process; its pairs are built there")
+        """Pairs live in the subprocess and cannot cross the pipe: use ``run_case`` and ``cross_side``."""
+        raise SubprocessFailed(f"{self.name} runs in a subprocess; its pairs are built there")
 
     def run_case(self, case: Case, config: Any, impls: tuple[str, ...],
                  judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None) -> CaseRecord:
-        """``runner.run_case`` in the worker, judged here."""
+        """``runner.run_case`` in the subprocess, judged here."""
         sent = replace(config, window_factory=None)
         record: CaseRecord = self.pool.get(self.spec).call("run_case", case, sent, impls, self.pool.telemetry_index,
                                                           judge is not None, judge=judge)
@@ -238,20 +238,20 @@ class RemoteBackend:
 
     def run_model(self, case: ModelCase, payload: bytes, config: Any, impls: tuple[str, ...],
                   judge: Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord] | None) -> CaseRecord:
-        """``runner.run_model`` in the worker on the model ``payload`` builds there (see ``model_payload``), judged here."""
+        """``runner.run_model`` in the subprocess on the model ``payload`` builds there (see ``model_payload``), judged here."""
         sent = replace(config, window_factory=None)
         record: CaseRecord = self.pool.get(self.spec).call("run_model", case, payload, sent, impls,
                                                           self.pool.telemetry_index, judge is not None, judge=judge)
         return record
 
     def cross_side(self, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
-        """Build one side of a cross check in the worker; its proof and results."""
+        """Build one side of a cross check in the subprocess; its proof and results."""
         side: SideResult = self.pool.get(self.spec).call("cross_side", case, weights, inputs, impl)
         return side
 
 
 def model_payload(build: Callable[[], Any], inputs: Any, options: ModelOptions, backend: str) -> bytes:
-    """``build``, ``inputs`` and ``options`` pickled for a worker with Keras on ``backend``; ModelError naming the
+    """``build``, ``inputs`` and ``options`` pickled for a subprocess with Keras on ``backend``; ModelError naming the
     argument that cannot go (functions travel by name, so a lambda or a nested function cannot)."""
     import pickle
 
@@ -271,7 +271,7 @@ def model_payload(build: Callable[[], Any], inputs: Any, options: ModelOptions, 
     return pickle.dumps((build, inputs, options))
 
 
-# ------------------------------------------------------------------------------------------- the worker side
+# ------------------------------------------------------------------------------------------- the subprocess side
 
 
 def _judge_over(conn: Connection, backend: Any) -> Callable[[CaseRecord, Callable[[], CaseRecord]], CaseRecord]:
@@ -345,24 +345,24 @@ def _cross_side(backend: Any, case: Case, weights: Any, inputs: CaseInputs, impl
 
 
 def _sendable(exc: BaseException, name: str = "") -> BaseException:
-    """``exc`` when it pickles (skip reasons keep their type), else a WorkerError carrying its text.
+    """``exc`` when it pickles (skip reasons keep their type), else a SubprocessFailed carrying its text.
 
     An unexpected error gets a note saying where its traceback went: the parent only sees the exception.
     """
     import pickle
 
     if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory, ModelError)) and hasattr(exc, "add_note"):
-        exc.add_note(f"raised in the {name or 'backend'} worker process; its traceback is in worker-{name}.log "
+        exc.add_note(f"raised in the {name or 'backend'} subprocess; its traceback is in subprocess-{name}.log "
                      "in the report folder")
     try:
         pickle.dumps(exc)
         return exc
     except Exception:  # noqa: BLE001 - any pickling failure
-        return WorkerError(f"{type(exc).__name__}: {exc}")
+        return SubprocessFailed(f"{type(exc).__name__}: {exc}")
 
 
 def serve(fd: int) -> None:
-    """The worker's loop: answer requests from the parent on file descriptor ``fd`` until told to exit."""
+    """The subprocess's loop: answer requests from the parent on file descriptor ``fd`` until told to exit."""
     conn = Connection(fd)
     backend: Any = None
     while True:
@@ -386,14 +386,29 @@ def serve(fd: int) -> None:
             elif op in ("unavailable_reason", "gpu_unavailable_reason", "runtime_info"):
                 answer = getattr(backend, op)()
             else:
-                raise WorkerError(f"unknown request {op!r}")
+                raise SubprocessFailed(f"unknown request {op!r}")
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent
             if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory, ModelError)):
-                traceback.print_exc()  # into the worker's log: the pickled exception carries no traceback
+                traceback.print_exc()  # into the subprocess's log: the pickled exception carries no traceback
                 sys.stderr.flush()
             conn.send(("raise", _sendable(exc, getattr(backend, "name", ""))))
             continue
         conn.send(("ok", answer))
 
 
-__all__ = ["RemoteBackend", "SideResult", "Worker", "WorkerError", "WorkerPool", "model_payload", "serve"]
+__all__ = ["RemoteBackend", "SideResult", "BackendSubprocess", "SubprocessFailed", "SubprocessPool", "model_payload", "serve"]
+
+
+# The names before backend processes were called subprocesses (pytest-xdist's are the workers), for one release.
+_RENAMED = {"Worker": "BackendSubprocess", "WorkerPool": "SubprocessPool", "WorkerError": "SubprocessFailed"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name, with a DeprecationWarning naming the new one."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"{__name__}.{name} is now {_RENAMED[name]}; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

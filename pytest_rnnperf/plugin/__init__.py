@@ -411,7 +411,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Hand a worker's results to the controller; on the controller, record the baseline and write the reports."""
     config = session.config
     run = _session(config)
-    run.close()  # the worker processes of other Keras backends: nothing runs after the last test
+    run.close()  # the subprocesses of other Keras backends: nothing runs after the last test
     if hasattr(config, "workerinput"):
         config.workeroutput[WORKER_KEY] = run.worker_output()  # type: ignore[attr-defined]
         return

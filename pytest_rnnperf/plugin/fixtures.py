@@ -19,7 +19,7 @@ from pytest_rnnperf.judge.claims import ClaimRow, failure_message
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.session.session import RnnperfSession, Skipped
 from pytest_rnnperf.session.settings import Settings
-from pytest_rnnperf.measure.subprocesses import WorkerError
+from pytest_rnnperf.measure.subprocesses import SubprocessFailed
 
 
 def _fail(message: str) -> NoReturn:
@@ -104,7 +104,7 @@ class RnnperfFixture:
             record = self._session.measure(case, impls, self._settings, self._disabled)
         except Skipped as exc:
             pytest.skip(str(exc))
-        except WorkerError as exc:  # a worker process died: say which and quote its log, no traceback
+        except SubprocessFailed as exc:  # a backend subprocess died: say which and quote its log, no traceback
             _fail(f"{case.id}: {exc}")
         return self._recorded(record)
 
@@ -151,7 +151,7 @@ class RnnperfFixture:
                                                  backend=backend)
         except Skipped as exc:
             pytest.skip(str(exc))
-        except (ModelError, WorkerError) as exc:
+        except (ModelError, SubprocessFailed) as exc:
             _fail(f"{case_id}: {exc}")
         return self._recorded(record)
 
@@ -162,7 +162,7 @@ class RnnperfFixture:
             return self._session.measure_cross(case, other)
         except Skipped as exc:
             pytest.skip(str(exc))
-        except WorkerError as exc:
+        except SubprocessFailed as exc:
             _fail(f"{case.id} against {other}: {exc}")
 
     def check(self, record: CaseRecord | CrossRecord) -> None:

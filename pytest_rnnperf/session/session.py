@@ -28,7 +28,7 @@ from pytest_rnnperf.judge.claims import ClaimRow
 from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.measure.placement import Placement
-from pytest_rnnperf.measure.subprocesses import RemoteBackend, WorkerPool, model_payload
+from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool, model_payload
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
 from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
@@ -116,7 +116,7 @@ class RnnperfSession:
     noise: Noise | None = None  # this GPU model's per-case device-time noise (baselines/<gpu>/noise.json)
     # Case id -> the extra processes' summaries of a recording with --rnnperf-record-processes (stored beside it).
     processes: dict[str, list[ProcessSummary]] = field(default_factory=dict)
-    _extra_pools: list[WorkerPool] = field(default_factory=list)
+    _extra_pools: list[SubprocessPool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     unrecorded: bool = False  # a baseline or kept run was asked for and not written (the run must not exit 0)
@@ -127,22 +127,22 @@ class RnnperfSession:
     _model_backends: dict[tuple[str, bool], Backend] = field(default_factory=dict)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
     siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
-    _pool: WorkerPool | None = None  # worker processes of backends that need their own environment
+    _pool: SubprocessPool | None = None  # subprocesses of backends that need their own environment
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     extra_environment: dict[str, str] = field(default_factory=dict)  # fields a conftest adds (plugin/hooks.py)
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
-    def worker_pool(self) -> WorkerPool:
-        """The session's worker processes (one per backend that needs an environment this process lacks)."""
+    def subprocess_pool(self) -> SubprocessPool:
+        """The session's subprocesses (one per backend that needs an environment this process lacks)."""
         if self._pool is None:
             folder = self.settings.report_dir
             if not folder or folder.lower() == "none":  # no report folder: the logs go to a temporary one
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
             if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
                 folder = str(Path(folder) / self.placement.worker)
-            self._pool = WorkerPool(Path(folder), nvml_index() if self.device.available else None)
+            self._pool = SubprocessPool(Path(folder), nvml_index() if self.device.available else None)
         return self._pool
 
     def backend(self, name: str) -> Backend:
@@ -150,7 +150,7 @@ class RnnperfSession:
         if name not in self._backends:
             backend_spec = spec(name)
             backend = (load_backend(name) if backend_spec.in_process(os.environ)
-                       else RemoteBackend(backend_spec, self.worker_pool()))
+                       else RemoteBackend(backend_spec, self.subprocess_pool()))
             self._backends[name] = backend
             if backend.unavailable_reason() is None:
                 self.runtime[name] = backend.runtime_info()
@@ -387,8 +387,8 @@ class RnnperfSession:
         backend_spec = spec(case.framework)
         for i in range(self.settings.record_processes - 1):
             while len(self._extra_pools) <= i:
-                base = self.worker_pool()
-                self._extra_pools.append(WorkerPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
+                base = self.subprocess_pool()
+                self._extra_pools.append(SubprocessPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
                                                     base.telemetry_index))
             timing_only = replace(config, energy_s=0.0, parity=False)
             again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, timing_only, impls, None)
@@ -406,7 +406,7 @@ class RnnperfSession:
             else:
                 env = {**backend_spec.env, "KERAS_BACKEND": remote_keras}
                 backend = RemoteBackend(backend_spec if dict(backend_spec.env) == env else replace(backend_spec, env=env),
-                                        self.worker_pool())
+                                        self.subprocess_pool())
             self._model_backends[key] = backend
             if backend.unavailable_reason() is None:
                 self.runtime.setdefault(name, backend.runtime_info())
@@ -426,7 +426,7 @@ class RnnperfSession:
         """Run a team's model: both sides on a GPU, the generic side against float64 without one.
 
         ``build()`` makes the model here; with ``backend`` (a Keras backend other than this process's) it runs in
-        that backend's worker process, where ``build`` and ``inputs`` must be importable. ModelError (the model or
+        that backend's subprocess, where ``build`` and ``inputs`` must be importable. ModelError (the model or
         its inputs cannot be checked) goes to the caller, which fails the test.
         """
         from pytest_rnnperf.backends.keras_layers import keras_backend_setting
@@ -614,7 +614,7 @@ class RnnperfSession:
         return meta
 
     def close(self) -> None:
-        """Stop the worker processes (the end of the run)."""
+        """Stop the subprocesses (the end of the run)."""
         if self._pool is not None:
             self._pool.close()
         for pool in self._extra_pools:

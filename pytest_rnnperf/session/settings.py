@@ -212,7 +212,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("baseline_tag", "baseline", to_str, "name part of a recorded baseline file (NNNN_<tag>.json)",
             check=baseline_tag_problem),
     Setting("record_processes", 3, to_int, "processes a recorded baseline measures each cuDNN case in (this one and "
-            "fresh worker processes), so its history has a between-process spread from the first night (1 to 10)",
+            "fresh subprocesses), so its history has a between-process spread from the first night (1 to 10)",
             check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),
     Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
             "baselines) when it passed without a regression; nightly CI keeps its runs so the history learns "

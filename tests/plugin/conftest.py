@@ -44,7 +44,7 @@ _read = device.read_device_info
 device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
 session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 if os.environ.get("FAKE_WORKER_BACKEND"):
-    # Another framework that needs its own environment: its cases run in a worker process started with it.
+    # Another framework that needs its own environment: its cases run in a subprocess started with it.
     backends.register(dataclasses.replace(backends.spec("torch"), name="faraway", runtime_prefix="faraway.",
                                           module="fake_backend", env={{"RNNPERF_FAKE_WORKER": "1"}}))
 if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest

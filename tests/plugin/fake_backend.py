@@ -50,7 +50,7 @@ class FakeClock:
         self.now += seconds
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
-        """Sent to a worker process, it is that process's own clock (the one its fake steps advance)."""
+        """Sent to a subprocess, it is that process's own clock (the one its fake steps advance)."""
         return (_clock, ())
 
 
@@ -70,7 +70,7 @@ def host_ns() -> int:
 
 
 class _ProcessCupti(FakeCupti):
-    """The fake CUPTI, sent to a worker process as that process's own."""
+    """The fake CUPTI, sent to a subprocess as that process's own."""
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         """Unpickle as the receiving process's CUPTI."""
@@ -206,7 +206,7 @@ class FakeBackend:
     def build(self, case: Any, weights: Any, inputs: CaseInputs, impls: tuple[str, ...] = ("cudnn", "generic")) -> FakePair:
         """Build the pair, or fail the way a real backend would for FAKE_OOM / missing GPU."""
         if knob("WORKER_CRASH") and os.environ.get("RNNPERF_FAKE_WORKER"):  # a worker dying mid-run
-            print("fake worker: native crash in build", flush=True)
+            print("fake subprocess: native crash in build", flush=True)
             os._exit(3)
         if knob("OOM") and fnmatch.fnmatch(case.id, knob("OOM")):
             raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: fake allocation of 200 GiB")

@@ -254,7 +254,7 @@ def test_ready_suite_runs_what_it_can_on_this_machine(pytester: pytest.Pytester)
 
 
 def test_ready_suite_runs_keras_and_jax_generic_paths_in_worker_processes_here(pytester: pytest.Pytester) -> None:
-    """Keras on torch and on JAX, and native JAX, each in its worker: generic paths pass, cuDNN cases skip with why."""
+    """Keras on torch and on JAX, and native JAX, each in its subprocess: generic paths pass, cuDNN cases skip with why."""
     needs_a_cpu_machine_with(("keras", "torch", "jax"), "the Keras and JAX backends")
     result = pytester.runpytest_subprocess(str(REPO / "suites" / "test_cudnn.py"), "-k", "keras or jax", "--rootdir",
                                            str(REPO), "-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",

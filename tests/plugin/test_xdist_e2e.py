@@ -15,7 +15,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _seen(path: Path) -> set[tuple[str, str, str, str]]:
-    """(case, xdist worker, backend worker process?, CUDA_VISIBLE_DEVICES) of every build the fake backend did."""
+    """(case, xdist worker, backend subprocess?, CUDA_VISIBLE_DEVICES) of every build the fake backend did."""
     return {tuple(line.split()) for line in path.read_text().splitlines()}  # type: ignore[misc]
 
 
@@ -154,17 +154,17 @@ def pytest_xdist_auto_num_workers(config):
     result.stdout.fnmatch_lines(["rnnperf: pytest-xdist: 2 workers, one GPU each: gw0 *, gw1 *"])
 
 
-def test_a_backend_worker_process_inherits_its_xdist_workers_gpu(project: pytest.Pytester,
+def test_a_backend_subprocess_inherits_its_xdist_workers_gpu(project: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Cases of a backend that runs in its own process (as Keras does) are built there under the pinned GPU."""
-    from test_workers_e2e import WORKER_CASES
+    from test_subprocesses_e2e import SUBPROCESS_CASES
 
     monkeypatch.setenv("FAKE_GPU_COUNT", "2")
     monkeypatch.setenv("FAKE_WORKER_BACKEND", "1")
     monkeypatch.setenv("FAKE_SEEN", str(project.path / "seen.txt"))
-    project.makepyfile(test_cases=WORKER_CASES)
+    project.makepyfile(test_cases=SUBPROCESS_CASES)
     run(project, "-n", "2", "--rnnperf-report-dir=out").assert_outcomes(passed=2)
     seen = _seen(project.path / "seen.txt")
     assert {(worker, process, pin) for _, worker, process, pin in seen} == {("gw0", "1", UUID.format(0)),
                                                                             ("gw1", "1", UUID.format(1))}
-    assert (project.path / "out" / "gw0" / "worker-faraway.log").exists()
+    assert (project.path / "out" / "gw0" / "subprocess-faraway.log").exists()

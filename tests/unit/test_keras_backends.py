@@ -14,7 +14,7 @@ from pytest_rnnperf.backends.keras import KERAS_JAX, KERAS_TORCH
 from pytest_rnnperf.backends.keras_layers import flag_check
 from pytest_rnnperf.model.cases import Case, Shape
 from pytest_rnnperf.measure.runner import RunConfig
-from pytest_rnnperf.measure.subprocesses import WorkerPool
+from pytest_rnnperf.measure.subprocesses import SubprocessPool
 
 SMALL = Shape(8, 4, 8, 16, 1)
 STACKED_BI = Shape(6, 3, 5, 12, 2, bidirectional=True)
@@ -51,7 +51,7 @@ def test_keras_generic_path_matches_float64_in_a_worker_process(spec: object, mo
     """Every cell, stacked and bidirectional, train and infer: the generic path's proof holds and parity passes."""
     if importlib.util.find_spec("keras") is None or importlib.util.find_spec(module) is None:
         pytest.skip(f"Keras on {module} needs keras and {module} installed")
-    pool = WorkerPool(tmp_path)
+    pool = SubprocessPool(tmp_path)
     try:
         worker = pool.get(spec)  # type: ignore[arg-type]
         assert worker.call("unavailable_reason") is None

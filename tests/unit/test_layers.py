@@ -69,3 +69,14 @@ def test_third_party_backends_still_find_their_types_on_pytest_rnnperf_backends(
     assert {t.__module__ for t in (CaseInputs, ImplResult, PathProof)} == {
         "pytest_rnnperf.model.reference", "pytest_rnnperf.model.results"}
     assert BackendSpec.__module__ == "pytest_rnnperf.backends"
+
+
+@pytest.mark.parametrize("old, new", [("Worker", "BackendSubprocess"), ("WorkerPool", "SubprocessPool"),
+                                      ("WorkerError", "SubprocessFailed")])
+def test_the_backend_processes_old_names_still_work_for_one_release(old: str, new: str) -> None:
+    """Backend processes are subprocesses now (pytest-xdist's are the workers); the old names warn and still work."""
+    from pytest_rnnperf.measure import subprocesses
+
+    with pytest.warns(DeprecationWarning, match=f"{old} is now {new}"):
+        found = getattr(subprocesses, old)
+    assert found is getattr(subprocesses, new)

@@ -1,7 +1,7 @@
 """End-to-end: a backend that needs an environment of its own (Keras's backend is chosen once per process).
 
 The fake ``faraway`` backend carries ``env={"RNNPERF_FAKE_WORKER": "1"}``, which the test process lacks, so its
-cases run in a worker process started with it, while the session here judges, reports and stores them.
+cases run in a subprocess started with it, while the session here judges, reports and stores them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import load_json, run
 
-WORKER_CASES = """
+SUBPROCESS_CASES = """
 import pytest
 from pytest_rnnperf.model.cases import Case, Shape
 
@@ -24,13 +24,13 @@ def test_pair(case, rnnperf):
 
 @pytest.fixture
 def faraway(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """The fake project with the worker backend registered and its two cases as the test file."""
+    """The fake project with the subprocess backend registered and its two cases as the test file."""
     monkeypatch.setenv("FAKE_WORKER_BACKEND", "1")
-    project.makepyfile(test_cases=WORKER_CASES)
+    project.makepyfile(test_cases=SUBPROCESS_CASES)
     return project
 
 
-def test_cases_of_a_backend_with_its_own_environment_run_in_a_worker_and_land_in_this_report(
+def test_cases_of_a_backend_with_its_own_environment_run_in_a_subprocess_and_land_in_this_report(
         faraway: pytest.Pytester) -> None:
     """Both cases pass with wall and device time measured there; the report, environment and log are here."""
     result = run(faraway, "--rnnperf-report-dir=out")
@@ -41,12 +41,12 @@ def test_cases_of_a_backend_with_its_own_environment_run_in_a_worker_and_land_in
     for record in records.values():
         assert record["cudnn"]["median_s"] > 0 and record["cudnn_device"] is not None
     assert report["environment"]["faraway.env.RNNPERF_FAKE_WORKER"] == "1"
-    assert (faraway.path / "out" / "worker-faraway.log").exists()
+    assert (faraway.path / "out" / "subprocess-faraway.log").exists()
 
 
-def test_a_slower_worker_case_is_judged_here_against_the_baseline(faraway: pytest.Pytester,
+def test_a_slower_subprocess_case_is_judged_here_against_the_baseline(faraway: pytest.Pytester,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """A baseline recorded through the worker; +20% device time in the worker fails both cases as regressed."""
+    """A baseline recorded through the subprocess; +20% device time in the subprocess fails both cases as regressed."""
     run(faraway, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.6")
     result = run(faraway)
@@ -54,18 +54,18 @@ def test_a_slower_worker_case_is_judged_here_against_the_baseline(faraway: pytes
     result.stdout.fnmatch_lines(["*faraway-lstm-train-fp32-T4-B2-I3-H5-L1*regressed*"])
 
 
-def test_a_worker_that_dies_fails_its_cases_in_one_line_quoting_its_log(faraway: pytest.Pytester,
+def test_a_subprocess_that_dies_fails_its_cases_in_one_line_quoting_its_log(faraway: pytest.Pytester,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A native crash in the worker: each case fails with which worker, its exit code and its last log line."""
+    """A native crash in the subprocess: each case fails with which subprocess, its exit code and its last log line."""
     monkeypatch.setenv("FAKE_WORKER_CRASH", "1")
     result = run(faraway, "--rnnperf-report-dir=out")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*faraway-lstm-*: the faraway worker process exited (code 3)*"
-                                 "fake worker: native crash in build*"])
+    result.stdout.fnmatch_lines(["*faraway-lstm-*: the faraway subprocess exited (code 3)*"
+                                 "fake subprocess: native crash in build*"])
     assert "Traceback" not in result.stdout.str()
 
 
-def test_without_a_report_folder_the_worker_log_goes_to_a_temporary_one(faraway: pytest.Pytester) -> None:
-    """--rnnperf-report-dir=none writes no report, and no folder named "none" appears for the worker's log."""
+def test_without_a_report_folder_the_subprocess_log_goes_to_a_temporary_one(faraway: pytest.Pytester) -> None:
+    """--rnnperf-report-dir=none writes no report, and no folder named "none" appears for the subprocess's log."""
     run(faraway, "--rnnperf-report-dir=none").assert_outcomes(passed=2)
     assert not (faraway.path / "none").exists() and not (faraway.path / "rnnperf-report").exists()
