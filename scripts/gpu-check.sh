@@ -39,12 +39,12 @@ nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.
 import time
 t0 = time.perf_counter()
 import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
-from pytest_rnnperf.measure.gpu import read_device_info, nvml_index
+from pytest_rnnperf.measure.gpu import read_gpu_info, nvml_index
 from pytest_rnnperf.measure.environment import software_info
 from pytest_rnnperf.report.text import header_lines
 from pytest_rnnperf.session.session import RnnperfSession
 t1 = time.perf_counter()
-run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info())
+run = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info())
 lines = header_lines(run, "nightly")
 t2 = time.perf_counter()
 print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")

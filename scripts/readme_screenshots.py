@@ -32,17 +32,17 @@ def replayed_page(folder: Path) -> Path:
     from fake_nvml import FakeNVML
 
     from pytest_rnnperf.judge.verdicts import compare_runs
-    from pytest_rnnperf.measure.gpu import read_device_info
+    from pytest_rnnperf.measure.gpu import read_gpu_info
     from pytest_rnnperf.report.files import write_reports
     from pytest_rnnperf.session.session import RnnperfSession
     from pytest_rnnperf.store.runs import load_run
 
     old, new = load_run(BASELINE), load_run(RUN)
     # The stored run's GPU fields, for the page's header, fingerprint and environment diff.
-    device = read_device_info(0, nvml=FakeNVML())
+    device = read_gpu_info(0, nvml=FakeNVML())
     device = replace(device, **{f.name: new.environment[f"gpu.{f.name}"] for f in fields(device)
                                 if f"gpu.{f.name}" in new.environment})
-    run = RnnperfSession(device=device,
+    run = RnnperfSession(gpu=device,
                          software={k: v for k, v in new.environment.items() if not k.startswith("gpu.")})
     run.results = list(new.records.values())
     run.baseline = old

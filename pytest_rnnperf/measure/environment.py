@@ -33,7 +33,7 @@ NVIDIA_WHEELS: dict[str, str] = {
     "cuda_runtime_wheel": "nvidia-cuda-runtime",
 }
 # What identifies a comparable environment besides the backends' own fields, as key -> (source, field).
-# "device" is DeviceInfo.as_dict(), "software" the merged software_info and backends' runtime_info. Left
+# "device" is GpuInfo.as_dict(), "software" the merged software_info and backends' runtime_info. Left
 # out on purpose: the volatile fields (temperature, current clocks, processes, throttle reasons), the GPU's
 # UUID (the same model on another runner is comparable), the python patch version (noise).
 _DEVICE_KEYS: dict[str, tuple[str, str]] = {

@@ -227,7 +227,7 @@ def _format_processes(procs: tuple[Process, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
+class GpuInfo:
     """The GPU fingerprint: every field a string value or ``unavailable: <reason>``."""
 
     name: str
@@ -256,7 +256,7 @@ class DeviceInfo:
 
     def as_dict(self) -> dict[str, str]:
         """All reported fields, in declaration order."""
-        return {name: getattr(self, name) for name in DEVICE_FIELDS}
+        return {name: getattr(self, name) for name in GPU_FIELDS}
 
     def static_dict(self) -> dict[str, str]:
         """Reported fields that do not change from one minute to the next (for baselines and diffs)."""
@@ -268,9 +268,9 @@ class DeviceInfo:
                 "processes": [list(p) for p in self.processes]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuInfo:
         """The inverse of ``to_dict``; a field it lacks reads as unavailable."""
-        values = {name: str(data.get(name, unavailable("not reported"))) for name in DEVICE_FIELDS}
+        values = {name: str(data.get(name, unavailable("not reported"))) for name in GPU_FIELDS}
         procs = tuple((int(p[0]), None if p[1] is None else int(p[1])) for p in data.get("processes", ()))
         return cls(**values, available=bool(data.get("available", False)), reason=str(data.get("reason", "")),
                    processes=procs)
@@ -285,25 +285,25 @@ class DeviceInfo:
 
 
 _NOT_REPORTED = {"available", "reason", "processes"}
-DEVICE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DeviceInfo) if f.name not in _NOT_REPORTED)
+GPU_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GpuInfo) if f.name not in _NOT_REPORTED)
 VOLATILE_FIELDS = frozenset({"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "compute_processes",
                              "throttle_reasons"})
 
 
-def _unavailable_info(reason: str) -> DeviceInfo:
-    values: dict[str, Any] = {name: unavailable(reason) for name in DEVICE_FIELDS}
-    return DeviceInfo(**values, available=False, reason=reason)
+def _unavailable_info(reason: str) -> GpuInfo:
+    values: dict[str, Any] = {name: unavailable(reason) for name in GPU_FIELDS}
+    return GpuInfo(**values, available=False, reason=reason)
 
 
-def read_device_info(index: int = 0, nvml: Any = None) -> DeviceInfo:
+def read_gpu_info(index: int = 0, nvml: Any = None) -> GpuInfo:
     """Read the fingerprint of NVML device ``index``; never raises."""
     try:
-        return _read_device_info(index, nvml)
+        return _read_gpu_info(index, nvml)
     except Exception as exc:  # a bug or a binding surprise here must not break a test session
         return _unavailable_info(f"device read failed ({_reason(exc)})")
 
 
-def _read_device_info(index: int, nvml: Any) -> DeviceInfo:
+def _read_gpu_info(index: int, nvml: Any) -> GpuInfo:
     mod, h, why = _open(index, nvml)
     if why is not None:
         return _unavailable_info(why)
@@ -317,7 +317,7 @@ def _read_device_info(index: int, nvml: Any) -> DeviceInfo:
     procs, procs_why = _processes(mod, h)
     reasons, reasons_why = _clock_reasons(mod, h)
     name = _read(mod, "nvmlDeviceGetName", h, fmt=_text)
-    return DeviceInfo(
+    return GpuInfo(
         name=name,
         uuid=_read(mod, "nvmlDeviceGetUUID", h, fmt=_text),
         compute_capability=_read(mod, "nvmlDeviceGetCudaComputeCapability", h, fmt=lambda c: f"{c[0]}.{c[1]}"),
@@ -343,7 +343,7 @@ def _read_device_info(index: int, nvml: Any) -> DeviceInfo:
     )
 
 
-def noise_warnings(info: DeviceInfo, own_pid: int | None = None) -> list[str]:
+def noise_warnings(info: GpuInfo, own_pid: int | None = None) -> list[str]:
     """One-line warnings about a noisy machine (other processes, persistence off, throttled clocks)."""
     if not info.available:
         return []
@@ -662,3 +662,18 @@ class TelemetryWindow:
             sm_clock_note=clk_note, utilization=utilization, peak_memory_used_bytes=peak,
             foreign_processes=foreign, gpm=self._gpm_stop(), unavailable=why,
         )
+
+
+# The names before "gpu" named the card everywhere ("device" is device time, or a framework's device), for one release.
+_RENAMED = {"DeviceInfo": "GpuInfo", "read_device_info": "read_gpu_info", "DEVICE_FIELDS": "GPU_FIELDS"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name, with a DeprecationWarning naming the new one."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"{__name__}.{name} is now {_RENAMED[name]}; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

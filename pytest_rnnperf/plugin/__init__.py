@@ -223,7 +223,7 @@ def pytest_configure(config: pytest.Config) -> None:
     problems = _output_problems(config, settings)
     if problems:
         raise pytest.UsageError("\n".join(problems))
-    from pytest_rnnperf.measure.gpu import nvml_index, read_device_info
+    from pytest_rnnperf.measure.gpu import nvml_index, read_gpu_info
     from pytest_rnnperf.measure.environment import software_info
     from pytest_rnnperf.measure.placement import place, plan
 
@@ -235,9 +235,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
-    run = RnnperfSession(device=read_device_info(nvml_index()), software=software_info(), settings=settings,
+    run = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
                          root=baseline_root(config, settings), machine_id=machine_id(), placement=placement)
-    run.plan = [WorkerRun(p, read_device_info(nvml_index() if p.index is None else p.index))
+    run.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = run
     _connect_hooks(config, run)
@@ -298,7 +298,7 @@ def resolved_scale(config: pytest.Config) -> str:
     """The case-matrix scale: the option, or nightly with a GPU and smoke without one."""
     scale = _session(config).settings.scale
     if scale == "auto":
-        return "nightly" if _session(config).device.available else "smoke"
+        return "nightly" if _session(config).gpu.available else "smoke"
     return scale
 
 
@@ -320,7 +320,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     the frameworks of the collected cases are read now, as their first case would read them anyway.
     """
     run = _session(config)
-    if not run.device.available or config.option.collectonly:
+    if not run.gpu.available or config.option.collectonly:
         return []
     import sys
 
@@ -362,8 +362,8 @@ def rnnperf_claims(request: pytest.FixtureRequest) -> ClaimsFixture:
 def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The device and software fingerprint of this session: fields and the stable baseline key."""
     run = _session(request.config)
-    return {"device": run.device.as_dict(), "environment": run.environment(), "key": run.fingerprint(),
-            "gpu_slug": run.device.gpu_slug, "available": run.device.available}
+    return {"device": run.gpu.as_dict(), "environment": run.environment(), "key": run.fingerprint(),
+            "gpu_slug": run.gpu.gpu_slug, "available": run.gpu.available}
 
 
 @pytest.fixture

@@ -192,8 +192,8 @@ def storage_problem(config: Any, run: Any) -> str | None:
                 f"--rnnperf-update-baseline records one file per model")
     storage = config.getoption("benchmark_storage", None) or DEFAULT_STORAGE
     folder = _storage_folder(config, storage)
-    if storage == DEFAULT_STORAGE and run.device.available:  # configure() points it at this GPU model's baselines
-        folder = run.root / run.device.gpu_slug
+    if storage == DEFAULT_STORAGE and run.gpu.available:  # configure() points it at this GPU model's baselines
+        folder = run.root / run.gpu.gpu_slug
     if folder is not None and folder.resolve().is_relative_to(run.root.resolve()):
         return (f"{flag}: pytest-benchmark would save this run into {folder}, inside the baselines folder, where it "
                 f"becomes the newest baseline whatever the run's outcome; record a baseline with "
@@ -228,18 +228,18 @@ def configure(config: Any, run: Any, latest: Path | None) -> None:
         if config.getoption("benchmark_compare_fail", None):
             config.option.benchmark_compare_fail = None
             run.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
-    folder = run.root / run.device.gpu_slug
+    folder = run.root / run.gpu.gpu_slug
     saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
-    if run.device.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
+    if run.gpu.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
             folder.is_dir() or saving):
         config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
     if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
         config.option.benchmark_compare = str(latest.resolve())
     elif compare and latest is None:
         config.option.benchmark_compare = []
-        why = ("no GPU (baselines are per GPU model)" if not run.device.available
-               else f"no baseline for {run.device.gpu_slug} yet")
+        why = ("no GPU (baselines are per GPU model)" if not run.gpu.available
+               else f"no baseline for {run.gpu.gpu_slug} yet")
         run.notes.append(f"--benchmark-compare: nothing to compare: {why}")
         if config.getoption("benchmark_compare_fail", None):
             # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.

@@ -36,7 +36,7 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
             written.append("summary.md")
             notes += _write_page(run, rows, folder, written)
             # Workers on GPUs of different models: one plot per model, beside that model's baseline.
-            plots = ([(build_rows(v), f"speedups-{v.device.gpu_slug}.png") for v in run.model_views()]
+            plots = ([(build_rows(v), f"speedups-{v.gpu.gpu_slug}.png") for v in run.model_views()]
                      or [(rows, "speedups.png")])
             for subject, name in plots:
                 if plot_speedups(subject, folder / name):

@@ -11,7 +11,7 @@ from pytest_rnnperf.report.view import RunView
 
 def _worker_markdown(run: RunView) -> list[str]:
     """One list item per pytest-xdist worker: its GPU, fingerprint and baseline (empty without workers)."""
-    items = [f"- {w.id}: {w.device.name if w.device.available else 'no GPU'}, uuid {_v(w.device.uuid)}, "
+    items = [f"- {w.id}: {w.gpu.name if w.gpu.available else 'no GPU'}, uuid {_v(w.gpu.uuid)}, "
              f"CUDA_VISIBLE_DEVICES={w.placement.pin or '(as given)'}, fingerprint `{w.fingerprint}`, "
              f"baseline {w.baseline or 'none'}, {len(w.results)} case(s)" for w in run.workers()]
     return [xdist_line(run), ""] + items + [""] if items else []
@@ -46,7 +46,7 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
         return "\n".join(grouped) + "\n"
     rows = rows or build_rows(run)
     out = [f"## pytest-rnnperf: {rows.status}", ""]
-    d = run.device
+    d = run.gpu
     out.append(f"GPU: {d.name if d.available else 'none (' + d.reason + ')'}; driver {_v(d.driver_version)}; "
                f"fingerprint `{run.fingerprint()}`")
     out += [run.baseline_status(), ""] + _worker_markdown(run)

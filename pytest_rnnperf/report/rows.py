@@ -133,7 +133,7 @@ class Rows:
 def build_rows(run: RunView) -> Rows:
     """Walk the run once: every renderer draws these rows instead of reading the results itself."""
     return Rows(
-        gpu=run.device.name if run.device.available else "no GPU",
+        gpu=run.gpu.name if run.gpu.available else "no GPU",
         cases=tuple(case_row(r, run) for r in run.results),
         cross=tuple(tuple(row) for row in cross_rows(run.cross)),
         cross_ok=all(c.paths_ok and c.parity.ok for c in run.cross),

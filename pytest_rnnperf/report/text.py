@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 def header_lines(run: RunView, scale: str) -> list[str]:
     """The pytest header: GPU fingerprint, software versions, scale (cheap: no framework is imported)."""
-    d = run.device
+    d = run.gpu
     if d.available:
         lines = [
             f"rnnperf: GPU {d.name} (sm {_v(d.compute_capability)}, {_v(d.memory_total)}, uuid {_v(d.uuid)})",
@@ -229,7 +229,7 @@ def xdist_line(run: RunView) -> str:
     if not workers:
         return ""
     n = workers[0].placement.workers
-    if not any(w.device.available for w in workers):  # a CPU runner: nothing to time, nothing to say about GPUs
+    if not any(w.gpu.available for w in workers):  # a CPU runner: nothing to time, nothing to say about GPUs
         return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, no GPU: the reference checks run in parallel"
     shared = run.parallel_reason()
     if shared is not None:
@@ -239,7 +239,7 @@ def xdist_line(run: RunView) -> str:
 
 def model_title(run: RunView, view: RunView) -> str:
     """e.g. "NVIDIA H200 (gw0, gw2)": one GPU model of a pytest-xdist run and the workers that measured on it."""
-    return f"{view.device.name} ({', '.join(w.id for w in run.models().get(view.device.gpu_slug, []))})"
+    return f"{view.gpu.name} ({', '.join(w.id for w in run.models().get(view.gpu.gpu_slug, []))})"
 
 
 def summary_lines(run: RunView, rows: Rows | None = None) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from pytest_rnnperf.judge.claims import ClaimRow
 from pytest_rnnperf.judge.verdicts import CaseVerdict
 from pytest_rnnperf.measure.device_time import DeviceTimer
-from pytest_rnnperf.measure.gpu import DeviceInfo
+from pytest_rnnperf.measure.gpu import GpuInfo
 from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord, StoredRun
 
@@ -16,7 +16,7 @@ class WorkerView(Protocol):
     """A pytest-xdist worker as the controller's report sees it."""
 
     placement: Placement
-    device: DeviceInfo
+    gpu: GpuInfo
     fingerprint: str
     baseline: str | None
     results: list[CaseRecord]
@@ -32,7 +32,7 @@ class WorkerView(Protocol):
 class RunView(Protocol):
     """A run as its renderers see it: fingerprint, results, verdicts, baselines and the workers' share."""
 
-    device: DeviceInfo
+    gpu: GpuInfo
     software: dict[str, str]
     device_timer: DeviceTimer
     runtime: dict[str, dict[str, str]]

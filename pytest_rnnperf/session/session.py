@@ -25,7 +25,7 @@ from pytest_rnnperf.store.baselines import (
 )
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
-from pytest_rnnperf.measure.gpu import DeviceInfo, TelemetryWindow, nvml_index
+from pytest_rnnperf.measure.gpu import GpuInfo, TelemetryWindow, nvml_index
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool, model_payload
@@ -56,7 +56,7 @@ class WorkerRun:
     """A pytest-xdist worker as the controller sees it: its GPU and fingerprint, and what it measured there."""
 
     placement: Placement
-    device: DeviceInfo
+    gpu: GpuInfo
     fingerprint: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     baseline: str | None = None  # the newest baseline file it judged against
@@ -76,15 +76,15 @@ class WorkerRun:
 
     def gpu_label(self) -> str:
         """e.g. ``gw0 NVIDIA H200 (GPU-1234abcd)``: the worker, its GPU's model and the start of its UUID."""
-        if not self.device.available:
-            return f"{self.id} no GPU ({self.device.reason})"
-        uuid = self.device.uuid if self.device.uuid.startswith("GPU-") else self.placement.pin
-        return f"{self.id} {self.device.name} ({uuid[:12]})"
+        if not self.gpu.available:
+            return f"{self.id} no GPU ({self.gpu.reason})"
+        uuid = self.gpu.uuid if self.gpu.uuid.startswith("GPU-") else self.placement.pin
+        return f"{self.id} {self.gpu.name} ({uuid[:12]})"
 
     def as_dict(self) -> dict[str, Any]:
         """The worker's part of rnnperf.json: its GPU, fingerprint, baseline and the cases it ran."""
         return {"worker": self.id, "cuda_visible_devices": self.placement.pin, "placement": self.placement.to_dict(),
-                "gpu_slug": self.device.gpu_slug, "device": self.device.as_dict(), "fingerprint": self.fingerprint,
+                "gpu_slug": self.gpu.gpu_slug, "device": self.gpu.as_dict(), "fingerprint": self.fingerprint,
                 "environment": self.environment, "baseline": self.baseline,
                 "cases": [r.id for r in self.results], "cross": [c.id for c in self.cross],
                 "skipped": [c for c, _ in self.skipped]}
@@ -94,7 +94,7 @@ class WorkerRun:
 class RnnperfSession:
     """Device and software fingerprint plus every result of one run, in the order they came."""
 
-    device: DeviceInfo
+    gpu: GpuInfo
     software: dict[str, str]
     settings: Settings = field(default_factory=Settings.defaults)
     root: Path = Path("baselines")  # the baselines folder
@@ -142,7 +142,7 @@ class RnnperfSession:
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
             if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
                 folder = str(Path(folder) / self.placement.worker)
-            self._pool = SubprocessPool(Path(folder), nvml_index() if self.device.available else None)
+            self._pool = SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None)
         return self._pool
 
     def backend(self, name: str) -> Backend:
@@ -158,7 +158,7 @@ class RnnperfSession:
 
     def environment(self) -> dict[str, str]:
         """Flat environment: ``gpu.*`` static device fields, software versions, framework runtime."""
-        env = {f"gpu.{k}": v for k, v in self.device.static_dict().items()}
+        env = {f"gpu.{k}": v for k, v in self.gpu.static_dict().items()}
         env.update(self.software)
         for fields in self.runtime.values():
             env.update(fields)
@@ -173,7 +173,7 @@ class RnnperfSession:
         """Stable key of the fields that make timings comparable (see ``environment.key_field_map``)."""
         from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 
-        return fingerprint_key(key_fields(self.device.static_dict(), self.environment()))
+        return fingerprint_key(key_fields(self.gpu.static_dict(), self.environment()))
 
     # ----------------------------------------------------------------------------------------- the baseline
 
@@ -183,13 +183,13 @@ class RnnperfSession:
         Each case is judged against its newest stored record: a run recorded with -k (one framework, one shard
         of a sharded job) updates its cases and leaves the others to the files before it.
         """
-        if not self.device.available:
+        if not self.gpu.available:
             return None
-        wrong_root = root_problem(self.root, self.settings.baselines, self.device.gpu_slug)
+        wrong_root = root_problem(self.root, self.settings.baselines, self.gpu.gpu_slug)
         if wrong_root:  # baselines/<gpu> given as the root: <gpu>/<gpu>/ would be read and recorded into
             raise UsageProblem(f"--rnnperf-baselines / rnnperf_baselines: {wrong_root}")
         try:
-            paths = find_all(self.root, self.device.gpu_slug, self.machine_id)
+            paths = find_all(self.root, self.gpu.gpu_slug, self.machine_id)
         except BaselineError as exc:
             raise UsageProblem(str(exc)) from None
         if not paths:
@@ -203,13 +203,13 @@ class RnnperfSession:
             if not run.gpu_slug:
                 raise UsageProblem(f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be told "
                                    f"apart from another model's run; move it out of {self.root}")
-            if run.gpu_slug != self.device.gpu_slug:
+            if run.gpu_slug != self.gpu.gpu_slug:
                 raise UsageProblem(f"{path}: recorded on {run.gpu_slug} but stored in the folder of "
-                                   f"{self.device.gpu_slug}; move it to {self.root / run.gpu_slug / path.parent.name}/")
+                                   f"{self.gpu.gpu_slug}; move it to {self.root / run.gpu_slug / path.parent.name}/")
             runs.append(run)
         latest = paths[0]
         self.baseline, self.older = runs[0], runs[1:]
-        noise_file = self.root / self.device.gpu_slug / noise.FILE_NAME
+        noise_file = self.root / self.gpu.gpu_slug / noise.FILE_NAME
         if noise_file.exists():
             try:
                 self.noise = noise.load(noise_file)
@@ -221,13 +221,13 @@ class RnnperfSession:
         """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
         flag = "--rnnperf-update-baseline" if self.settings.update_baseline else "--rnnperf-keep-run"
         # Each of these would run the whole suite and then write nothing: say so before the first test.
-        if not self.device.available and not any(w.device.available for w in self.plan):
-            return [f"{flag}: no GPU here ({self.device.reason}); runs are stored per GPU model, on a machine with one"]
+        if not self.gpu.available and not any(w.gpu.available for w in self.plan):
+            return [f"{flag}: no GPU here ({self.gpu.reason}); runs are stored per GPU model, on a machine with one"]
         if (parallel := self.parallel_reason()) is not None:
             return [f"{flag}: {parallel}; nothing would be timed to store"]
         if self.settings.keep_run and self.plan:
             return ["--rnnperf-keep-run: pytest-xdist runs are not kept yet; run without -n to keep the run"]
-        slugs = self.planned_models() or [self.device.gpu_slug]
+        slugs = self.planned_models() or [self.gpu.gpu_slug]
         problems = (record_problem(self.root / slug / self.machine_id) for slug in slugs)
         where = "cannot record into" if self.settings.update_baseline else "cannot keep the run in"
         return [f"{flag}: {where} {why}" for why in problems if why]
@@ -278,7 +278,7 @@ class RnnperfSession:
 
     def baseline_status(self) -> str:
         """One line: which baseline this run was compared with, or why none, and how to record one."""
-        if not self.device.available:
+        if not self.gpu.available:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
             line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
@@ -297,9 +297,9 @@ class RnnperfSession:
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
                          f"({noise.FILE_NAME}): {self.noise.raised(floor)} judged above {floor:.0%}")
             return line
-        others = [g for g in gpus_with_baselines(self.root) if g != self.device.gpu_slug and g not in self.siblings]
+        others = [g for g in gpus_with_baselines(self.root) if g != self.gpu.gpu_slug and g not in self.siblings]
         where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
-        return f"baseline: none for {self.device.gpu_slug} yet{where}; {RECORD_HINT}"
+        return f"baseline: none for {self.gpu.gpu_slug} yet{where}; {RECORD_HINT}"
 
     def parallel_reason(self) -> str | None:
         """Why cuDNN cases cannot be timed in this run (pytest-xdist workers would share a GPU), else None."""
@@ -318,10 +318,10 @@ class RnnperfSession:
                               warmup_s=0.0 if disabled else TimingConfig.warmup_s,
                               min_block_s=settings.min_block_ms / 1e3, max_time_s=settings.max_case_s)
         index = nvml_index()
-        on_gpu = self.device.available
+        on_gpu = self.gpu.available
         return RunConfig(timing=timing, timer=self.timer, energy_s=0.0 if disabled else settings.energy_s,
                          device_rounds=0 if disabled else settings.device_rounds, device_timer=self.device_timer,
-                         gpu_name=self.device.name if on_gpu else "",
+                         gpu_name=self.gpu.name if on_gpu else "",
                          window_factory=(lambda: TelemetryWindow(index=index)) if on_gpu else None)
 
     def _skip(self, case_id: str, reason: str) -> Skipped:
@@ -517,8 +517,8 @@ class RnnperfSession:
             return [f"baseline not recorded: {self.failed} test(s) failed; a baseline must come from a clean run"]
         # Asked for and not written although every test passed: the run must not exit 0.
         self.unrecorded = True
-        if not self.worker_runs and not self.device.available:
-            return [f"baseline not recorded: no GPU ({self.device.reason})"]
+        if not self.worker_runs and not self.gpu.available:
+            return [f"baseline not recorded: no GPU ({self.gpu.reason})"]
         parallel = self.parallel_reason()
         if parallel is not None:
             return [f"baseline not recorded: {parallel}"]
@@ -526,7 +526,7 @@ class RnnperfSession:
             return ["baseline not recorded: no cuDNN case was timed in this run (each was skipped or deselected)"]
         self.unrecorded = False
         if not self.worker_runs:
-            return [self._write_baseline(self.device.gpu_slug, benchmark_json())]
+            return [self._write_baseline(self.gpu.gpu_slug, benchmark_json())]
         self.model_views()  # each model's report loads the baselines its workers judged against, not the new file
         return [self._record_model(slug, workers, benchmark_json) for slug, workers in self.models().items()]
 
@@ -539,8 +539,8 @@ class RnnperfSession:
         """
         if exit_status != 0 and not self.failed:
             return [f"run not kept: the run did not end OK (exit status {exit_status})"]
-        if not self.device.available or self.worker_runs:
-            why = f"no GPU ({self.device.reason})" if not self.device.available else "pytest-xdist runs are not kept yet"
+        if not self.gpu.available or self.worker_runs:
+            why = f"no GPU ({self.gpu.reason})" if not self.gpu.available else "pytest-xdist runs are not kept yet"
             return [f"run not kept: {why}"]
         if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
             return ["run not kept: no cuDNN case was timed in this run"]
@@ -549,9 +549,9 @@ class RnnperfSession:
             return [f"run not kept: {self.failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
         if self.baseline is None:
-            return [f"run not kept: no baseline of {self.device.gpu_slug} to add it to; {RECORD_HINT}"]
-        meta = run_meta(self.device.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT)
-        folder = self.root / self.device.gpu_slug / self.machine_id
+            return [f"run not kept: no baseline of {self.gpu.gpu_slug} to add it to; {RECORD_HINT}"]
+        meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT)
+        folder = self.root / self.gpu.gpu_slug / self.machine_id
         data = benchmark_json(None, meta)
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
             return [f"run not kept: it would not read back: {unreadable}"]
@@ -589,8 +589,8 @@ class RnnperfSession:
 
         names = ", ".join(w.id for w in workers)
         why = None
-        if not workers[0].device.available:
-            why = f"baseline not recorded for {names}: no GPU ({workers[0].device.reason})"
+        if not workers[0].gpu.available:
+            why = f"baseline not recorded for {names}: no GPU ({workers[0].gpu.reason})"
         elif conflicts := fingerprint_conflicts(workers):
             why = (f"baseline of {gpu_slug} not recorded: its workers disagree on the fingerprint ({'; '.join(conflicts)}); "
                    f"a baseline must come from one setup")
@@ -602,13 +602,13 @@ class RnnperfSession:
         environment: dict[str, str] = {}
         for w in workers:  # each worker ran some frameworks: together they hold every framework's fields
             environment.update({k: v for k, v in w.environment.items() if k not in environment})
-        meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].device.static_dict(), environment)))
+        meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].gpu.static_dict(), environment)))
         meta["workers"] = [w.gpu_label() for w in workers]
         return self._write_baseline(gpu_slug, benchmark_json([e for w in workers for e in w.entries], meta))
 
     def meta(self) -> dict[str, Any]:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
-        meta = run_meta(self.device.gpu_slug, self.environment(), self.fingerprint())
+        meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint())
         if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
             meta["workers"] = [w.gpu_label() for w in self.workers()]
         return meta
@@ -637,7 +637,7 @@ class RnnperfSession:
         return {
             "format": FORMAT_VERSION,
             "fingerprint": self.fingerprint(),
-            "gpu_slug": self.device.gpu_slug,
+            "gpu_slug": self.gpu.gpu_slug,
             "environment": self.environment(),
             "results": [r.to_dict() for r in self.results],
             "cross": [c.to_dict() for c in self.cross],
@@ -665,7 +665,7 @@ class RnnperfSession:
         position = {id(r): i for i, r in enumerate(self.results)}
         return json.dumps(as_json_safe({
             "placement": None if self.placement is None else self.placement.to_dict(),
-            "device": self.device.to_dict(), "fingerprint": self.fingerprint(), "environment": self.environment(),
+            "device": self.gpu.to_dict(), "fingerprint": self.fingerprint(), "environment": self.environment(),
             "baseline": None if self.baseline is None else str(self.baseline.path),
             "results": [r.to_dict() for r in self.results],
             "cross": [c.to_dict() for c in self.cross],
@@ -688,7 +688,7 @@ class RnnperfSession:
         results = [CaseRecord.from_dict(r) for r in data.get("results", [])]
         worker = WorkerRun(
             placement=Placement.from_dict(data.get("placement") or {"worker": f"worker{len(self.worker_runs)}"}),
-            device=DeviceInfo.from_dict(data.get("device", {})), fingerprint=str(data.get("fingerprint", "")),
+            gpu=GpuInfo.from_dict(data.get("device", {})), fingerprint=str(data.get("fingerprint", "")),
             environment={str(k): str(v) for k, v in data.get("environment", {}).items()},
             baseline=data.get("baseline"), results=results,
             runtime={name: {str(k): str(v) for k, v in fields.items()} for name, fields in data.get("runtime", {}).items()},
@@ -720,7 +720,7 @@ class RnnperfSession:
 
     def planned_models(self) -> list[str]:
         """The GPU models the pytest-xdist workers will pin, as the controller foresees them (empty otherwise)."""
-        return list(dict.fromkeys(w.device.gpu_slug for w in self.plan if w.placement.pin))
+        return list(dict.fromkeys(w.gpu.gpu_slug for w in self.plan if w.placement.pin))
 
     def workers(self) -> list[WorkerRun]:
         """The pytest-xdist workers that reported, gw0 first (empty outside a controller)."""
@@ -732,7 +732,7 @@ class RnnperfSession:
         """The reporting workers by the GPU model they measured on (``gpu_slug``), in worker order."""
         out: dict[str, list[WorkerRun]] = {}
         for w in self.workers():
-            out.setdefault(w.device.gpu_slug, []).append(w)
+            out.setdefault(w.gpu.gpu_slug, []).append(w)
         return out
 
     def model_views(self) -> list[RnnperfSession]:
@@ -754,7 +754,7 @@ class RnnperfSession:
         for w in workers:
             for name, fields in w.runtime.items():
                 runtime.setdefault(name, fields)
-        view = RnnperfSession(device=workers[0].device, software=self.software, settings=self.settings, root=self.root,
+        view = RnnperfSession(gpu=workers[0].gpu, software=self.software, settings=self.settings, root=self.root,
                               machine_id=self.machine_id, runtime=runtime,
                               results=[r for w in workers for r in w.results], cross=[c for w in workers for c in w.cross],
                               claims=[c for w in workers for c in w.claims],
@@ -776,7 +776,7 @@ def fingerprint_conflicts(workers: list[WorkerRun]) -> list[str]:
     """
     from pytest_rnnperf.measure.environment import key_fields
 
-    fields = [(w.id, key_fields(w.device.static_dict(), w.environment)) for w in workers]
+    fields = [(w.id, key_fields(w.gpu.static_dict(), w.environment)) for w in workers]
     out = []
     for key in dict.fromkeys(k for _, f in fields for k in f):
         values = {wid: f[key] for wid, f in fields if key in f}

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_device_info
+from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_gpu_info
 
 
 @pytest.mark.gpu
 def test_fingerprint_reads_the_real_device(cuda_torch: Any) -> None:
     """NVML sees the GPU torch sees; the fields baselines are keyed by are values, not 'unavailable'."""
-    info = read_device_info(nvml_index())
+    info = read_gpu_info(nvml_index())
     print("\n[device] " + "\n[device] ".join(f"{k}: {v}" for k, v in info.as_dict().items()))
     assert info.available, info.reason
     assert cuda_torch.cuda.get_device_name(0).split()[-1] in info.name

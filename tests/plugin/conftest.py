@@ -40,8 +40,8 @@ else:
 if os.environ.get("FAKE_NO_RUPTURES"):  # an install without the change-point library: find_spec says None
     sys.modules["ruptures"] = None
 sys.modules["pynvml"] = FAKE  # every NVML read of this process (GPU placement, nvml_index) sees the fake
-_read = device.read_device_info
-device.read_device_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
+_read = device.read_gpu_info
+device.read_gpu_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
 session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 if os.environ.get("FAKE_WORKER_BACKEND"):
     # Another framework that needs its own environment: its cases run in a subprocess started with it.

@@ -10,7 +10,7 @@ from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, Fa
 
 from pytest_rnnperf.measure import gpu as device
 from pytest_rnnperf.measure.gpu import (
-    DEVICE_FIELDS, DeviceInfo, TelemetrySummary, TelemetryWindow, noise_warnings, nvml_index, read_device_info,
+    GPU_FIELDS, GpuInfo, TelemetrySummary, TelemetryWindow, noise_warnings, nvml_index, read_gpu_info,
 )
 
 OWN_PID = 4242
@@ -25,7 +25,7 @@ def window(fake: FakeNVML, clock: FakeClock) -> TelemetryWindow:
 
 def test_full_fingerprint_of_a_fake_h200() -> None:
     fake = FakeNVML(processes=[(123, int(1.2 * GiB)), (456, None)], clock_reasons=0x1)
-    info = read_device_info(0, nvml=fake)
+    info = read_gpu_info(0, nvml=fake)
     assert info.available and info.reason == ""
     assert info.as_dict() == {
         "name": "NVIDIA H200",
@@ -58,7 +58,7 @@ def test_formats_versions_modes_and_bytes_from_older_bindings() -> None:
     fake = FakeNVML(name=b"NVIDIA H100 80GB HBM3", cuda_driver=12040, ecc=[0, 1], mig=[1, 1], power_enforced_mw=612_500)
     fake.missing = {"nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCurrentClocksEventReasons"}
     fake.clock_reasons = 0x4 | 0x40
-    info = read_device_info(nvml=fake)
+    info = read_gpu_info(nvml=fake)
     assert info.name == "NVIDIA H100 80GB HBM3" and info.gpu_slug == "NVIDIA_H100_80GB_HBM3"
     assert info.cuda_driver_version == "12.4"  # from the v1 call the older binding has
     assert info.ecc_mode == "off (pending on)" and info.mig_mode == "enabled"
@@ -70,7 +70,7 @@ def test_not_supported_fields_are_unavailable_and_the_rest_still_reads() -> None
     fake = FakeNVML()
     fake.fail = {name: NVML_ERROR_NOT_SUPPORTED for name in
                  ("nvmlDeviceGetEccMode", "nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetMaxPcieLinkWidth")}
-    info = read_device_info(nvml=fake)
+    info = read_gpu_info(nvml=fake)
     assert info.available
     assert info.ecc_mode == "unavailable: NotSupported"
     assert info.power_limit_default_w == "unavailable: NotSupported"
@@ -80,7 +80,7 @@ def test_not_supported_fields_are_unavailable_and_the_rest_still_reads() -> None
 
 def test_no_nvml_library_makes_everything_unavailable() -> None:
     fake = FakeNVML(init_error=NVML_ERROR_LIBRARY_NOT_FOUND)
-    info = read_device_info(nvml=fake)
+    info = read_gpu_info(nvml=fake)
     assert not info.available
     assert "NVML library not found" in info.reason
     assert set(info.as_dict().values()) == {"unavailable: NVML library not found"}
@@ -89,15 +89,15 @@ def test_no_nvml_library_makes_everything_unavailable() -> None:
 
 
 def test_missing_device_index_says_so() -> None:
-    info = read_device_info(3, nvml=FakeNVML())
+    info = read_gpu_info(3, nvml=FakeNVML())
     assert not info.available and info.reason.startswith("no GPU at NVML index 3")
     assert all(v.startswith("unavailable: no GPU at NVML index 3") for v in info.as_dict().values())
 
 
 def test_nvml_is_initialised_once_per_binding() -> None:
     fake = FakeNVML()
-    read_device_info(nvml=fake)
-    read_device_info(nvml=fake)
+    read_gpu_info(nvml=fake)
+    read_gpu_info(nvml=fake)
     with window(fake, FakeClock()):
         pass
     assert fake.init_calls == 1
@@ -105,7 +105,7 @@ def test_nvml_is_initialised_once_per_binding() -> None:
 
 def test_default_binding_missing_gives_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now raises ImportError
-    info = read_device_info()
+    info = read_gpu_info()
     assert not info.available and info.reason == "nvidia-ml-py not installed"
     summary = TelemetryWindow().stop()
     assert summary.energy_j is None
@@ -114,7 +114,7 @@ def test_default_binding_missing_gives_a_reason(monkeypatch: pytest.MonkeyPatch)
 def test_real_binding_never_raises() -> None:
     """On this CPU machine the library is missing; on a GPU machine the device reads. Either way: strings."""
     pytest.importorskip("pynvml")
-    info = read_device_info()
+    info = read_gpu_info()
     assert all(isinstance(v, str) for v in info.as_dict().values())
     assert info.available or info.reason
 
@@ -123,7 +123,7 @@ def test_every_call_raising_never_raises() -> None:
     fake = FakeNVML()
     fake.fail = {n: RuntimeError("boom") for n in dir(FakeNVML)
                  if n.startswith("nvml") and n not in ("nvmlInit", "nvmlDeviceGetHandleByIndex")}
-    info = read_device_info(nvml=fake)
+    info = read_gpu_info(nvml=fake)
     assert info.name == "unavailable: RuntimeError: boom" and not info.available
     assert all(v.startswith("unavailable: ") for v in info.as_dict().values())
     assert noise_warnings(info) == []
@@ -159,12 +159,12 @@ def test_nvml_index_follows_cuda_visible_devices() -> None:
 
 def test_quiet_machine_has_no_noise_warnings() -> None:
     fake = FakeNVML(processes=[(OWN_PID, GiB)], clock_reasons=0x1 | 0x2)  # idle, app clocks: benign
-    assert noise_warnings(read_device_info(nvml=fake), own_pid=OWN_PID) == []
+    assert noise_warnings(read_gpu_info(nvml=fake), own_pid=OWN_PID) == []
 
 
 def test_noise_warnings_name_the_problems() -> None:
     fake = FakeNVML(processes=[(OWN_PID, GiB), (777, 3 * GiB)], persistence=0, clock_reasons=0x1 | 0x4 | 0x8)
-    warnings = noise_warnings(read_device_info(nvml=fake), own_pid=OWN_PID)
+    warnings = noise_warnings(read_gpu_info(nvml=fake), own_pid=OWN_PID)
     assert len(warnings) == 3
     assert "1 other process(es)" in warnings[0] and "pid 777 (3.0 GiB)" in warnings[0]
     assert str(OWN_PID) not in warnings[0]
@@ -333,9 +333,9 @@ def test_window_edge_cases() -> None:
 
 
 def test_device_fields_are_all_reported_strings() -> None:
-    assert "available" not in DEVICE_FIELDS and "processes" not in DEVICE_FIELDS
-    info = read_device_info(nvml=FakeNVML())
-    assert isinstance(info, DeviceInfo)
+    assert "available" not in GPU_FIELDS and "processes" not in GPU_FIELDS
+    info = read_gpu_info(nvml=FakeNVML())
+    assert isinstance(info, GpuInfo)
     assert all(isinstance(v, str) for v in info.as_dict().values())
     with pytest.raises(AttributeError):
         info.name = "x"  # type: ignore[misc]  # frozen
@@ -345,5 +345,5 @@ def test_device_fields_are_all_reported_strings() -> None:
 def test_a_gpu_name_of_dots_never_names_a_folder_outside_the_baselines(name: str) -> None:
     """D32 (issue 23): a GPU named '..' had the slug '..', so its baselines were recorded outside the folder."""
     fake = FakeNVML(name=name)
-    slug = read_device_info(nvml=fake).gpu_slug
+    slug = read_gpu_info(nvml=fake).gpu_slug
     assert slug.strip(".") and "/" not in slug

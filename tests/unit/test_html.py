@@ -24,7 +24,7 @@ from factories import device, record  # noqa: E402
 from fake_nvml import FakeNVML  # noqa: E402
 
 from pytest_rnnperf.cli.main import main  # noqa: E402
-from pytest_rnnperf.measure.gpu import read_device_info  # noqa: E402
+from pytest_rnnperf.measure.gpu import read_gpu_info  # noqa: E402
 from pytest_rnnperf.model.cases import ModelCase  # noqa: E402
 from pytest_rnnperf.model.records import StoredRun  # noqa: E402
 from pytest_rnnperf.model.stats import Interval  # noqa: E402
@@ -41,7 +41,7 @@ GPU = "NVIDIA_H100_80GB_HBM3"
 
 def _run(with_baseline: bool = True) -> RnnperfSession:
     """A judged-less run of two cases on the fake H200, the first with device time and a stored record to compare."""
-    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={"torch": "2.13.0"})
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"torch": "2.13.0"})
     now = record(cudnn_dev_ms=0.3, generic_dev_ms=2.0, busy_pct=40.0, speedup=Interval(4.0, 3.8, 4.2, 0.95),
                  kernel="RNN_blockPersist_fp_LSTM<float>")
     model = record(case=ModelCase(id="test_enc[</script><b>x]", framework="torch"), seed=2,

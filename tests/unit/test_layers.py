@@ -45,7 +45,7 @@ def test_an_import_up_the_layers_breaks_the_contract(tmp_path: Path) -> None:
     ("pytest_rnnperf.records", "CaseRecord", "pytest_rnnperf.model.records"),
     ("pytest_rnnperf.history", "load_runs", "pytest_rnnperf.history.runs"),
     ("pytest_rnnperf.device", "FlagKind", "pytest_rnnperf.model.flags"),
-    ("pytest_rnnperf.device", "read_device_info", "pytest_rnnperf.measure.gpu"),
+    ("pytest_rnnperf.device", "read_gpu_info", "pytest_rnnperf.measure.gpu"),
     ("pytest_rnnperf.timing.device", "DeviceTimer", "pytest_rnnperf.measure.device_time"),
     ("pytest_rnnperf.report", "header_lines", "pytest_rnnperf.report.text"),
     ("pytest_rnnperf.settings", "tag_problem", "pytest_rnnperf.store.baselines"),
@@ -80,3 +80,13 @@ def test_the_backend_processes_old_names_still_work_for_one_release(old: str, ne
     with pytest.warns(DeprecationWarning, match=f"{old} is now {new}"):
         found = getattr(subprocesses, old)
     assert found is getattr(subprocesses, new)
+
+
+@pytest.mark.parametrize("old, new", [("DeviceInfo", "GpuInfo"), ("read_device_info", "read_gpu_info")])
+def test_the_gpus_old_names_still_work_for_one_release(old: str, new: str) -> None:
+    """The card is "gpu" everywhere now ("device" is device time, or a framework's device); old names warn."""
+    from pytest_rnnperf.measure import gpu
+
+    with pytest.warns(DeprecationWarning, match=f"{old} is now {new}"):
+        found = getattr(gpu, old)
+    assert found is getattr(gpu, new)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNVML
 
-from pytest_rnnperf.measure.gpu import DeviceInfo, nvml_index, read_device_info
+from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index, read_gpu_info
 from pytest_rnnperf.measure.placement import (
     Placement, assign, gpu_entries, place, plan, visible_entries, worker_number,
 )
@@ -48,7 +48,7 @@ def test_each_worker_pins_its_gpu_by_uuid_and_nvml_maps_it_back() -> None:
     placements[1].apply(environ)
     assert environ == {"CUDA_VISIBLE_DEVICES": UUID1}
     assert nvml_index(0, fake, environ=environ) == 1
-    assert read_device_info(nvml_index(0, fake, environ=environ), fake).name == "NVIDIA H100 80GB HBM3"
+    assert read_gpu_info(nvml_index(0, fake, environ=environ), fake).name == "NVIDIA H100 80GB HBM3"
 
 
 def test_the_users_cuda_visible_devices_is_respected() -> None:
@@ -93,6 +93,6 @@ def test_placement_and_device_info_survive_the_trip_to_the_controller() -> None:
     fake = FakeNVML(processes=[(123, 2**30), (456, None)]).devices("NVIDIA H200", "NVIDIA H200")
     p = place("gw1", 2, {}, fake)
     assert Placement.from_dict(p.to_dict()) == p
-    info = read_device_info(1, fake)
-    assert DeviceInfo.from_dict(info.to_dict()) == info
-    assert DeviceInfo.from_dict({}).available is False
+    info = read_gpu_info(1, fake)
+    assert GpuInfo.from_dict(info.to_dict()) == info
+    assert GpuInfo.from_dict({}).available is False

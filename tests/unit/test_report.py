@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_nvml import FakeNVML  # noqa: E402
 
-from pytest_rnnperf.measure.gpu import read_device_info  # noqa: E402
+from pytest_rnnperf.measure.gpu import read_gpu_info  # noqa: E402
 from pytest_rnnperf.model.records import StoredRun  # noqa: E402
 from pytest_rnnperf.report.rows import env_diff_lines  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
@@ -17,7 +17,7 @@ from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
 
 def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> None:
     """Before torch's first case the torch.* fields are not 'absent'; a cuDNN change of TF is named."""
-    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
     run.runtime["tf"] = {"tf.cudnn_runtime": "9.20.0"}
     env = run.environment()
     old = dict(env, **{"tf.cudnn_runtime": "9.19.0", "torch.cudnn_version": "9.19.0"})
@@ -37,7 +37,7 @@ def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
     from pytest_rnnperf.model.flags import FlagKind, WindowFlag
     from pytest_rnnperf.report.text import summary_lines
 
-    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
     flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
     run.results.append(record(flags=(flag,), notes=("compiled in 8.16 s",)))
     lines = summary_lines(run)
@@ -57,7 +57,7 @@ def test_the_terminal_markdown_and_json_draw_the_rows_built_once() -> None:
     from pytest_rnnperf.report.rows import build_rows
     from pytest_rnnperf.report.text import summary_lines
 
-    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
     run.results.append(record())
     rows = build_rows(run)
     assert rows.status == "all checks passed" and len(rows.paired) == 1 and not rows.alone
@@ -76,7 +76,7 @@ def test_a_case_below_its_floor_makes_the_status_gate_failures() -> None:
     from pytest_rnnperf.report.markdown import markdown
     from pytest_rnnperf.report.rows import build_rows
 
-    run = RnnperfSession(device=read_device_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
     from pytest_rnnperf.model.stats import Interval
 
     run.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))  # cuDNN 4x slower: far under any floor

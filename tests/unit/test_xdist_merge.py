@@ -9,7 +9,7 @@ from typing import Any
 from factories import record
 from fake_nvml import FakeNVML
 
-from pytest_rnnperf.measure.gpu import read_device_info
+from pytest_rnnperf.measure.gpu import read_gpu_info
 from pytest_rnnperf.measure.placement import place
 from pytest_rnnperf.report.files import as_json_safe
 from pytest_rnnperf.session.session import RnnperfSession
@@ -22,13 +22,13 @@ def worker(k: int, nvml: FakeNVML, runtime: dict[str, dict[str, str]], **fields:
     """A worker's session on GPU k of ``nvml`` (two workers), with the given framework runtime fields."""
     placement = place(f"gw{k}", 2, {}, nvml)
     assert placement.index == k
-    return RnnperfSession(device=read_device_info(k, nvml), software=SOFTWARE, placement=placement, runtime=runtime,
+    return RnnperfSession(gpu=read_gpu_info(k, nvml), software=SOFTWARE, placement=placement, runtime=runtime,
                           **fields)
 
 
 def controller(tmp_path: Path) -> RnnperfSession:
     """The controller's session, recording into ``tmp_path``/baselines."""
-    return RnnperfSession(device=read_device_info(0, FakeNVML()), software=SOFTWARE, root=tmp_path / "baselines",
+    return RnnperfSession(gpu=read_gpu_info(0, FakeNVML()), software=SOFTWARE, root=tmp_path / "baselines",
                           machine_id="Linux-CPython-3.11-64bit")
 
 
@@ -59,7 +59,7 @@ def test_the_controller_merges_results_verdicts_unjudged_failures_and_benchmark_
     added: list[tuple[dict[str, Any], Any]] = []
     run.merge_worker(gw1.worker_output(), add_entries=lambda source, rec: added.append((source, rec)) or ["entry"])
     [merged] = run.workers()
-    assert (merged.id, merged.device.uuid, merged.placement.pin) == ("gw1", nvml.uuids[1], nvml.uuids[1])
+    assert (merged.id, merged.gpu.uuid, merged.placement.pin) == ("gw1", nvml.uuids[1], nvml.uuids[1])
     assert [r.id for r in run.results] == [done.id] and run.results[0].cudnn == done.cudnn
     assert run.verdicts == {done.id: verdict} and run.unjudged == ["torch-gru"]
     assert (run.failed, run.skipped, run.notes) == (1, [("c", "why")], ["a note"])
@@ -109,6 +109,6 @@ def test_workers_on_two_models_record_a_file_each_and_report_each_model_apart(tm
     lines = run.record_baseline(stub_json, benchmarks_on=True)
     assert ["NVIDIA_H200/" in lines[0], "NVIDIA_H100_80GB_HBM3/" in lines[1]] == [True, True]
     views = run.model_views()
-    assert [(v.device.gpu_slug, [r.id for r in v.results]) for v in views] == [
+    assert [(v.gpu.gpu_slug, [r.id for r in v.results]) for v in views] == [
         ("NVIDIA_H200", ["case0"]), ("NVIDIA_H100_80GB_HBM3", ["case1"])]
     assert [w["gpu_slug"] for w in run.as_dict()["workers"]] == ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"]
