@@ -235,50 +235,50 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
-    run = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
+    session = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
                          root=baseline_root(config, settings), machine_id=machine_id(), placement=placement)
-    run.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
+    session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
-    config.stash[SESSION_KEY] = run
-    _connect_hooks(config, run)
-    problem = storage_problem(config, run)
+    config.stash[SESSION_KEY] = session
+    _connect_hooks(config, session)
+    problem = storage_problem(config, session)
     if problem:
         raise pytest.UsageError(problem)
     try:
-        latest = run.load_baseline()
+        latest = session.load_baseline()
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if (settings.update_baseline or settings.keep_run) and not hasattr(config, "workerinput"):  # the controller writes
-        problems = run.record_problems()
+        problems = session.record_problems()
         if problems:
             raise pytest.UsageError("\n".join(problems))
-    configure(config, run, latest)
+    configure(config, session, latest)
 
 
-def _connect_hooks(config: pytest.Config, run: RnnperfSession) -> None:
+def _connect_hooks(config: pytest.Config, session: RnnperfSession) -> None:
     """Take the environment fields conftests add, and tell them each verdict (plugin/hooks.py)."""
     from pytest_rnnperf.backends import INJECT_ENVS, specs
     from pytest_rnnperf.plugin.hooks import reserved
 
-    own = dict(run.environment(), **{name: "" for name in INJECT_ENVS})
+    own = dict(session.environment(), **{name: "" for name in INJECT_ENVS})
     own.update({f"{spec.name}.": "" for spec in specs()})  # each framework's runtime fields, read later
     for extra in config.hook.pytest_rnnperf_environment(config=config):
         why = reserved(extra, own)
         if why is not None:
             raise pytest.UsageError(f"pytest_rnnperf_environment (conftest.py): {why}")
-        run.extra_environment.update(extra)
-    run.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
+        session.extra_environment.update(extra)
+    session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
 
 
-def _report_files(config: pytest.Config, run: RnnperfSession) -> None:
+def _report_files(config: pytest.Config, session: RnnperfSession) -> None:
     """Let conftests write more report files beside rnnperf.json; the summary names them."""
-    folder = run.settings.report_dir
-    if run.report_rows is None or not folder or folder.lower() == "none":
+    folder = session.settings.report_dir
+    if session.report_rows is None or not folder or folder.lower() == "none":
         return
     written = [name for names in config.hook.pytest_rnnperf_report_files(config=config, folder=Path(folder),
-                                                                          rows=run.report_rows) for name in names]
+                                                                          rows=session.report_rows) for name in names]
     if written:
-        run.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
+        session.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
 
 
 def _session(config: pytest.Config) -> RnnperfSession:
@@ -307,10 +307,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from pytest_rnnperf.report.text import header_lines
     from pytest_rnnperf.session.settings import thresholds
 
-    run = _session(config)
+    session = _session(config)
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
-    return header_lines(run, scale=resolved_scale(config)) + [f"rnnperf: regression thresholds: "
-                                                             f"{thresholds(run.settings.policy())}"]
+    return header_lines(session, scale=resolved_scale(config)) + [f"rnnperf: regression thresholds: "
+                                                             f"{thresholds(session.settings.policy())}"]
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -319,8 +319,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     The header comes before any framework is imported, and the wheel it names may not be what the loader picks;
     the frameworks of the collected cases are read now, as their first case would read them anyway.
     """
-    run = _session(config)
-    if not run.gpu.available or config.option.collectonly:
+    session = _session(config)
+    if not session.gpu.available or config.option.collectonly:
         return []
     import sys
 
@@ -339,10 +339,10 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
     for name in frameworks:
         try:
-            run.backend(name)
+            session.backend(name)
         except Exception:  # an unknown or broken backend: its own cases say why, as a skip or a failure
             continue
-    return library_lines(run)
+    return library_lines(session)
 
 
 @pytest.fixture
@@ -361,9 +361,9 @@ def rnnperf_claims(request: pytest.FixtureRequest) -> ClaimsFixture:
 @pytest.fixture(scope="session")
 def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The device and software fingerprint of this session: fields and the stable baseline key."""
-    run = _session(request.config)
-    return {"device": run.gpu.as_dict(), "environment": run.environment(), "key": run.fingerprint(),
-            "gpu_slug": run.gpu.gpu_slug, "available": run.gpu.available}
+    session = _session(request.config)
+    return {"device": session.gpu.as_dict(), "environment": session.environment(), "key": session.fingerprint(),
+            "gpu_slug": session.gpu.gpu_slug, "available": session.gpu.available}
 
 
 @pytest.fixture
@@ -410,37 +410,37 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Hand a worker's results to the controller; on the controller, record the baseline and write the reports."""
     config = session.config
-    run = _session(config)
-    run.close()  # the subprocesses of other Keras backends: nothing runs after the last test
+    ours = _session(config)
+    ours.close()  # the subprocesses of other Keras backends: nothing runs after the last test
     if hasattr(config, "workerinput"):
-        config.workeroutput[WORKER_KEY] = run.worker_output()  # type: ignore[attr-defined]
+        config.workeroutput[WORKER_KEY] = ours.worker_output()  # type: ignore[attr-defined]
         return
-    if run.settings.update_baseline:
+    if ours.settings.update_baseline:
         from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
         bs = benchmark_session(config)
-        run.notes += run.record_baseline(partial(benchmark_json, config, bs),
+        ours.notes += ours.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
-    elif run.settings.keep_run:
+    elif ours.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = benchmark_session(config)
-        run.notes += run.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
+        ours.notes += ours.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
                                   exit_status=int(exitstatus))
-    if run.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
+    if ours.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    run.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
-    _report_files(config, run)
+    ours.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
+    _report_files(config, ours)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Summary table of every measured case, the framework environment, and the report files written."""
     from pytest_rnnperf.report.text import summary_lines
 
-    run = _session(config)
-    if not run.results and not run.cross and not run.skipped and not run.notes and not run.claims:
+    session = _session(config)
+    if not session.results and not session.cross and not session.skipped and not session.notes and not session.claims:
         return
     terminalreporter.section("rnnperf summary")
-    for line in summary_lines(run, run.report_rows):
+    for line in summary_lines(session, session.report_rows):
         terminalreporter.write_line(line)

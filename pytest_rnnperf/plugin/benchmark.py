@@ -176,7 +176,7 @@ def _json_path_problems(config: Any, given: Any, settings: Settings, root: Path)
     return []
 
 
-def storage_problem(config: Any, run: Any) -> str | None:
+def storage_problem(config: Any, session: Any) -> str | None:
     """Why pytest-benchmark's storage cannot take this run's --benchmark-save / --benchmark-autosave, or None.
 
     Saved into the baselines folder, the run would be read back as the newest baseline whatever its outcome
@@ -186,15 +186,15 @@ def storage_problem(config: Any, run: Any) -> str | None:
     if not (save or autosave):
         return None
     flag = f"--benchmark-save={save}" if save else "--benchmark-autosave"
-    if len(run.planned_models()) > 1:
+    if len(session.planned_models()) > 1:
         return (f"--benchmark-save / --benchmark-autosave: the pytest-xdist workers have GPUs of different models "
-                f"({', '.join(w.gpu_label() for w in run.plan)}) and pytest-benchmark stores one run in one folder; "
+                f"({', '.join(w.gpu_label() for w in session.plan)}) and pytest-benchmark stores one run in one folder; "
                 f"--rnnperf-update-baseline records one file per model")
     storage = config.getoption("benchmark_storage", None) or DEFAULT_STORAGE
     folder = _storage_folder(config, storage)
-    if storage == DEFAULT_STORAGE and run.gpu.available:  # configure() points it at this GPU model's baselines
-        folder = run.root / run.gpu.gpu_slug
-    if folder is not None and folder.resolve().is_relative_to(run.root.resolve()):
+    if storage == DEFAULT_STORAGE and session.gpu.available:  # configure() points it at this GPU model's baselines
+        folder = session.root / session.gpu.gpu_slug
+    if folder is not None and folder.resolve().is_relative_to(session.root.resolve()):
         return (f"{flag}: pytest-benchmark would save this run into {folder}, inside the baselines folder, where it "
                 f"becomes the newest baseline whatever the run's outcome; record a baseline with "
                 f"--rnnperf-update-baseline, or save elsewhere with --benchmark-storage=file://<folder>")
@@ -210,7 +210,7 @@ def _storage_folder(config: Any, storage: str) -> Path | None:
     return Path(config.invocation_params.dir) / storage
 
 
-def configure(config: Any, run: Any, latest: Path | None) -> None:
+def configure(config: Any, session: Any, latest: Path | None) -> None:
     """Point pytest-benchmark's storage and compare at this GPU model's baselines (before it loads them).
 
     pytest-benchmark names its storage folders by OS and Python only, so two GPU models would share one;
@@ -220,31 +220,31 @@ def configure(config: Any, run: Any, latest: Path | None) -> None:
     .benchmarks, and a folder is only made when something will be saved there.
     """
     compare = config.getoption("benchmark_compare", None)
-    if compare and len(run.planned_models()) > 1:
+    if compare and len(session.planned_models()) > 1:
         # It compares every entry with one stored run, which holds one model's numbers.
         config.option.benchmark_compare = compare = []
-        run.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
+        session.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
                          "pytest-benchmark compares with one stored run; the verdicts judge each model against its own")
         if config.getoption("benchmark_compare_fail", None):
             config.option.benchmark_compare_fail = None
-            run.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
-    folder = run.root / run.gpu.gpu_slug
-    saving = run.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
+            session.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
+    folder = session.root / session.gpu.gpu_slug
+    saving = session.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
-    if run.gpu.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
+    if session.gpu.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
             folder.is_dir() or saving):
         config.option.benchmark_storage = "file://" + str(folder)  # pytest-benchmark creates it when it loads
     if compare is True and latest is not None:  # the bare flag; an explicit NUM or ID is left alone
         config.option.benchmark_compare = str(latest.resolve())
     elif compare and latest is None:
         config.option.benchmark_compare = []
-        why = ("no GPU (baselines are per GPU model)" if not run.gpu.available
-               else f"no baseline for {run.gpu.gpu_slug} yet")
-        run.notes.append(f"--benchmark-compare: nothing to compare: {why}")
+        why = ("no GPU (baselines are per GPU model)" if not session.gpu.available
+               else f"no baseline for {session.gpu.gpu_slug} yet")
+        session.notes.append(f"--benchmark-compare: nothing to compare: {why}")
         if config.getoption("benchmark_compare_fail", None):
             # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
             config.option.benchmark_compare_fail = None
-            run.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
+            session.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
 
 
 def machine_id() -> str:
