@@ -15,6 +15,11 @@ from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import percent, thresholds
 
 
+def _escaped(fraction_: float) -> str:
+    """A threshold as a percent inside an argparse help text (which formats '%')."""
+    return percent(fraction_).replace("%", "%%")
+
+
 def add_parser(subparsers: Any) -> None:
     """The ``compare`` subcommand and its options."""
     cmp = subparsers.add_parser("compare", help="verdict per case of NEW against the baseline OLD")
@@ -29,7 +34,7 @@ def add_parser(subparsers: Any) -> None:
     cmp.add_argument("--device-effect", type=fraction(), default=DEFAULT.device_min_effect,
                      help=f"smallest change of the cuDNN device time that counts (default {DEFAULT.device_min_effect})")
     cmp.add_argument("--host-effect", type=fraction(), default=DEFAULT.host_effect,
-                     help=f"smallest change of the host overhead that counts (default {percent(DEFAULT.host_effect)})")
+                     help=f"smallest change of the host overhead that counts (default {_escaped(DEFAULT.host_effect)})")
     cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from factories import record
 
-from pytest_rnnperf.cli.main import main
+from pytest_rnnperf.cli.main import COMMANDS, main
 from pytest_rnnperf.history.changes import MIN_RUNS, detect
 from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
 from pytest_rnnperf.judge.verdicts import Policy, judge
@@ -250,3 +250,11 @@ def test_history_needs_two_runs_and_its_help_states_the_exit_codes(capsys: pytes
         main(["history", str(path), "--metric", "energy"])
     err_lines = capsys.readouterr().err.splitlines()
     assert exit_info.value.code == 2 and len(err_lines) == 1 and "--metric" in err_lines[0]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_subcommand_prints_its_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A '%' in a help text (a default shown as 100%) broke compare --help with a traceback."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0 and "usage:" in capsys.readouterr().out
