@@ -1,0 +1,127 @@
+"""Replay the across-process rule over a GPU model's stored history, leaving out one process at a time.
+
+    python scripts/replay_history.py baselines/NVIDIA_H100_80GB_HBM3 [--extra REPORT.json ...] [--host-floor 1.0]
+
+Each stored process of each case with at least four is judged, on its medians, against the others: the cuDNN
+device time, summed kernel time and host overhead at the policy's thresholds, and every kernel with the kernel
+rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out process is also given a synthetic
+spin kernel of 3% and 5% of the step, to count how many the kernel rule would name. ``--extra`` adds the
+processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
+an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
+This is how the rule's changes are checked before a GPU run; the GPU runs are the evidence
+(baselines/<gpu>/evidence/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_rnnperf.judge import across as xp  # noqa: E402
+from pytest_rnnperf.judge.compare import Comparison, Verdict  # noqa: E402
+from pytest_rnnperf.judge.policy import Policy  # noqa: E402
+from pytest_rnnperf.judge.rules import mix_changes  # noqa: E402
+from pytest_rnnperf.model.process import BUSY, HOST, WORK, ProcessSummary, summarize  # noqa: E402
+from pytest_rnnperf.model.records import CaseRecord, RecordError  # noqa: E402
+from pytest_rnnperf.store.baselines import find_all  # noqa: E402
+from pytest_rnnperf.store.history import case_history, case_ids  # noqa: E402
+from pytest_rnnperf.store.runs import load_run  # noqa: E402
+
+
+def histories(gpu_folder: Path, extra: Sequence[Path], at_least: int = 4) -> dict[str, list[ProcessSummary]]:
+    """Every case's stored processes (plus the extra reports' processes), where there are ``at_least``."""
+    paths = [p for p in gpu_folder.glob("*/*.json") if p.parent.name != "evidence"]
+    runs = sorted((load_run(p) for p in paths), key=lambda r: r.path.name, reverse=True)
+    more: dict[str, list[ProcessSummary]] = {}
+    for report in extra:
+        for raw in json.loads(report.read_text())["results"]:
+            try:
+                record = CaseRecord.from_dict(raw)
+            except RecordError:
+                continue
+            if record.cudnn_device is not None:
+                more.setdefault(record.id, []).append(summarize(record, report.name))
+    out = {}
+    for case_id in case_ids(runs):
+        processes = list(case_history(runs, case_id).processes) + more.get(case_id, [])
+        if len(processes) >= at_least:
+            out[case_id] = processes
+    return out
+
+
+def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k: float) -> list[float]:
+    """The held-out processes' changes beyond their threshold (toward slower), one per alarm."""
+    values = [s.get(metric) for s in processes]
+    if any(v is None or v <= 0 for v in values):
+        return []
+    alarms = []
+    for i, value in enumerate(values):
+        rest = [v for j, v in enumerate(values) if j != i]
+        sp = xp.spread(rest)  # type: ignore[arg-type]
+        change = value / sp.center - 1  # type: ignore[operator]
+        if change > sp.threshold(floor, k):
+            alarms.append(change)
+    return alarms
+
+
+def kernel_failures(rest: list[ProcessSummary], now: ProcessSummary, policy: Policy) -> list[Comparison]:
+    """The kernels the rule would fail ``now`` on, judged against ``rest`` (as rules.kernel_comparisons does)."""
+    near = xp.nearest_mode(rest, now, policy.min_processes)
+    found = xp.kernels(near, now, {}, floor=policy.device_min_effect, k=policy.history_k)
+    step = (now.get(BUSY) or 0.0) / float(np.median([s.get(BUSY) or 0.0 for s in near])) - 1
+    held = [replace(c, verdict=Verdict.AMBIGUOUS) if c.verdict is Verdict.REGRESSED and c.baseline_median > 0
+            and step < 0.5 * (c.ratio.estimate - 1) else c for c in found]
+    return [c for c in mix_changes(held, policy.device_min_effect) if c.verdict is Verdict.REGRESSED]
+
+
+def with_spin(now: ProcessSummary, rest: list[ProcessSummary], share: float) -> ProcessSummary:
+    """``now`` with a spin kernel of ``share`` of the history's step added to its kernels and its busy time."""
+    step = float(np.median([s.get(BUSY) or 0.0 for s in rest]))
+    metrics = dict(now.metrics, **{"kernel/spin": share * step, BUSY: (now.get(BUSY) or 0.0) + share * step})
+    return replace(now, metrics=metrics)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the replay's counts."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("gpu_folder", type=Path)
+    parser.add_argument("--extra", type=Path, nargs="*", default=[], help="rnnperf.json reports of runs not kept")
+    parser.add_argument("--host-floor", type=float, default=Policy().host_effect)
+    args = parser.parse_args(argv)
+    if not find_all(args.gpu_folder.parent, args.gpu_folder.name, None):
+        print(f"error: {args.gpu_folder}: no stored runs", file=sys.stderr)
+        return 2
+    policy = Policy(host_effect=args.host_floor)
+    cases = histories(args.gpu_folder, args.extra)
+    held = sum(len(h) for h in cases.values() if all(s.get(BUSY) for s in h))
+    print(f"{len(cases)} case(s) with >= 4 processes, {held} held-out processes with device time")
+    for metric, floor in ((BUSY, policy.device_min_effect), (WORK, policy.device_min_effect), (HOST, policy.host_effect)):
+        alarms = [(case_id, a) for case_id, h in cases.items() for a in metric_alarms(h, metric, floor, policy.history_k)]
+        print(f"{metric}: {len(alarms)} held-out process(es) beyond the threshold (floor {floor:.0%})"
+              + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in alarms))
+    failures, caught = [], {0.03: 0, 0.05: 0}
+    for case_id, h in cases.items():
+        if not all(s.get(BUSY) for s in h):
+            continue
+        for i, now in enumerate(h):
+            rest = h[:i] + h[i + 1:]
+            failures += [f"{case_id} #{i}: {c.explain()[:150]}" for c in kernel_failures(rest, now, policy)]
+            for share in caught:
+                spun = kernel_failures(rest, with_spin(now, rest, share), policy)
+                caught[share] += any(c.metric == "kernel/spin" for c in spun)
+    print(f"kernels: {len(failures)} held-out process(es) would fail on a kernel"
+          + "".join(f"\n  {f}" for f in failures))
+    print(f"a spin of 3% of the step named in {caught[0.03]} of {held}, of 5% in {caught[0.05]} of {held}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
