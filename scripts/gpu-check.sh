@@ -5,12 +5,17 @@
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
-# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (25 MB with
-# baselines/ and their evidence on 2026-11-23), so split the staged build into 30 MiB parts:
+# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (47 MB with
+# baselines/ and their evidence on 2026-11-24). For the staging calls only, take the evidence out of git's index
+# (git rm -r -q --cached baselines/*/evidence; echo '/baselines/*/evidence/' >> .git/info/exclude; undo both with
+# git reset -q -- baselines and deleting that line), so a 40 MiB part fits; copy .gpu/whl and .whl to /tmp on the
+# machine in one more call, and let the work calls carry only .gpu/bin and copy them back from /tmp. Or split the
+# staged build into smaller parts:
 #   (cd .gpu/tf && rm -rf ./* && split -b 30m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
-# The whole nightly took 14:26 on an H100 (evidence README), more than one 10-minute call: run it as
+# Timings on an H100 (evidence README): torch + TF + cross + models + Keras on torch 5:43 with energy off; a
+# three-process recording of the TF LSTM cases 4:28. The whole nightly took 14:26, more than one 10-minute call: run it as
 #   suite suites/ --ignore=suites/claims -k "not keras and not jax and not compile"   (torch, TF, cross, models: 5:49)
 #   suite suites/ --ignore=suites/claims -k "keras or jax or compile"     (Keras on torch/JAX, JAX, compiled torch: 8:37)
 #   suite suites/claims                                                    (the claims, torch and Keras on TF: 4:10)
