@@ -87,3 +87,17 @@ def install() -> None:
     """Put the finder on ``sys.meta_path`` once."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.append(_Finder())
+
+
+def renamed_names(module: str, names: dict[str, str], namespace: dict[str, Any]) -> Any:
+    """A module ``__getattr__`` that answers each old name of ``names`` with the new one, warning for one release."""
+
+    def __getattr__(name: str) -> Any:
+        """An old name, with a DeprecationWarning naming the new one."""
+        if name in names:
+            warnings.warn(f"{module}.{name} is now {names[name]}; the old name goes in the next release",
+                          DeprecationWarning, stacklevel=2)
+            return namespace[names[name]]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

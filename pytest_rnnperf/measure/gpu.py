@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.model.flags import (
     BENIGN_REASONS, WindowFlag, is_unavailable, unavailable, window_flags,
 )
@@ -667,13 +668,4 @@ class TelemetryWindow:
 # The names before "gpu" named the card everywhere ("device" is device time, or a framework's device), for one release.
 _RENAMED = {"DeviceInfo": "GpuInfo", "read_device_info": "read_gpu_info", "DEVICE_FIELDS": "GPU_FIELDS"}
 
-
-def __getattr__(name: str) -> Any:
-    """An old name, with a DeprecationWarning naming the new one."""
-    if name in _RENAMED:
-        import warnings
-
-        warnings.warn(f"{__name__}.{name} is now {_RENAMED[name]}; the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, _RENAMED, globals())

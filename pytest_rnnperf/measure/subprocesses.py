@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, register
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -402,13 +403,4 @@ __all__ = ["RemoteBackend", "SideResult", "BackendSubprocess", "SubprocessFailed
 # The names before backend processes were called subprocesses (pytest-xdist's are the workers), for one release.
 _RENAMED = {"Worker": "BackendSubprocess", "WorkerPool": "SubprocessPool", "WorkerError": "SubprocessFailed"}
 
-
-def __getattr__(name: str) -> Any:
-    """An old name, with a DeprecationWarning naming the new one."""
-    if name in _RENAMED:
-        import warnings
-
-        warnings.warn(f"{__name__}.{name} is now {_RENAMED[name]}; the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, _RENAMED, globals())
