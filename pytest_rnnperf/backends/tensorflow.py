@@ -151,6 +151,14 @@ def graph_op_types(concrete: Any) -> list[str]:
     return ops
 
 
+def _device_for(tf: Any, precision: str, what: str) -> str:
+    """TF's device for a pair: the GPU where TF sees one; half precision on the CPU is a skip naming ``what``."""
+    device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+    if precision in ("fp16", "bf16") and device == "/CPU:0":
+        raise BackendUnavailable(f"{precision} {what} need a CUDA GPU (no half-precision CPU path is compared)")
+    return device
+
+
 @dataclass
 class TFImpl:
     """One side of a TF pair: the Keras layer stack, its inputs on the device, and the traced step."""
@@ -438,9 +446,7 @@ class TFBackend:
             if reason:
                 raise BackendUnavailable(reason)
         tf = _tf()
-        device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
-        if case.precision in ("fp16", "bf16") and device == "/CPU:0":
-            raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
+        device = _device_for(tf, case.precision, "RNNs")
         native_log: list[str] = []
         try:
             sides = {}
@@ -476,9 +482,7 @@ class TFBackend:
         if reason:
             raise BackendUnavailable(reason)
         tf = _tf()
-        device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
-        if case.precision in ("fp16", "bf16") and device == "/CPU:0":
-            raise BackendUnavailable(f"{case.precision} models need a CUDA GPU (no half-precision CPU path is compared)")
+        device = _device_for(tf, case.precision, "models")
         with tf.device(device):
             return build_pair(case, _keras(), model, build, inputs, impls, seed, options, device=device,
                               oom=lambda exc: _oom_reason(tf, exc, "") if isinstance(exc, tf.errors.OpError) else None)

@@ -50,14 +50,21 @@ class Clock:
         return self.now
 
 
-def test_window_lasts_past_energy_s_whatever_the_step_time() -> None:
-    """Host-bound steps that run faster back to back still fill a window >= energy_s; J/step follows."""
-    clock = Clock()
+def _window_factory(clock: Clock) -> tuple[list[Window], Any]:
+    """The windows opened so far, and the factory the runner opens them with."""
     windows: list[Window] = []
 
     def factory() -> Window:
         windows.append(Window(clock))
         return windows[-1]
+
+    return windows, factory
+
+
+def test_window_lasts_past_energy_s_whatever_the_step_time() -> None:
+    """Host-bound steps that run faster back to back still fill a window >= energy_s; J/step follows."""
+    clock = Clock()
+    windows, factory = _window_factory(clock)
 
     def step() -> None:
         clock.now += 0.003  # 3 ms per step in the window, whatever the timed median said
@@ -83,11 +90,7 @@ def test_energy_off_runs_nothing() -> None:
 def test_what_is_left_of_the_case_budget_cuts_the_energy_window() -> None:
     """D14 (issue 23): --rnnperf-energy-s=60 ran a 66 s window per case whatever --rnnperf-max-case-s said."""
     clock = Clock()
-    windows: list[Window] = []
-
-    def factory() -> Window:
-        windows.append(Window(clock))
-        return windows[-1]
+    windows, factory = _window_factory(clock)
 
     def step() -> None:
         clock.now += 0.01
