@@ -65,6 +65,13 @@ class BackendUnavailable(Exception):
     """The framework (or its GPU support) is not usable here; the message is a one-line skip reason."""
 
 
+def require_usable(backend: Any, impls: tuple[str, ...]) -> None:
+    """BackendUnavailable with the backend's own reason where it, or (for a cuDNN side) its GPU, cannot be used."""
+    reason = backend.unavailable_reason() or (backend.gpu_unavailable_reason() if "cudnn" in impls else None)
+    if reason:
+        raise BackendUnavailable(reason)
+
+
 class OutOfDeviceMemory(Exception):
     """The case does not fit in device memory; the message is a one-line skip reason."""
 
@@ -329,6 +336,6 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
-    "ImplResult", "ModelBackend", "ModelError", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "ImplResult", "ModelBackend", "ModelError", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "register", "spec", "specs",
 ]

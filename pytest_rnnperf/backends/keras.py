@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from pytest_rnnperf.backends.base import get_value, loaded_libraries
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax import import_jax, oom_reason
@@ -301,9 +301,7 @@ class KerasTorchBackend:
         from pytest_rnnperf.backends.keras_model_steps import build_pair
         from pytest_rnnperf.backends.torch import build_on_device, import_torch, restore_thread_count
 
-        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
-        if reason:
-            raise BackendUnavailable(reason)
+        require_usable(self, impls)
         keras = _keras("torch")
         torch = import_torch()
 
@@ -518,9 +516,7 @@ class KerasJaxBackend:
         """Copies of a Keras model built on JAX for each side and a float64 copy (keras_model_steps.py)."""
         from pytest_rnnperf.backends.keras_model_steps import build_pair
 
-        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
-        if reason:
-            raise BackendUnavailable(reason)
+        require_usable(self, impls)
         keras = _keras("jax")
         on_gpu = _on_gpu_jax()
         if case.precision in ("fp16", "bf16") and not on_gpu:

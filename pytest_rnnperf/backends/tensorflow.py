@@ -27,7 +27,7 @@ import numpy as np
 
 from pytest_rnnperf.backends.base import get_value, import_problem, loaded_cudnn, loaded_libraries, runtime_info
 from pytest_rnnperf.model.flags import unavailable
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.keras_layers import (
@@ -478,9 +478,7 @@ class TFBackend:
         """Copies of a Keras model built on TensorFlow for each side and a float64 copy (keras_model_steps.py)."""
         from pytest_rnnperf.backends.keras_model_steps import build_pair
 
-        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
-        if reason:
-            raise BackendUnavailable(reason)
+        require_usable(self, impls)
         tf = _tf()
         device = _device_for(tf, case.precision, "models")
         with tf.device(device):

@@ -22,7 +22,7 @@ from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, impor
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import (
     IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory,
-    parse_injection,
+    parse_injection, require_usable,
 )
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -632,9 +632,7 @@ class TorchBackend:
         if given:  # a torch module is copied and timed as a forward + backward of its own: nothing to choose
             raise ModelError(f"{', '.join(f'{g}=' for g in given)}: only a Keras model takes these; a torch "
                              f"nn.Module is timed as forward + backward with fixed upstream gradients")
-        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
-        if reason:
-            raise BackendUnavailable(reason)
+        require_usable(self, impls)
         torch = import_torch()
         if not isinstance(model, torch.nn.Module):
             raise ModelError(f"the model must be a torch.nn.Module, got {type(model).__name__}")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from pytest_rnnperf.backends.base import get_value, runtime_info
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.torch import (
@@ -399,9 +399,7 @@ class TorchCompileBackend:
         """Compile the cuDNN side (timed, into the notes) and build the eager generic side, on the GPU."""
         if case.cell not in COMPILED_CELLS:
             raise BackendUnavailable(f"{self.name} checks {', '.join(COMPILED_CELLS)} only, not {case.cell}")
-        reason = self.unavailable_reason() or (self.gpu_unavailable_reason() if "cudnn" in impls else None)
-        if reason:
-            raise BackendUnavailable(reason)
+        require_usable(self, impls)
         return build_on_device(case.precision,
                                lambda device, restore: self._build(case, weights, inputs, impls, device, restore))
 
