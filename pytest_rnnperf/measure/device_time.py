@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.model.stats import median_noise
 from pytest_rnnperf.model.timing import DeviceTiming, KernelStat, Measurement, Step, Sync
 
 NAME = "device"
@@ -259,12 +260,13 @@ class DeviceTimer:
 
     def pair(self, a: Step, b: Step, sync: Sync, rounds: int | tuple[int, int], steps: tuple[int, int],
              names: tuple[str, str] = ("cudnn", "generic"), max_time_s: float = math.inf,
-             min_rounds: int = 3) -> tuple[DeviceTiming, DeviceTiming]:
+             min_rounds: int = 3, max_noise: float = 0.0, steady_rounds: int = 4) -> tuple[DeviceTiming, DeviceTiming]:
         """Trace ``rounds`` rounds (per side, or one count for both) of ``steps`` steps of each side in turn.
 
         Both steps must be warm (the wall rounds ran first). Once ``max_time_s`` has passed, each side runs only
-        its first ``min_rounds``. RuntimeError when CUPTI recorded nothing in a round that ran steps (another
-        profiler took the activity buffers, say) or its clock does not track the host's.
+        its first ``min_rounds``; a side also stops after ``steady_rounds`` once its rounds' host times are within
+        ``max_noise`` (``stats.median_noise``; 0: every round). RuntimeError when CUPTI recorded nothing in a round that ran
+        steps (another profiler took the activity buffers, say) or its clock does not track the host's.
         """
         cupti = self.cupti if self.cupti is not None else _real_cupti()
         windows: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
@@ -275,8 +277,13 @@ class DeviceTimer:
         with recorder:
             for side, step in enumerate((a, b)):
                 step()  # warm: the caches and clocks this side leaves, not the other's (its records start too early)
+                # The records arrive only when CUPTI flushes, so the stopping signal is each round's host time:
+                # drained at both ends, it follows the device time of a GPU-bound step.
+                host_rounds: list[float] = []
                 for i in range(per_side[side]):
                     if i >= min_rounds and self.host_clock() - begun > max_time_s * 1e9:
+                        break
+                    if i >= steady_rounds and max_noise > 0 and median_noise(host_rounds) <= max_noise:
                         break
                     sync()
                     start, host_start = cupti.get_timestamp(), self.host_clock()
@@ -285,6 +292,7 @@ class DeviceTimer:
                     sync()
                     end, host_end = cupti.get_timestamp(), self.host_clock()
                     windows[side].append((start, end))
+                    host_rounds.append(float(host_end - host_start))
                     host_ns += host_end - host_start
                     cupti_units += end - start
         # The record timestamps are on CUPTI's clock; the host clock read beside it at every round's ends says

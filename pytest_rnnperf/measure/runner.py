@@ -56,6 +56,9 @@ class RunConfig:
     # Off for the extra processes of a recording: they are there for their timing alone, and the parity of
     # the same build was checked in this process.
     parity: bool = True
+    # Off on a night whose environment matches the case's last full check (session.recheck_reason): the sides
+    # are compared with each other on the reference slice, and the float64 reference is not computed.
+    parity_reference: bool = True
     gpu_name: str = ""
     window_factory: Callable[[], Window] | None = None
     # The host clock in seconds that a case's time budget (timing.max_time_s) is spent on; a seam for tests.
@@ -156,7 +159,8 @@ def _device_timing(pair: Pair, cudnn: Any, generic: Any, wall: tuple[Measurement
     try:
         steps = (steps_for(wall[0].median), steps_for(wall[1].median))
         rounds = (config.device_rounds, max(3, config.device_rounds // 2))
-        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, rounds, steps, max_time_s=budget_s)
+        a, b = config.device_timer.pair(cudnn.step, generic.step, pair.sync, rounds, steps, max_time_s=budget_s,
+                                        max_noise=config.timing.max_noise)
     except RuntimeError as exc:
         return None, None, f"device time not measured: {exc}", ()
     finally:
@@ -234,17 +238,19 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
     if cudnn_m is not None and _on_gpu(pair.device):
         cudnn_dev, generic_dev, device_note, device_flags = _device_timing(
             pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config, budget_s=left())
-        if cudnn_dev is not None and len(cudnn_dev.busy.samples) < config.device_rounds:
+        # Fewer rounds than asked is news only when the budget cut them (steady rounds stop early by design).
+        if cudnn_dev is not None and len(cudnn_dev.busy.samples) < config.device_rounds and left() <= 0:
             extra.append(f"device time: {len(cudnn_dev.busy.samples)} of {config.device_rounds} traced rounds: "
                          f"{_SPENT.format(config.timing.max_time_s)}")
     cost["device"] = time.perf_counter() - started
     if cudnn_dev is not None and generic_dev is not None:
         proofs = _with_kernel_proofs(proofs, cudnn_dev, generic_dev, case.mode == "train")
+    checks = "full" if config.parity and config.parity_reference else "sampled"
     return CaseRecord(case=case, device=pair.device, proofs=proofs, parity=parity, generic=generic_m,
                       cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
                       gpu_name=config.gpu_name, cudnn_device=cudnn_dev, generic_device=generic_dev,
-                      device_note=device_note, device_flags=device_flags, cost_s=cost)
+                      device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks)
 
 
 # What the caller does with a fresh record while the pair is still built: judge it, and for a second look
@@ -264,6 +270,29 @@ def _timed_and_judged(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity
     # The second look spends what the first left of the case's budget (its minimum rounds always run).
     return judge(record, lambda: _timed(case, pair, proofs, parity, impls, again, notes=notes,
                                         budget_s=config.timing.max_time_s - (config.clock() - begun)))
+
+
+def _case_parity(case: Case, sides: dict[str, Any], weights: "reference.RNNWeights", inputs: CaseInputs,
+                 config: RunConfig) -> list[ParityRow]:
+    """Parity rows: the sides against each other on the full batch, each against float64 on a batch slice.
+
+    Without ``config.parity_reference`` only the sides against each other, on the slice: what a night whose
+    environment matches the last full check can still get wrong.
+    """
+    small = slice_batch(inputs, config.reference_batch)
+    both = "cudnn" in sides and "generic" in sides
+    if not config.parity_reference:
+        if not both:
+            return []
+        return compare_results("cudnn vs generic", sides["cudnn"].result(small), sides["generic"].result(small),
+                               case.precision)
+    rows: list[ParityRow] = []
+    if both:
+        rows += compare_results("cudnn vs generic", sides["cudnn"].result(), sides["generic"].result(), case.precision)
+    ref = reference_result(case, weights, small)
+    for name, side in sides.items():
+        rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
+    return rows
 
 
 def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
@@ -286,15 +315,7 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
         clock.lap("proof")
         # Parity: the sides against each other on the full batch (both on the device, cheap), and each
         # side against float64 on a batch slice.
-        rows: list[ParityRow] = []
-        if config.parity and "cudnn" in sides and "generic" in sides:
-            rows += compare_results("cudnn vs generic", sides["cudnn"].result(), sides["generic"].result(),
-                                    case.precision)
-        if config.parity:
-            small = slice_batch(inputs, config.reference_batch)
-            ref = reference_result(case, weights, small)
-            for name, side in sides.items():
-                rows += compare_results(f"{name} vs reference", side.result(small), ref, case.precision)
+        rows = _case_parity(case, sides, weights, inputs, config) if config.parity else []
         clock.lap("parity")
         return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
                                  judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
@@ -327,9 +348,10 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
         rows: list[ParityRow] = []
         if "cudnn" in results and "generic" in results:
             rows += compare_results("cudnn vs generic", results["cudnn"], results["generic"], case.precision)
-        ref = pair.reference()
-        for name, result in results.items():
-            rows += compare_results(f"{name} vs reference", result, ref, case.precision)
+        if config.parity_reference:
+            ref = pair.reference()
+            for name, result in results.items():
+                rows += compare_results(f"{name} vs reference", result, ref, case.precision)
         clock.lap("parity")
         return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
                                  judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)

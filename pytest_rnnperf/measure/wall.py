@@ -90,7 +90,10 @@ def time_pair(
     clock: Clock = time.perf_counter,
     names: tuple[str, str] = ("cudnn", "generic"),
 ) -> PairedMeasurement:
-    """Warm up both steps, calibrate each block length, then time ``config.rounds`` ABBA-interleaved rounds."""
+    """Warm up both steps, calibrate each block length, then time up to ``config.rounds`` ABBA-interleaved rounds.
+
+    Rounds stop early once both medians are steady (``TimingConfig.steady``) or the time budget is spent.
+    """
     warm_up((a, b), sync, clock, config)
     steps_a = calibrate(a, sync, clock, config)
     steps_b = calibrate(b, sync, clock, config)
@@ -109,6 +112,9 @@ def time_pair(
                 samples_a.append(time_block(a, steps_a, sync, clock))
                 order.append("ba")
             if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
+                break
+            # Only after a "ba" round: an ABBA pattern cut after "ab" would favour one side in a drift.
+            if i % 2 == 1 and config.steady(samples_a, samples_b):
                 break
     return PairedMeasurement(
         a=Measurement(names[0], tuple(samples_a), steps_a, timer=NAME),
@@ -133,6 +139,8 @@ def time_single(
         for i in range(config.rounds):
             samples.append(time_block(step, steps, sync, clock))
             if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
+                break
+            if config.steady(samples):
                 break
     return Measurement(name, tuple(samples), steps, timer=NAME)
 

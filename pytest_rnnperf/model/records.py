@@ -67,6 +67,9 @@ class CaseRecord:
     device_note: str = ""
     device_flags: tuple[WindowFlag, ...] = ()  # NVML flags of the traced window
     cost_s: Mapping[str, float] = field(default_factory=dict)  # seconds per phase (build, proof, parity, ...)
+    # "full": parity against float64 (and energy where on); "sampled": the sides against each other only, on a
+    # night whose environment matched the case's last full check (see store/rechecks.py).
+    checks: str = "full"
 
     @property
     def id(self) -> str:
@@ -202,6 +205,7 @@ class CaseRecord:
             "host_overhead_s": {side: self.host_overhead_s(side) for side in ("cudnn", "generic")},
             "device_speedup": self.device_speedup,
             "cost_s": dict(self.cost_s),
+            "checks": self.checks,
             "metrics": self.metrics(),
         }
 
@@ -242,6 +246,7 @@ class CaseRecord:
                 device_note=as_text(d.get("device_note", ""), "device_note"),
                 device_flags=tuple(_flag_from_dict(f) for f in as_list(d.get("device_flags", []), "device_flags")),
                 cost_s={str(k): as_number(v, f"cost_s.{k}") for k, v in as_mapping(d.get("cost_s", {}), "cost_s").items()},
+                checks=_checks_from(d.get("checks", "full")),
             )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None
@@ -397,6 +402,17 @@ def _parity_to_dict(report: ParityReport) -> dict[str, Any]:
             "rows": [{"comparison": r.comparison, "quantity": r.quantity,
                       "error": r.error if math.isfinite(r.error) else "inf", "tolerance": r.tolerance,
                       "ok": r.ok, "note": r.note} for r in report.rows]}
+
+
+CHECKS = ("full", "sampled")
+
+
+def _checks_from(value: Any) -> str:
+    """A record's ``checks`` (records written before it were all "full"); RecordError for anything else."""
+    text = as_text(value, "checks")
+    if text not in CHECKS:
+        raise RecordError(f"checks is {text!r}, not one of {', '.join(CHECKS)}")
+    return text
 
 
 def _parity_from_dict(data: Any) -> ParityReport:

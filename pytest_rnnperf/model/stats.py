@@ -237,3 +237,20 @@ def spread(values: Sequence[float]) -> float:
     """Run-to-run spread of a figure across runs: max/min - 1 (0.03 means 3%)."""
     arr = as_positive_array(values, "values")
     return float(arr.max() / arr.min() - 1.0)
+
+
+def median_noise(samples: Sequence[float]) -> float:
+    """Relative standard error of the median of ``samples``, from their IQR (inf for fewer than 2 or a zero median).
+
+    The stopping signal of the timed rounds (NVBench stops at a target noise the same way). The IQR rather than
+    the MAD: rounds that flip between two modes have a MAD of 0 once most sit in one mode, and must keep going.
+    """
+    values = np.asarray(samples, dtype=float)
+    if values.size < 2 or not np.all(np.isfinite(values)):
+        return math.inf
+    middle = float(np.median(values))
+    if middle <= 0:
+        return math.inf
+    q1, q3 = np.percentile(values, [25.0, 75.0])
+    # IQR / 1.349 estimates sigma for normal data; the median's standard error is sqrt(pi/2) * sigma / sqrt(n).
+    return float(q3 - q1) / 1.349 * math.sqrt(math.pi / 2) / math.sqrt(values.size) / middle

@@ -9,7 +9,7 @@ see ``timing.wall``). Adding another way to time means adding a module with a cl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -35,6 +35,9 @@ class TimingConfig:
     # Total budget per pair; rounds are cut (never below min_rounds) once it is spent.
     max_time_s: float = 60.0
     min_rounds: int = 5
+    # Stop timing once both sides' medians are this steady (``stats.median_noise``), after ``min_rounds``;
+    # ``rounds`` stays the cap. 0 runs every round.
+    max_noise: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings that cannot produce a measurement."""
@@ -42,6 +45,15 @@ class TimingConfig:
             raise ValueError(f"rounds and min_rounds must be >= 1 (got {self.rounds}, {self.min_rounds})")
         if self.min_block_s < 0 or self.max_time_s <= 0 or self.warmup_s < 0 or self.warmup_steps < 0:
             raise ValueError("min_block_s, warmup_s and warmup_steps must be >= 0 and max_time_s > 0")
+        if self.max_noise < 0:
+            raise ValueError(f"max_noise must be >= 0 (got {self.max_noise})")
+
+    def steady(self, *sides: Sequence[float]) -> bool:
+        """Whether the rounds so far may stop: at least ``min_rounds``, and every side's median within ``max_noise``."""
+        from pytest_rnnperf.model.stats import median_noise
+
+        return (self.max_noise > 0 and all(len(s) >= self.min_rounds for s in sides)
+                and all(median_noise(s) <= self.max_noise for s in sides))
 
 
 @dataclass(frozen=True)

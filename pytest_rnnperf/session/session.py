@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +34,7 @@ from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
 from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
 from pytest_rnnperf.store.history import CaseHistory, case_history
+from pytest_rnnperf.store.rechecks import Recheck
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
@@ -118,6 +120,7 @@ class RnnperfSession:
     processes: dict[str, list[ProcessSummary]] = field(default_factory=dict)
     _extra_pools: list[SubprocessPool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
+    rechecks: dict[str, Recheck] = field(default_factory=dict)  # case id -> full or sampled checks tonight, why
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
     unrecorded: bool = False  # a baseline or kept run was asked for and not written (the run must not exit 0)
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
@@ -314,9 +317,12 @@ class RnnperfSession:
         """Timing and telemetry settings for one test; --benchmark-disable: one round, no energy window."""
         from pytest_rnnperf.measure.runner import RunConfig
 
-        timing = TimingConfig(rounds=1 if disabled else settings.rounds, min_rounds=1 if disabled else 5,
+        # With a noise target, 4 rounds may do: the rounds stop once both medians are that steady.
+        timing = TimingConfig(rounds=1 if disabled else settings.rounds,
+                              min_rounds=1 if disabled else (4 if settings.max_noise > 0 else 5),
                               warmup_s=0.0 if disabled else TimingConfig.warmup_s,
-                              min_block_s=settings.min_block_ms / 1e3, max_time_s=settings.max_case_s)
+                              min_block_s=settings.min_block_ms / 1e3, max_time_s=settings.max_case_s,
+                              max_noise=settings.max_noise)
         index = nvml_index()
         on_gpu = self.gpu.available
         return RunConfig(timing=timing, timer=self.timer, energy_s=0.0 if disabled else settings.energy_s,
@@ -364,6 +370,8 @@ class RnnperfSession:
             raise self._skip(case.id, reason)
         config = self.run_config(settings, disabled)
         backend = self.backend(case.framework)
+        if "cudnn" in impls and not disabled:
+            config = self._checks_for(case.id, config, settings)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if isinstance(backend, RemoteBackend):
@@ -376,6 +384,21 @@ class RnnperfSession:
         if record.cudnn is not None and not disabled and self.settings.update_baseline:
             self._more_processes(case, impls, config, record)
         return record
+
+    def _checks_for(self, case_id: str, config: Any, settings: Settings) -> Any:
+        """``config`` with parity against float64 and energy off where tonight matches the case's last full check.
+
+        A recording always checks fully: a baseline is what later nights' sampled checks stand on.
+        """
+        from pytest_rnnperf.store.rechecks import recheck
+
+        if self.settings.update_baseline:
+            found = Recheck(True, "always", "a recorded baseline checks fully")
+        else:
+            runs = [] if self.baseline is None else [self.baseline, *self.older]
+            found = recheck(runs, case_id, self.environment(), datetime.now(timezone.utc), settings.recheck_days)
+        self.rechecks[case_id] = found
+        return config if found.full else replace(config, parity_reference=False, energy_s=0.0)
 
     def _more_processes(self, case: Case, impls: tuple[str, ...], config: Any, record: CaseRecord) -> None:
         """Measure a case being recorded in ``record_processes - 1`` more fresh processes; keep their summaries.
@@ -624,7 +647,11 @@ class RnnperfSession:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
         from pytest_rnnperf.report.files import write_reports
         from pytest_rnnperf.report.rows import build_rows
+        from pytest_rnnperf.store.rechecks import checks_line
 
+        line = checks_line(self.rechecks, self.settings.recheck_days)
+        if line and line not in self.notes:
+            self.notes.append(line)
         if self.results or self.cross or self.skipped or self.claims:
             self.report_rows = build_rows(self)
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,

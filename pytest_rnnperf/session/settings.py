@@ -200,6 +200,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_case_s", 60.0, to_float, "time budget per case for the timed rounds, the energy window and the "
             "device-time rounds, in s (at most 3600; the minimum rounds always run)", marker=True,
             check=at_least(0, strict=True, high=3600)),
+    Setting("max_noise", 0.005, to_fraction, "stop timing a case's rounds once both sides' medians are this steady "
+            "(relative standard error; the first 4 rounds always run, --rnnperf-rounds caps them; 0: every round)",
+            marker=True, check=at_least(0)),
+    Setting("recheck_days", 7.0, to_float, "days a case's full check (parity against float64, the energy window) "
+            "holds while the environment is unchanged; between, the sides are compared with each other only "
+            "(0: check every case fully)", marker=True, check=at_least(0, high=3650)),
     Setting("device_rounds", 8, to_int, "traced rounds of the cuDNN side for device time (CUPTI, needs "
             "cupti-python; the generic side gets half, at least 3); 0 turns device time off (at most 1000)",
             marker=True, check=at_least(0, high=1000)),
@@ -251,6 +257,8 @@ class Settings:
     min_block_ms: float
     energy_s: float
     max_case_s: float
+    max_noise: float
+    recheck_days: float
     device_rounds: int
     precision: str
     baselines: str

@@ -179,3 +179,25 @@ def test_device_rounds_past_the_first_few_stop_when_the_case_budget_is_spent() -
     assert len(b.busy.samples) == 3  # the budget is gone: the generic side runs its minimum
     whole, _ = timer.pair(step, step, lambda: None, rounds=8, steps=(1, 1))
     assert len(whole.busy.samples) == 8
+
+
+def test_steady_traced_rounds_stop_after_the_steady_rounds_and_noisy_ones_run_to_the_cap() -> None:
+    """A side whose rounds' host times agree stops at 4 traced rounds; one that alternates 10/13 ms runs all 8."""
+    clock = FakeClock()
+    cupti = FakeCupti(clock)
+    times = iter([0.010, 0.013] * 100)
+
+    def steady() -> None:
+        cupti.launch("k", 0.010)
+        clock.advance(0.010)
+
+    def noisy() -> None:
+        t = next(times)
+        cupti.launch("k", t)
+        clock.advance(t)
+
+    timer = DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9))
+    a, b = timer.pair(steady, noisy, lambda: None, rounds=(8, 8), steps=(1, 1), max_noise=0.005)
+    assert (len(a.busy.samples), len(b.busy.samples)) == (4, 8)
+    every, _ = timer.pair(steady, steady, lambda: None, rounds=8, steps=(1, 1), max_noise=0.0)
+    assert len(every.busy.samples) == 8

@@ -168,3 +168,15 @@ def test_spread() -> None:
     assert spread([1.0, 1.03]) == pytest.approx(0.03)
     with pytest.raises(ValueError):
         spread([])
+
+
+def test_median_noise_is_the_relative_standard_error_of_the_median_and_ignores_one_outlier() -> None:
+    """Normal samples give about sqrt(pi/2) * sigma / sqrt(n); one slow block barely moves it; too few is infinite."""
+    from pytest_rnnperf.model.stats import median_noise
+
+    rng = np.random.default_rng(0)
+    samples = 1.0 + 0.01 * rng.standard_normal(400)
+    assert median_noise(samples) == pytest.approx(1.2533 * 0.01 / 20, rel=0.15)
+    steady = [1.0, 1.001, 0.999, 1.0, 1.0005]
+    assert median_noise(steady + [3.0]) < 0.002
+    assert median_noise([1.0]) == median_noise([]) == median_noise([0.0, 0.0]) == float("inf")

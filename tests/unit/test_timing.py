@@ -191,3 +191,29 @@ def test_the_wall_timer_labels_its_measurements_and_uses_the_clock_it_is_given(c
     assert (paired.a.timer, paired.b.timer, single.timer) == ("wall", "wall", "wall") == (timer.name,) * 3
     assert paired.a.median == pytest.approx(0.002) and single.median == pytest.approx(0.004)
     assert (paired.a.name, paired.b.name, single.name) == ("cudnn", "generic", "generic")
+
+
+def test_steady_rounds_stop_after_an_even_round_once_both_medians_are_within_the_noise_target(clock: FakeClock) -> None:
+    """A side as steady as a fake clock stops at 4 rounds (after a "ba" round, never mid-ABBA); a noise target of 0 runs all."""
+    steady = TimingConfig(rounds=20, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.005)
+    paired = time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, steady, clock)
+    assert len(paired.a.samples) == 4 and paired.order[-1] == "ba"
+    assert len(time_single(stepper(clock, 0.01), lambda: None, steady, clock).samples) == 4
+    every = TimingConfig(rounds=20, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.0)
+    assert len(time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, every, clock).a.samples) == 20
+
+
+def test_a_noisy_side_keeps_the_rounds_going_up_to_the_cap(clock: FakeClock) -> None:
+    """One side alternating 10/13 ms never reaches 0.5% noise: every round of the cap runs, for both sides."""
+    times = iter([0.010, 0.013] * 100)
+    noisy = lambda: clock.advance(next(times))  # noqa: E731  (a step whose time alternates)
+    config = TimingConfig(rounds=12, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.005,
+                          max_steps_per_block=1)
+    paired = time_pair(stepper(clock, 0.01), noisy, lambda: None, config, clock)
+    assert len(paired.a.samples) == len(paired.b.samples) == 12
+
+
+def test_a_negative_noise_target_is_refused() -> None:
+    """max_noise < 0 cannot be met or missed: it is a typo."""
+    with pytest.raises(ValueError, match="max_noise"):
+        TimingConfig(max_noise=-0.01)

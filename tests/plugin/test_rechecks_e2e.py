@@ -1,0 +1,39 @@
+"""End-to-end: a night like the last full check compares the sides only; a changed environment checks fully."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import load_json, run
+
+
+def _checks(project: pytest.Pytester) -> dict[str, str]:
+    """Each cuDNN case's ``checks`` and parity rows in the run's rnnperf.json."""
+    report = load_json(project.path / "rnnperf-report" / "rnnperf.json")
+    return {r["case"]["id"]: (r["checks"], sorted({row["comparison"] for row in r["parity"]["rows"]}))
+            for r in report["results"] if r["cudnn"] is not None}
+
+
+def test_the_night_after_a_recorded_baseline_compares_the_sides_only(project: pytest.Pytester) -> None:
+    """The recording checks fully; the next night, same environment, compares cuDNN with generic and says so."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    assert {c for c, _ in _checks(project).values()} == {"full"}
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*checks: 0 case(s) fully (parity against float64, energy), 2 compared cuDNN with "
+                                 "generic only: environment as at their last full check, within 7 days*"])
+    assert all(checks == ("sampled", ["cudnn vs generic"]) for checks in _checks(project).values())
+
+
+def test_a_changed_cudnn_or_zero_recheck_days_checks_every_case_fully(project: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another cuDNN version since the last full check, or --rnnperf-recheck-days=0: float64 parity again."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    always = run(project, "--rnnperf-recheck-days=0")
+    always.assert_outcomes(passed=2)
+    # fnmatch reads [...] as a character class: the brackets are matched by *.
+    always.stdout.fnmatch_lines(["*checks: 2 case(s) fully (parity against float64, energy) *--rnnperf-recheck-days=0: 2*"])
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    changed = run(project, "--rnnperf-no-fail-regression")
+    changed.stdout.fnmatch_lines(["*checks: 2 case(s) fully (parity against float64, energy) *environment changed: 2*"])
+    assert all(c == "full" and "cudnn vs reference" in rows for c, rows in _checks(project).values())

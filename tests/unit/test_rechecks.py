@@ -1,0 +1,84 @@
+"""Which nights check a case fully (float64 parity, energy) and which compare the sides only."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from factories import CASE, record
+
+from pytest_rnnperf.model.records import CaseRecord, StoredRun
+from pytest_rnnperf.store.rechecks import Recheck, checks_line, recheck
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+ENV = {"gpu.name": "NVIDIA H100 80GB HBM3", "gpu.uuid": "GPU-a", "gpu.driver_version": "580.159.04",
+       "torch.cudnn_version": "9.19.0", "torch.cudnn_allow_tf32": "True"}
+
+
+def stored(name: str, when: str, env: dict[str, str] = ENV, checks: str = "full") -> StoredRun:
+    """A stored file holding the matrix case, checked ``checks``, written ``when``."""
+    rec: CaseRecord = record(checks=checks)
+    return StoredRun(path=Path(name), gpu_slug="NVIDIA_H100_80GB_HBM3", environment=dict(env),
+                     records={CASE.id: rec}, datetime=when)
+
+
+def test_a_night_like_the_last_full_check_compares_the_sides_only() -> None:
+    """Same environment, two days after the full check (a sampled night between): the sides only."""
+    runs = [stored("0003_run.json", "2026-11-23T12:00:00+00:00", checks="sampled"),
+            stored("0002_run.json", "2026-11-22T12:00:00+00:00")]
+    assert recheck(runs, CASE.id, ENV, NOW, 7) == Recheck(False, "same", "environment as at 0002_run.json",
+                                                          "0002_run.json")
+
+
+def test_another_card_of_the_same_model_or_an_injected_fault_is_not_a_change() -> None:
+    """The card's uuid and a deliberate spin change no result, so neither asks for a full check."""
+    runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00")]
+    tonight = {**ENV, "gpu.uuid": "GPU-b", "RNNPERF_INJECT_CUDNN_DELAY_US": "torch-*=30"}
+    assert not recheck(runs, CASE.id, tonight, NOW, 7).full
+
+
+def test_a_changed_driver_or_precision_flag_checks_fully_and_names_the_field() -> None:
+    """What changed since the last full check is named."""
+    runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00")]
+    found = recheck(runs, CASE.id, {**ENV, "torch.cudnn_allow_tf32": "False"}, NOW, 7)
+    assert found.full and found.kind == "changed"
+    assert found.why == "environment changed since 0002_run.json (torch.cudnn_allow_tf32)"
+
+
+def test_no_stored_full_check_an_old_one_or_zero_days_check_fully() -> None:
+    """First night, a full check older than the limit, an undated file, and --rnnperf-recheck-days=0."""
+    sampled_only = [stored("0003_run.json", "2026-11-23T12:00:00+00:00", checks="sampled")]
+    assert recheck(sampled_only, CASE.id, ENV, NOW, 7).kind == "first"
+    assert recheck([], CASE.id, ENV, NOW, 7).why == "no full check stored"
+    old = recheck([stored("0001_baseline.json", "2026-11-10T12:00:00+00:00")], CASE.id, ENV, NOW, 7)
+    assert (old.full, old.why) == (True, "last full check 0001_baseline.json is 14 days old")
+    assert recheck([stored("0001_baseline.json", "")], CASE.id, ENV, NOW, 7).kind == "old"
+    assert recheck([stored("0002_run.json", "2026-11-24T11:00:00+00:00")], CASE.id, ENV, NOW, 0).kind == "always"
+
+
+def test_the_summary_line_counts_full_checks_by_reason_and_the_sampled_ones() -> None:
+    """One line for the whole run, whatever the number of files named."""
+    rechecks = {"a": Recheck(True, "changed", "environment changed since 0002_run.json (gpu.driver_version)"),
+                "b": Recheck(True, "changed", "environment changed since 0001_run.json (tf.version)"),
+                "c": Recheck(True, "first", "no full check stored"),
+                "d": Recheck(False, "same", "environment as at 0002_run.json")}
+    assert checks_line(rechecks, 7) == (
+        "checks: 3 case(s) fully (parity against float64, energy) [environment changed: 2; no full check stored: 1], "
+        "1 compared cuDNN with generic only: environment as at their last full check, within 7 days "
+        "(--rnnperf-recheck-days=0 checks every case fully)")
+    assert checks_line({}, 7) == ""
+
+
+def test_a_record_keeps_its_checks_through_its_json_and_older_records_read_as_full() -> None:
+    """The field round-trips; a record written before it was always checked fully; a wrong value is named."""
+    import pytest
+
+    from pytest_rnnperf.model.records import RecordError
+
+    sampled = record(checks="sampled")
+    assert CaseRecord.from_dict(sampled.to_dict()).checks == "sampled"
+    data = sampled.to_dict()
+    del data["checks"]
+    assert CaseRecord.from_dict(data).checks == "full"
+    with pytest.raises(RecordError, match="checks is 'some'"):
+        CaseRecord.from_dict({**data, "checks": "some"})
