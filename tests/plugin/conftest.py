@@ -109,7 +109,9 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))
-    pytester.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_min_block_ms = 2\n")
+    # Every round runs (max_noise 0): tests count samples; test_rechecks_e2e.py checks the noise stop.
+    pytester.makeini("[pytest]\nrnnperf_rounds = 8\nrnnperf_energy_s = 0\nrnnperf_min_block_ms = 2\n"
+                     "rnnperf_max_noise = 0\n")
     return pytester
 
 

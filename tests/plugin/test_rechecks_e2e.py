@@ -37,3 +37,12 @@ def test_a_changed_cudnn_or_zero_recheck_days_checks_every_case_fully(project: p
     changed = run(project, "--rnnperf-no-fail-regression")
     changed.stdout.fnmatch_lines(["*checks: 2 case(s) fully (parity against float64, energy) *environment changed: 2*"])
     assert all(c == "full" and "cudnn vs reference" in rows for c, rows in _checks(project).values())
+
+
+def test_steady_cases_stop_timing_at_the_noise_target_and_every_round_runs_without_one(project: pytest.Pytester) -> None:
+    """The fake steps jitter 1%: a 5% noise target is met after 4 rounds; --rnnperf-max-noise=0 runs all 8."""
+    run(project, "--rnnperf-max-noise=5%", "--benchmark-json=steady.json").assert_outcomes(passed=2)
+    run(project, "--rnnperf-max-noise=0", "--benchmark-json=every.json").assert_outcomes(passed=2)
+    for name, rounds in (("steady.json", 4), ("every.json", 8)):
+        benches = load_json(project.path / name)["benchmarks"]
+        assert {len(b["stats"]["data"]) for b in benches if b["params"]["side"] == "cudnn"} == {rounds}, name
