@@ -644,7 +644,7 @@ class RnnperfSession:
         from pytest_rnnperf.report.rows import build_rows
 
         if self.results or self.cross or self.skipped or self.claims:
-            self.report_rows = build_rows(self)
+            self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started)
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,
                                         self.report_rows)
 
