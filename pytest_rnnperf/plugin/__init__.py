@@ -261,10 +261,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_rnnperf.backends import compile_cache
 
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
-    compile_cache.use(compile_cache_folder(settings))
+    cache = compile_cache_folder(settings)
+    compile_cache.use(cache)
     session = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
                          root=baseline_root(config, settings), machine_id=machine_id(), placement=placement,
-                         compile_cache=compile_cache_folder(settings))
+                         compile_cache=cache)
     session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = session
