@@ -169,6 +169,9 @@ def import_jax() -> Any:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
+    from pytest_rnnperf.backends.compile_cache import configure_jax
+
+    configure_jax(jax)  # before the first compile: the run's compiled steps go to (and come from) the cache
     return jax
 
 

@@ -63,6 +63,10 @@ def _keras(framework: str) -> Any:
     if setting != framework:
         raise BackendUnavailable(f"this process runs Keras on {setting!r}; Keras on {framework} needs "
                                  f"KERAS_BACKEND={framework} (the session starts a subprocess for it)")
+    if framework == "jax":  # Keras imports JAX itself: its cache is set before Keras compiles anything
+        from pytest_rnnperf.backends.compile_cache import configure_jax
+
+        configure_jax()
     import keras
 
     return keras

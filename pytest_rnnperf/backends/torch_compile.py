@@ -82,7 +82,10 @@ SPEC_RNN = _spec("torch_compile_rnn", "PyTorch torch.compile (allow_rnn)", "get_
 
 
 def _dynamo() -> Any:
-    """torch._dynamo, imported on first use (it pulls in much of torch's compiler stack)."""
+    """torch._dynamo, imported on first use (it pulls in much of torch's compiler stack), Inductor's cache set first."""
+    from pytest_rnnperf.backends.compile_cache import configure_inductor
+
+    configure_inductor()
     return importlib.import_module("torch._dynamo")
 
 

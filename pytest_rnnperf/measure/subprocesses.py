@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, register
@@ -65,27 +65,55 @@ class BackendSubprocess:
     process: subprocess.Popen[bytes]
     conn: Connection
     log: Path
+    # Requests sent at launch whose answers are still in the pipe: (op, whether its failure is the start's).
+    pending: list[tuple[str, bool]] = field(default_factory=list)
 
     @classmethod
-    def start(cls, spec: BackendSpec, log_dir: Path) -> BackendSubprocess:
+    def start(cls, spec: BackendSpec, log_dir: Path, env: Mapping[str, str] | None = None) -> BackendSubprocess:
         """Start a subprocess with the spec's environment and register the spec there; SubprocessFailed if it fails."""
+        started = cls.launch(spec, log_dir, env)
+        started.settle()
+        return started
+
+    @classmethod
+    def launch(cls, spec: BackendSpec, log_dir: Path, env: Mapping[str, str] | None = None,
+               warm: bool = False) -> BackendSubprocess:
+        """Start the subprocess and send its registration without waiting for the answer (``settle`` reads it).
+
+        ``warm`` also asks it to import its framework now, so that import runs while this process does other work.
+        """
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"subprocess-{spec.name}.log"
         ours, theirs = Pipe()
-        env = dict(os.environ)
-        env.update(spec.env)
-        # The subprocess imports exactly what this process imports (the checkout under test, test helpers).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).exists())
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 [sys.executable, "-c", "import sys; from pytest_rnnperf.measure.subprocesses import serve; serve(int(sys.argv[1]))",
                  str(theirs.fileno())],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                env=subprocess_env(spec, env or {}), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
             )
         theirs.close()
         started = cls(spec, process, ours, log)
-        started.call("register", spec)
+        started._send("register", (spec,))
+        started.pending.append(("register", True))
+        if warm:
+            started._send("warm", ())
+            started.pending.append(("warm", False))
         return started
+
+    def settle(self) -> None:
+        """Read the answers to the requests sent at launch; a failed registration is raised, a failed warm-up is not.
+
+        A warm-up that failed says nothing new: the first real question meets the same failure and reports it.
+        """
+        while self.pending:
+            op, fatal = self.pending[0]
+            kind, payload = self._receive()
+            self.pending.pop(0)
+            if kind == "raise" and fatal:
+                raise payload
+            if kind not in ("ok", "raise"):
+                raise SubprocessFailed(f"the {self.spec.name} subprocess sent {kind!r} in answer to {op!r}")
 
     def _receive(self) -> tuple[str, Any]:
         """The next message, or SubprocessFailed once the process has exited without sending one."""
@@ -119,6 +147,7 @@ class BackendSubprocess:
         While a case runs the subprocess may hand over a record to judge: ``judge`` gets it with a function that
         has the subprocess time the same pair again, and its answer goes back as the case's record.
         """
+        self.settle()
         self._send(op, args)
         while True:
             kind, payload = self._receive()
@@ -155,28 +184,49 @@ class BackendSubprocess:
         self.conn.close()
 
 
+def subprocess_env(spec: BackendSpec, extra: Mapping[str, str]) -> dict[str, str]:
+    """A subprocess's environment: this one, then the session's ``extra`` (the compile cache), then the spec's."""
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(spec.env)
+    # The subprocess imports exactly what this process imports (the checkout under test, test helpers).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).exists())
+    return env
+
+
 @dataclass
 class SubprocessPool:
-    """The session's subprocesses, started on first use, one per backend; closed at the session's end."""
+    """The session's subprocesses, one per backend, started early or on first use; closed at the session's end."""
 
     log_dir: Path
     telemetry_index: int | None = None  # NVML index of the GPU, or None without one (no telemetry windows)
     subprocesses: dict[str, BackendSubprocess] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)  # backend -> why its subprocess is unusable
+    env: Mapping[str, str] = field(default_factory=dict)  # added to every subprocess's environment
+    launch: Callable[..., BackendSubprocess] = BackendSubprocess.launch  # replaced by tests
+
+    def start_early(self, spec: BackendSpec) -> None:
+        """Start ``spec``'s subprocess and its framework import now, without waiting; a failure waits for ``get``."""
+        if spec.name in self.broken or spec.name in self.subprocesses:
+            return
+        try:
+            self.subprocesses[spec.name] = self.launch(spec, self.log_dir, self.env, warm=True)
+        except (SubprocessFailed, OSError) as exc:  # reported when a case first needs the subprocess, as ever
+            self.broken[spec.name] = str(exc)
 
     def get(self, spec: BackendSpec) -> BackendSubprocess:
         """The running subprocess for ``spec`` (started now if needed); SubprocessFailed once it failed."""
         if spec.name in self.broken:
             raise SubprocessFailed(self.broken[spec.name])
         proc = self.subprocesses.get(spec.name)
-        if proc is not None and proc.process.poll() is None:
-            return proc
         try:
-            proc = BackendSubprocess.start(spec, self.log_dir)
+            if proc is None or (proc.process.poll() is not None and not proc.pending):
+                proc = self.subprocesses[spec.name] = self.launch(spec, self.log_dir, self.env)
+            proc.settle()
         except (SubprocessFailed, OSError) as exc:
+            self.subprocesses.pop(spec.name, None)
             self.broken[spec.name] = str(exc)
             raise SubprocessFailed(str(exc)) from None
-        self.subprocesses[spec.name] = proc
         return proc
 
     def close(self) -> None:
@@ -362,6 +412,15 @@ def _sendable(exc: BaseException, name: str = "") -> BaseException:
         return SubprocessFailed(f"{type(exc).__name__}: {exc}")
 
 
+def _warm(backend: Any) -> None:
+    """Import the backend's framework (by reading its runtime) while the parent is busy; failures are only logged."""
+    try:
+        if backend.unavailable_reason() is None:
+            backend.runtime_info()
+    except Exception:  # noqa: BLE001 - the first real question meets it again and reports it
+        traceback.print_exc()
+
+
 def serve(fd: int) -> None:
     """The subprocess's loop: answer requests from the parent on file descriptor ``fd`` until told to exit."""
     conn = Connection(fd)
@@ -378,6 +437,9 @@ def serve(fd: int) -> None:
                 register(args[0])
                 backend = args[0].load()
                 answer: Any = os.getpid()
+            elif op == "warm":
+                _warm(backend)
+                answer = None
             elif op == "run_case":
                 answer = _run_case(backend, conn, *args)
             elif op == "run_model":

@@ -132,6 +132,27 @@ def _markdown_problem(target: Path, store: Path | None, root: Path) -> str | Non
     return None
 
 
+def _compile_cache_problem(settings: Settings, store: Path | None, root: Path) -> str | None:
+    """Why the compile cache cannot live where the settings put it (None when it can, or when it is off)."""
+    from pytest_rnnperf.backends.compile_cache import folder_problem
+
+    folder = compile_cache_folder(settings)
+    if folder is None:
+        return None
+    # Checked before the folder is made: the baselines folder holds stored runs only.
+    if store is not None and folder.resolve().is_relative_to(store):
+        return f"{folder} is inside the baselines folder {root}, which holds stored runs only; give a folder outside it"
+    return folder_problem(folder)
+
+
+def compile_cache_folder(settings: Settings) -> Path | None:
+    """The compile cache's folder, absolute (relative to the current directory), or None when it is off."""
+    from pytest_rnnperf.backends.compile_cache import resolved
+
+    folder = resolved(settings.compile_cache, os.environ)
+    return None if folder is None else folder.absolute()
+
+
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
@@ -152,6 +173,8 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
                             f"{root}, which holds stored runs only; give a folder outside it")
         elif (why := writable_problem(folder)) is not None:
             problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
+    if (why := _compile_cache_problem(settings, store, root)) is not None:
+        problems.append(f"--rnnperf-compile-cache / rnnperf_compile_cache: {why}")
     for name, value in (("--rnnperf-markdown / rnnperf_markdown", settings.markdown),
                         ("GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY", ""))):
         if value and (why := _markdown_problem(Path(value), store, root)) is not None:
@@ -235,8 +258,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
+    from pytest_rnnperf.backends import compile_cache
+
+    # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
+    cache = compile_cache_folder(settings)
+    compile_cache.use(cache)
     session = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
-                         root=baseline_root(config, settings), machine_id=machine_id(), placement=placement)
+                         root=baseline_root(config, settings), machine_id=machine_id(), placement=placement,
+                         compile_cache=cache)
     session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = session
@@ -294,6 +323,30 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before the terminal names the libraries each framework loaded (that waits)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the backend subprocesses the collected cases need now, so their imports overlap the first cases."""
+    config = session.config
+    if config.option.collectonly or session.testsfailed or not session.items:
+        return
+    frameworks, _ = _collected_frameworks(session.items)
+    _session(config).start_subprocesses(frameworks)
+
+
+def _collected_frameworks(items: list[pytest.Item]) -> tuple[list[str], bool]:
+    """The frameworks of the items' parametrized cases in order of first use, and whether any checks its own model."""
+    from pytest_rnnperf.model.cases import Case
+
+    frameworks: dict[str, None] = {}
+    own_model = False
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        cases = [v for v in (callspec.params.values() if callspec is not None else ()) if isinstance(v, Case)]
+        frameworks.update(dict.fromkeys(case.framework for case in cases))
+        own_model = own_model or (not cases and "rnnperf" in getattr(item, "fixturenames", ()))
+    return list(frameworks), own_model
+
+
 def resolved_scale(config: pytest.Config) -> str:
     """The case-matrix scale: the option, or nightly with a GPU and smoke without one."""
     scale = _session(config).settings.scale
@@ -310,7 +363,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     session = _session(config)
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
     return header_lines(session, scale=resolved_scale(config)) + [f"rnnperf: regression thresholds: "
-                                                             f"{thresholds(session.settings.policy())}"]
+                                                             f"{thresholds(session.settings.policy())}",
+                                                             compile_cache_line(session.compile_cache)]
+
+
+def compile_cache_line(folder: Path | None) -> str:
+    """The header's line naming the compile cache kept between runs, or saying it is off."""
+    if folder is None:
+        return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
+    return f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -325,16 +386,10 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     import sys
 
     from pytest_rnnperf.backends import specs
-    from pytest_rnnperf.model.cases import Case
     from pytest_rnnperf.report.text import library_lines
 
-    frameworks: dict[str, None] = {}  # in order of first use
-    own_model = False
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        cases = [v for v in (callspec.params.values() if callspec is not None else ()) if isinstance(v, Case)]
-        frameworks.update(dict.fromkeys(case.framework for case in cases))
-        own_model = own_model or (not cases and "rnnperf" in getattr(item, "fixturenames", ()))
+    found, own_model = _collected_frameworks(items)
+    frameworks = dict.fromkeys(found)  # in order of first use
     if own_model:  # rnnperf.model() checks a model of a framework its test module has imported
         frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
     for name in frameworks:

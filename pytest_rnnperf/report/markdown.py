@@ -69,7 +69,8 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
             out += [f"  - {line}" for line in row.kernels]
     out += [f"- {row.verdict.case_id}: {row.verdict.host_line()} (reported, not failed)" for row in rows.verdicts
             if row.verdict.host_regressed and not row.verdict.fails]
-    out += [line for line in device_lines(run) if line]
+    # Each backend's line (indented in the terminal) becomes a list item, so Markdown keeps it on its own line.
+    out += [f"- {line.strip()}" if line.startswith("  ") else line for line in device_lines(run, rows.time) if line]
     if run.skipped:
         out.append(f"\n{len(run.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.skipped})))
     return "\n".join(out) + "\n"

@@ -83,6 +83,59 @@ class VerdictRow:
 
 
 @dataclass(frozen=True)
+class PhaseTotals:
+    """Seconds per case phase (build, proof, parity, wall, ...) summed over some cases: all, or one backend's."""
+
+    name: str  # the backend, or "all"
+    cases: int
+    phases: tuple[tuple[str, float], ...]  # in the order the phases first appear
+
+    @property
+    def total_s(self) -> float:
+        """Every phase's seconds together."""
+        return sum(seconds for _, seconds in self.phases)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON: the case count, the total and each phase's seconds."""
+        return {"cases": self.cases, "total_s": round(self.total_s, 3),
+                "phases_s": {phase: round(seconds, 3) for phase, seconds in self.phases}}
+
+
+@dataclass(frozen=True)
+class TimeSpent:
+    """Where the run's time went: its cases' phases, all together and per backend, and the run's wall time."""
+
+    cases: PhaseTotals
+    backends: tuple[PhaseTotals, ...]
+    wall_s: float | None = None  # from the session's start to its report (None: not known to the caller)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON: the wall time, the cases' totals and each backend's (its phases the same keys as ``cost_s``)."""
+        return {"wall_s": None if self.wall_s is None else round(self.wall_s, 3), "cases": self.cases.as_dict(),
+                "backends": {b.name: b.as_dict() for b in self.backends}}
+
+
+def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
+    """``records``' seconds per phase, summed."""
+    totals: dict[str, float] = {}
+    for r in records:
+        for phase, seconds in r.cost_s.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+    return PhaseTotals(name, len(records), tuple(totals.items()))
+
+
+def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None) -> TimeSpent | None:
+    """Where the time went, per backend in the order each first ran; None when no case recorded a phase."""
+    if not any(r.cost_s for r in results):
+        return None
+    by_backend: dict[str, list[CaseRecord]] = {}
+    for r in results:
+        by_backend.setdefault(r.case.framework, []).append(r)
+    return TimeSpent(_phase_totals("all", results),
+                     tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s)
+
+
+@dataclass(frozen=True)
 class Rows:
     """A run as rows, built once: cases, cross-framework checks, claims, verdicts and the environment diff."""
 
@@ -99,6 +152,7 @@ class Rows:
     environment: tuple[tuple[str, str], ...] = ()
     baseline: str = ""
     skipped: tuple[tuple[str, int], ...] = ()  # each reason cases were skipped for, and how many
+    time: TimeSpent | None = None  # where the time went: each phase, per backend, and the run's wall time
 
     @property
     def paired(self) -> tuple[CaseRow, ...]:
@@ -127,11 +181,15 @@ class Rows:
             "cross": [dict(zip(CROSS_HEADER, row)) for row in self.cross],
             "verdicts": [dict(zip(VERDICT_HEADER, v.cells), kernels=list(v.kernels)) for v in self.verdicts],
             "environment_changes": list(self.env_diff),
+            "time": None if self.time is None else self.time.as_dict(),
         }
 
 
-def build_rows(run: RunView) -> Rows:
-    """Walk the run once: every renderer draws these rows instead of reading the results itself."""
+def build_rows(run: RunView, wall_s: float | None = None) -> Rows:
+    """Walk the run once: every renderer draws these rows instead of reading the results itself.
+
+    ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run.
+    """
     return Rows(
         gpu=run.gpu.name if run.gpu.available else "no GPU",
         cases=tuple(case_row(r, run) for r in run.results),
@@ -145,6 +203,7 @@ def build_rows(run: RunView) -> Rows:
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.skipped)),
+        time=time_spent(run.results, wall_s),
     )
 
 

@@ -6,8 +6,9 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_rnnperf.judge.verdicts import Verdict
-from pytest_rnnperf.report.rows import (CROSS_HEADER, UNAVAILABLE, VERDICT_HEADER, CaseRow, Rows, build_rows,
-                                        env_diff_lines, kernel_lines, below_floor, shown as _v, verdict_counts)
+from pytest_rnnperf.report.rows import (CROSS_HEADER, UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows,
+                                        TimeSpent, build_rows, env_diff_lines, kernel_lines, below_floor,
+                                        shown as _v, time_spent, verdict_counts)
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -205,22 +206,33 @@ def verdict_lines(rows: Rows) -> list[str]:
     return lines
 
 
-def device_lines(run: RunView) -> list[str]:
-    """Why device time is missing where it is, and where the run's time went, phase by phase."""
+def device_lines(run: RunView, spent: TimeSpent | None = None) -> list[str]:
+    """Why device time is missing where it is, and where the run's time went, phase by phase and per backend."""
     lines: list[str] = []
     notes: dict[str, int] = {}
     for r in run.results:
         if r.device_note:
             notes[r.device_note] = notes.get(r.device_note, 0) + 1
     lines += [f"{note} ({n} case(s))" for note, n in notes.items()]
-    totals: dict[str, float] = {}
-    for r in run.results:
-        for phase, seconds in r.cost_s.items():
-            totals[phase] = totals.get(phase, 0.0) + seconds
-    if totals:
-        lines.append(f"where the time went ({len(run.results)} case(s), {sum(totals.values()):.0f} s): "
-                     + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in totals.items()))
+    lines += time_lines(spent or time_spent(run.results))
     return [""] + lines if lines else []
+
+
+def _phases(totals: PhaseTotals, digits: int) -> str:
+    """e.g. "build 37 s, parity 34 s": each phase's seconds."""
+    return ", ".join(f"{phase} {seconds:.{digits}f} s" for phase, seconds in totals.phases)
+
+
+def time_lines(spent: TimeSpent | None) -> list[str]:
+    """"where the time went": the cases' phases, the run's wall time beside them, then one line per backend."""
+    if spent is None:
+        return []
+    cases = spent.cases
+    # The gap between the two is what no case's phases hold: imports, collection, subprocess starts, cross checks.
+    run = "" if spent.wall_s is None else f" of a {spent.wall_s:.0f} s run"
+    lines = [f"where the time went ({cases.cases} case(s), {cases.total_s:.0f} s{run}): {_phases(cases, 1)}"]
+    lines += [f"  {b.name}: {b.cases} case(s) {b.total_s:.0f} s: {_phases(b, 0)}" for b in spent.backends]
+    return lines
 
 
 def xdist_line(run: RunView) -> str:
@@ -279,7 +291,7 @@ def summary_lines(run: RunView, rows: Rows | None = None) -> list[str]:
     noted = [f"note: {r.id}: {n}" for r in run.results for n in r.notes]
     if warned or noted:
         lines += [""] + warned + noted
-    lines += device_lines(run)
+    lines += device_lines(run, rows.time)
     lines += ["", run.baseline_status()] + list(run.notes)
     while lines and not lines[0]:
         lines.pop(0)  # sections open with a blank line; the first needs none

@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.backends import (
     INJECT_ENVS, Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, load_backend,
 )
-from pytest_rnnperf.backends import keras_spec, model_backend_for, spec
+from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
     KEPT_TAG, find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
@@ -134,6 +135,8 @@ class RnnperfSession:
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     extra_environment: dict[str, str] = field(default_factory=dict)  # fields a conftest adds (plugin/hooks.py)
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
+    compile_cache: Path | None = None  # the compile cache kept between runs (None: off); subprocesses get it too
+    started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
@@ -145,8 +148,23 @@ class RnnperfSession:
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
             if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
                 folder = str(Path(folder) / self.placement.worker)
-            self._pool = SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None)
+            self._pool = SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,
+                                        env=compile_cache.environment(self.compile_cache))
         return self._pool
+
+    def start_subprocesses(self, frameworks: Iterable[str]) -> list[str]:
+        """Start the subprocesses these frameworks run in, without waiting, so their imports overlap this
+        process's work; the backends started. An unknown backend is left to its cases to report."""
+        started = []
+        for name in dict.fromkeys(frameworks):
+            try:
+                backend_spec = spec(name)
+            except Exception:  # noqa: BLE001 - an unknown or broken backend: its own cases say why
+                continue
+            if name not in self._backends and not backend_spec.in_process(os.environ):
+                self.subprocess_pool().start_early(backend_spec)
+                started.append(name)
+        return started
 
     def backend(self, name: str) -> Backend:
         """The backend for ``name``, loaded once (in a worker when it needs its own environment); runtime info on first use."""
@@ -412,7 +430,7 @@ class RnnperfSession:
             while len(self._extra_pools) <= i:
                 base = self.subprocess_pool()
                 self._extra_pools.append(SubprocessPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
-                                                    base.telemetry_index))
+                                                    base.telemetry_index, env=base.env))
             timing_only = replace(config, energy_s=0.0, parity=False)
             again = RemoteBackend(backend_spec, self._extra_pools[i]).run_case(case, timing_only, impls, None)
             self.processes.setdefault(case.id, []).append(summarize(again, f"process {i + 2}"))
@@ -653,7 +671,7 @@ class RnnperfSession:
         if line and line not in self.notes:
             self.notes.append(line)
         if self.results or self.cross or self.skipped or self.claims:
-            self.report_rows = build_rows(self)
+            self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started)
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,
                                         self.report_rows)
 

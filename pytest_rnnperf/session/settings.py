@@ -243,6 +243,10 @@ SETTINGS: tuple[Setting, ...] = (
             "('none' to write nothing)", path=True, check=not_empty),
     Setting("markdown", "", to_str, "also append the Markdown summary to this file ($GITHUB_STEP_SUMMARY is "
             "used when set)", path=True),
+    # Kept between runs so a nightly skips most of its compiling; never inside the baselines folder.
+    Setting("compile_cache", "", to_str, "folder of the compile cache kept between runs (XLA's for JAX and Keras "
+            "on JAX in DIR/xla, Inductor's in DIR/inductor); empty: $XDG_CACHE_HOME/pytest-rnnperf or "
+            "~/.cache/pytest-rnnperf; 'none' turns it off", path=True),
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 MARKER_SETTINGS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.marker)
@@ -275,6 +279,7 @@ class Settings:
     no_fail_regression: bool
     report_dir: str
     markdown: str
+    compile_cache: str
 
     @classmethod
     def defaults(cls, **overrides: Any) -> Settings:

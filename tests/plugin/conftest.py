@@ -102,6 +102,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
                  "LIB_VERSIONS", "WHEELS"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the default compile cache goes under pytester's HOME
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake GPUs are all the run may use
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     monkeypatch.delenv("RNNPERF_FAKE_WORKER", raising=False)

@@ -69,3 +69,17 @@ def test_without_a_report_folder_the_subprocess_log_goes_to_a_temporary_one(fara
     """--rnnperf-report-dir=none writes no report, and no folder named "none" appears for the subprocess's log."""
     run(faraway, "--rnnperf-report-dir=none").assert_outcomes(passed=2)
     assert not (faraway.path / "none").exists() and not (faraway.path / "rnnperf-report").exists()
+
+
+IDLE_CASES = SUBPROCESS_CASES.replace("rnnperf.check(rnnperf.measure(case))", "pass")
+
+
+def test_a_collected_backend_s_subprocess_starts_after_collection_before_any_case_asks(
+        faraway: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test measures anything, yet the subprocess ran (its log is written): it was started when collection ended."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")  # without a GPU nothing else asks a backend before the cases do
+    faraway.makepyfile(test_cases=IDLE_CASES)
+    run(faraway, "--rnnperf-report-dir=out").assert_outcomes(passed=2)
+    assert (faraway.path / "out" / "subprocess-faraway.log").exists()
+    run(faraway, "--rnnperf-report-dir=listed", "--collect-only").assert_outcomes()
+    assert not (faraway.path / "listed").exists()  # listing the tests starts nothing

@@ -82,3 +82,59 @@ def test_a_case_below_its_floor_makes_the_status_gate_failures() -> None:
     run.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))  # cuDNN 4x slower: far under any floor
     assert build_rows(run).status == "gate failures"
     assert markdown(run).startswith("## pytest-rnnperf: gate failures")
+
+
+def _timed_run() -> RnnperfSession:
+    """Three cases of two backends with their phases' seconds: tf twice, then torch once."""
+    from factories import record
+
+    from pytest_rnnperf.model.cases import ModelCase
+
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    for case_id, framework, cost in (("tf-a", "tf", {"build": 10.0, "parity": 4.0}),
+                                     ("torch-a", "torch", {"build": 2.0, "parity": 1.0, "wall": 3.0}),
+                                     ("tf-b", "tf", {"build": 12.0, "parity": 5.5})):
+        run.results.append(record(case=ModelCase(id=case_id, framework=framework), cost_s=cost))
+    return run
+
+
+def test_where_the_time_went_has_one_line_per_backend_and_the_run_s_wall_time() -> None:
+    from pytest_rnnperf.report.rows import build_rows
+    from pytest_rnnperf.report.text import summary_lines
+
+    run = _timed_run()
+    lines = summary_lines(run, build_rows(run, wall_s=95.4))
+    start = lines.index("where the time went (3 case(s), 38 s of a 95 s run): build 24.0 s, parity 10.5 s, wall 3.0 s")
+    assert lines[start + 1:start + 3] == ["  tf: 2 case(s) 32 s: build 22 s, parity 10 s",
+                                          "  torch: 1 case(s) 6 s: build 2 s, parity 1 s, wall 3 s"]
+
+
+def test_without_a_wall_time_the_line_names_the_cases_alone_and_without_phases_there_is_none() -> None:
+    from pytest_rnnperf.report.text import summary_lines
+
+    lines = summary_lines(_timed_run())
+    assert "where the time went (3 case(s), 38 s): build 24.0 s, parity 10.5 s, wall 3.0 s" in lines
+    empty = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    assert not any(line.startswith("where the time went") for line in summary_lines(empty))
+
+
+def test_the_json_table_holds_each_backend_s_phase_totals_and_the_wall_time() -> None:
+    from pytest_rnnperf.report.rows import build_rows
+
+    time = build_rows(_timed_run(), wall_s=95.4).as_dict()["time"]
+    assert time["wall_s"] == 95.4
+    assert time["cases"] == {"cases": 3, "total_s": 37.5, "phases_s": {"build": 24.0, "parity": 10.5, "wall": 3.0}}
+    assert time["backends"] == {
+        "tf": {"cases": 2, "total_s": 31.5, "phases_s": {"build": 22.0, "parity": 9.5}},
+        "torch": {"cases": 1, "total_s": 6.0, "phases_s": {"build": 2.0, "parity": 1.0, "wall": 3.0}},
+    }
+
+
+def test_the_markdown_summary_lists_each_backend_s_time_as_an_item() -> None:
+    from pytest_rnnperf.report.markdown import markdown
+    from pytest_rnnperf.report.rows import build_rows
+
+    run = _timed_run()
+    text = markdown(run, build_rows(run, wall_s=95.4))
+    assert "where the time went (3 case(s), 38 s of a 95 s run)" in text
+    assert "\n- tf: 2 case(s) 32 s: build 22 s, parity 10 s\n" in text

@@ -1,0 +1,120 @@
+"""Backend subprocesses started right after collection: the pool starts them without waiting, reports a failed
+start when a case first needs it, and the session starts only those the collected frameworks need."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from pytest_rnnperf.backends import BackendSpec, spec
+from pytest_rnnperf.backends.keras import KERAS_JAX
+from pytest_rnnperf.measure.gpu import GpuInfo
+from pytest_rnnperf.measure.subprocesses import SubprocessFailed, SubprocessPool
+from pytest_rnnperf.session.session import RnnperfSession
+
+
+@dataclass
+class _FakeProcess:
+    """A Popen that has not exited."""
+
+    def poll(self) -> int | None:
+        """Still running."""
+        return None
+
+
+@dataclass
+class _FakeSubprocess:
+    """A launched subprocess: when it was started, with what, and whether its start fails once settled."""
+
+    spec: BackendSpec
+    env: Mapping[str, str]
+    warm: bool
+    fails: str = ""
+    started_at: float = field(default_factory=time.monotonic)
+    settled: int = 0
+    pending: list[tuple[str, bool]] = field(default_factory=lambda: [("register", True)])
+    process: _FakeProcess = field(default_factory=_FakeProcess)
+
+    def settle(self) -> None:
+        """Read the launch's answers: the registration's failure, if it fails."""
+        self.settled += 1
+        self.pending = []
+        if self.fails:
+            raise SubprocessFailed(self.fails)
+
+
+@dataclass
+class _Launcher:
+    """``BackendSubprocess.launch`` stand-in that records every launch."""
+
+    fails: str = ""
+    raises: Exception | None = None
+    launched: list[_FakeSubprocess] = field(default_factory=list)
+
+    def __call__(self, spec: BackendSpec, log_dir: Path, env: Mapping[str, str] | None = None,
+                 warm: bool = False) -> Any:
+        """Launch (or fail to) one fake subprocess."""
+        if self.raises is not None:
+            raise self.raises
+        proc = _FakeSubprocess(spec, dict(env or {}), warm, self.fails)
+        self.launched.append(proc)
+        return proc
+
+
+def test_an_early_start_launches_with_a_warm_up_and_returns_before_any_answer(tmp_path: Path) -> None:
+    launcher = _Launcher()
+    pool = SubprocessPool(tmp_path, env={"X": "1"}, launch=launcher)
+    pool.start_early(KERAS_JAX)
+    pool.start_early(KERAS_JAX)  # asked twice (two frameworks' hooks): still one subprocess
+    assert [(p.spec.name, p.warm, p.env, p.settled) for p in launcher.launched] == [("keras_jax", True, {"X": "1"}, 0)]
+    assert pool.get(KERAS_JAX) is launcher.launched[0] and launcher.launched[0].settled == 1
+    assert len(launcher.launched) == 1  # the first case used the early subprocess, no second start
+
+
+def test_a_start_that_fails_early_is_reported_when_a_case_first_needs_the_subprocess(tmp_path: Path) -> None:
+    launcher = _Launcher(raises=OSError("no python here"))
+    pool = SubprocessPool(tmp_path, launch=launcher)
+    pool.start_early(KERAS_JAX)  # nothing raised at collection
+    for _ in range(2):  # and every later case hears the same reason, without a new start
+        with pytest.raises(SubprocessFailed, match="no python here"):
+            pool.get(KERAS_JAX)
+
+
+def test_a_registration_that_fails_in_the_subprocess_is_raised_by_the_first_get_and_kept(tmp_path: Path) -> None:
+    launcher = _Launcher(fails="the keras_jax subprocess exited (code 1)")
+    pool = SubprocessPool(tmp_path, launch=launcher)
+    pool.start_early(KERAS_JAX)
+    with pytest.raises(SubprocessFailed, match="exited"):
+        pool.get(KERAS_JAX)
+    assert "keras_jax" not in pool.subprocesses and "exited" in pool.broken["keras_jax"]
+    with pytest.raises(SubprocessFailed, match="exited"):
+        pool.get(KERAS_JAX)
+    assert len(launcher.launched) == 1
+
+
+def test_a_get_without_an_early_start_launches_without_a_warm_up_and_waits(tmp_path: Path) -> None:
+    launcher = _Launcher()
+    pool = SubprocessPool(tmp_path, launch=launcher)
+    proc = pool.get(KERAS_JAX)
+    assert proc is launcher.launched[0] and not launcher.launched[0].warm and launcher.launched[0].settled == 1
+
+
+def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
+        monkeypatch.delenv(name, raising=False)
+    launcher = _Launcher()
+    session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
+    pool = session.subprocess_pool()
+    pool.launch = launcher
+    # torch runs here; an unknown name is left for its cases to report; keras_jax and jax need their own environment.
+    started = session.start_subprocesses(["torch", "keras_jax", "no_such_backend", "jax", "keras_jax"])
+    assert started == ["keras_jax", "jax"]
+    assert [p.spec.name for p in launcher.launched] == ["keras_jax", "jax"]
+    assert launcher.launched[0].started_at <= launcher.launched[1].started_at
+    assert all(p.warm and p.env["RNNPERF_COMPILE_CACHE"] == str(tmp_path) for p in launcher.launched)
+    assert spec("torch").in_process({})
