@@ -13,6 +13,8 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from pytest_rnnperf.model.stats import median_noise
+
 Clock = Callable[[], float]
 Step = Callable[[], None]
 Sync = Callable[[], None]
@@ -50,8 +52,6 @@ class TimingConfig:
 
     def steady(self, *sides: Sequence[float]) -> bool:
         """Whether the rounds so far may stop: at least ``min_rounds``, and every side's median within ``max_noise``."""
-        from pytest_rnnperf.model.stats import median_noise
-
         return (self.max_noise > 0 and all(len(s) >= self.min_rounds for s in sides)
                 and all(median_noise(s) <= self.max_noise for s in sides))
 

@@ -404,17 +404,12 @@ class RnnperfSession:
         return record
 
     def _checks_for(self, case_id: str, config: Any, settings: Settings) -> Any:
-        """``config`` with parity against float64 and energy off where tonight matches the case's last full check.
-
-        A recording always checks fully: a baseline is what later nights' sampled checks stand on.
-        """
+        """``config`` with parity against float64 and energy off where tonight matches the case's last full check."""
         from pytest_rnnperf.store.rechecks import recheck
 
-        if self.settings.update_baseline:
-            found = Recheck(True, "always", "a recorded baseline checks fully")
-        else:
-            runs = [] if self.baseline is None else [self.baseline, *self.older]
-            found = recheck(runs, case_id, self.environment(), datetime.now(timezone.utc), settings.recheck_days)
+        runs = [] if self.baseline is None else [self.baseline, *self.older]
+        found = recheck(runs, case_id, self.environment(), datetime.now(timezone.utc), settings.recheck_days,
+                        recording=self.settings.update_baseline)
         self.rechecks[case_id] = found
         return config if found.full else replace(config, parity_reference=False, energy_s=0.0)
 

@@ -25,13 +25,13 @@ class Recheck:
     """Whether a case is checked fully tonight, why, and the stored file of its last full check."""
 
     full: bool
-    kind: str  # "always", "first", "changed", "old" (checked fully), or "same" (the sides only)
+    kind: str  # "recording", "always", "first", "changed", "old" (checked fully), or "same" (the sides only)
     why: str  # one phrase: "environment changed since 0017_run.json (gpu.driver_version)", ...
     last: str = ""  # the file of the last full check ("" when none is stored)
 
 
 # How the summary names each kind of full check.
-_KINDS = {"always": "--rnnperf-recheck-days=0", "first": "no full check stored", "changed": "environment changed",
+_KINDS = {"recording": "a recorded baseline", "always": "--rnnperf-recheck-days=0", "first": "no full check stored", "changed": "environment changed",
           "old": "last full check too old"}
 
 
@@ -52,8 +52,13 @@ def _age_days(stamp: str, now: datetime) -> float | None:
 
 
 def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, str], now: datetime,
-            max_age_days: float) -> Recheck:
-    """Whether ``case_id`` needs a full check tonight, against ``runs`` (newest first, as ``find_all`` lists them)."""
+            max_age_days: float, recording: bool = False) -> Recheck:
+    """Whether ``case_id`` needs a full check tonight, against ``runs`` (newest first, as ``find_all`` lists them).
+
+    A run being recorded as a baseline always checks fully: later nights' sampled checks stand on it.
+    """
+    if recording:
+        return Recheck(True, "recording", "a recorded baseline checks fully")
     if max_age_days <= 0:
         return Recheck(True, "always", "every run checks fully (--rnnperf-recheck-days=0)")
     last = next((run for run in runs if case_id in run.records and run.records[case_id].checks == "full"), None)
@@ -73,7 +78,7 @@ def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, s
 
 
 def checks_line(rechecks: Mapping[str, Recheck], max_age_days: float) -> str:
-    """e.g. "checks: 58 case(s) compared the sides only (environment as at their last full check ...), 12 fully: ..."."""
+    """e.g. "checks: 12 case(s) fully (...) [environment changed: 12], 58 compared cuDNN with generic only: ..."."""
     if not rechecks:
         return ""
     sampled = sum(1 for r in rechecks.values() if not r.full)

@@ -16,7 +16,9 @@ def _checks(project: pytest.Pytester) -> dict[str, str]:
 
 def test_the_night_after_a_recorded_baseline_compares_the_sides_only(project: pytest.Pytester) -> None:
     """The recording checks fully; the next night, same environment, compares cuDNN with generic and says so."""
-    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    recorded = run(project, "--rnnperf-update-baseline")
+    recorded.assert_outcomes(passed=2)
+    recorded.stdout.fnmatch_lines(["*checks: 2 case(s) fully (parity against float64, energy) *a recorded baseline: 2*"])
     assert {c for c, _ in _checks(project).values()} == {"full"}
     result = run(project)
     result.assert_outcomes(passed=2)

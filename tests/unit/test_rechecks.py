@@ -54,6 +54,8 @@ def test_no_stored_full_check_an_old_one_or_zero_days_check_fully() -> None:
     assert (old.full, old.why) == (True, "last full check 0001_baseline.json is 14 days old")
     assert recheck([stored("0001_baseline.json", "")], CASE.id, ENV, NOW, 7).kind == "old"
     assert recheck([stored("0002_run.json", "2026-11-24T11:00:00+00:00")], CASE.id, ENV, NOW, 0).kind == "always"
+    fresh = [stored("0002_run.json", "2026-11-24T11:00:00+00:00")]
+    assert recheck(fresh, CASE.id, ENV, NOW, 7, recording=True).kind == "recording"
 
 
 def test_the_summary_line_counts_full_checks_by_reason_and_the_sampled_ones() -> None:
