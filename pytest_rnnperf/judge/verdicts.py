@@ -11,7 +11,8 @@ A case is judged against the stored baseline of this GPU model:
   estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is what cuDNN,
   the driver and the GPU did, and it does not drift with the host. Busy time (the union of kernel intervals)
   is what the step waits for, but it also moves when concurrent kernels overlap differently; a busy-time
-  regression whose summed kernel time did not regress too is flagged ``OVERLAP`` and reported, not failed.
+  regression whose summed kernel time did not regress too (across processes: and no kernel regressed on its
+  own) is flagged ``OVERLAP`` and reported, not failed.
   The host overhead (wall minus device time per step: dispatch, launches, host work the GPU waited for) gets
   its own verdict at
   ``host_effect``, where it is at least ``host_share`` of the baseline's wall step, and a regression there is

@@ -24,7 +24,7 @@ def device(name: str, ms: float, seed: int = 0, n: int = 10, kernel: str = "RNN_
     busy = Measurement(name, tuple(ms / 1e3 * rng.lognormal(0, 0.002, n)), 4, timer="device")
     work = Measurement(name, tuple(work_ms / 1e3 * rng.lognormal(0, 0.002, n)) if work_ms else busy.samples, 4,
                        timer="device-work")
-    return DeviceTiming(busy=busy, work=work, launches_per_step=1.0, kernels=(KernelStat(kernel, ms, 1.0),))
+    return DeviceTiming(busy=busy, work=work, launches_per_step=1.0, kernels=(KernelStat(kernel, work_ms or ms, 1.0),))
 
 
 def record(case_id: str | None = None, cudnn_ms: float | None = 1.0, generic_ms: float = 4.0, seed: int = 0,

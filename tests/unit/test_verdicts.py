@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from factories import record
 
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.stats import Interval
+from pytest_rnnperf.model.timing import KernelStat
 from pytest_rnnperf.judge.verdicts import Comparison, Outcome, Policy, Verdict, compare, judge, judge_remeasuring
 
 
@@ -315,6 +318,32 @@ def test_busy_time_that_moved_while_the_kernels_did_not_is_overlap_reported_not_
     assert v.flagged.startswith("kernels overlapped differently: busy +9.")
     slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.26))
     assert slower is not None and slower.fails and slower.work is not None
+
+
+def _processes(n: int = 4) -> list[ProcessSummary]:
+    """``n`` stored processes of case "a": busy 0.185 ms, 0.235 ms of kernels on two streams."""
+    return [summarize(record("a", 1.0, seed=i, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), f"process {i}")
+            for i in range(n)]
+
+
+def test_across_processes_a_busier_step_whose_every_kernel_held_is_overlap_not_a_failure() -> None:
+    """A slower host launches later and fewer kernels overlap: busy +10%, kernels as before; flagged, not failed."""
+    history = _processes()
+    v = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235),
+              record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235), history=history)
+    assert v is not None and v.processes == 4 and v.verdict is Verdict.REGRESSED
+    assert [f.kind for f in v.flags] == [FlagKind.OVERLAP] and not v.fails
+
+
+def test_across_processes_a_kernel_that_appeared_is_never_put_down_to_overlap() -> None:
+    """The same busier step with a spin kernel of 4% of it that no stored process ran: it fails, naming it."""
+    current = record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235)
+    dev = current.cudnn_device
+    assert dev is not None
+    spun = replace(current, cudnn_device=replace(dev, kernels=(*dev.kernels, KernelStat("spin_kernel", 0.008, 1.0))))
+    v = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), spun, history=_processes())
+    assert v is not None and not v.flags and v.fails
+    assert [k.metric for k in v.regressed_kernels] == ["kernel/spin_kernel"]
 
 
 # ------------------------------------------------------------------------------------------ rules as objects
