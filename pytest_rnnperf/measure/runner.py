@@ -63,6 +63,8 @@ class RunConfig:
     window_factory: Callable[[], Window] | None = None
     # The host clock in seconds that a case's time budget (timing.max_time_s) is spent on; a seam for tests.
     clock: Callable[[], float] = time.perf_counter
+    # What set ``timing.max_time_s``, for the note of a cut phase: the per-case cap or the run's budget.
+    budget_by: str = "--rnnperf-max-case-s"
 
 
 class _Phases:
@@ -100,8 +102,9 @@ def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseIn
     return ImplResult(fwd.output, fwd.h_n, fwd.c_n, grads.d_input, grads.d_weights)
 
 
-# Why a phase of a case was cut short or left out (``max_time_s`` filled in); the minimum rounds always run.
-_SPENT = "the case's time budget ({:g} s, --rnnperf-max-case-s) was spent"
+def _spent(config: RunConfig) -> str:
+    """Why a phase of a case was cut short or left out; the minimum rounds always run."""
+    return f"the case's time budget ({config.timing.max_time_s:.3g} s, {config.budget_by}) was spent"
 
 
 def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: RunConfig,
@@ -116,7 +119,7 @@ def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: 
     if config.window_factory is None or config.energy_s <= 0:
         return None, "energy off", None
     if budget_s <= 0:
-        return None, f"not measured: {_SPENT.format(config.timing.max_time_s)}", None
+        return None, f"not measured: {_spent(config)}", None
     length = min(1.1 * config.energy_s, budget_s)
     window = config.window_factory()
     sync()
@@ -131,7 +134,7 @@ def energy_per_step(step: Callable[[], None], sync: Callable[[], None], config: 
     energy = getattr(summary, "energy_j", None)
     notes = [getattr(summary, "energy_note", "")]
     if length < 1.1 * config.energy_s:
-        notes.append(f"window cut to {length:.2g} s of {config.energy_s:g} s: {_SPENT.format(config.timing.max_time_s)}")
+        notes.append(f"window cut to {length:.2g} s of {config.energy_s:g} s: {_spent(config)}")
     return (None if energy is None else energy / steps), "; ".join(n for n in notes if n), summary.as_dict()
 
 
@@ -241,7 +244,7 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
         # Fewer rounds than asked is news only when the budget cut them (steady rounds stop early by design).
         if cudnn_dev is not None and len(cudnn_dev.busy.samples) < config.device_rounds and left() <= 0:
             extra.append(f"device time: {len(cudnn_dev.busy.samples)} of {config.device_rounds} traced rounds: "
-                         f"{_SPENT.format(config.timing.max_time_s)}")
+                         f"{_spent(config)}")
     cost["device"] = time.perf_counter() - started
     if cudnn_dev is not None and generic_dev is not None:
         proofs = _with_kernel_proofs(proofs, cudnn_dev, generic_dev, case.mode == "train")

@@ -521,6 +521,7 @@ class StoredRun:
     kind: str = BASELINE  # BASELINE: a recorded baseline (a history starts there); KEPT: a run kept for the history
     # Case id -> the summaries of the extra processes this file was recorded with (--rnnperf-record-processes).
     processes: Mapping[str, tuple[ProcessSummary, ...]] = field(default_factory=dict)
+    claims: tuple[str, ...] = ()  # the claims tests this run measured and passed (their names), for store.rechecks
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""

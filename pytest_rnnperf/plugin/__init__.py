@@ -331,6 +331,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     frameworks, _ = _collected_frameworks(session.items)
     _session(config).start_subprocesses(frameworks)
+    _session(config).plan_budget(sum(1 for item in session.items if _times_cudnn(item)))
+
+
+def _times_cudnn(item: pytest.Item) -> bool:
+    """The item times a cuDNN side: a matrix cuDNN case, or a test that checks its own model."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    own_model = not any(name in params for name in ("reference_case", "cross_case"))
+    return "cudnn_case" in params or ("rnnperf" in getattr(item, "fixturenames", ()) and own_model)
 
 
 def _collected_frameworks(items: list[pytest.Item]) -> tuple[list[str], bool]:
@@ -409,8 +418,16 @@ def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
 
 @pytest.fixture
 def rnnperf_claims(request: pytest.FixtureRequest) -> ClaimsFixture:
-    """Rows of the claims table for this test; ``check()`` fails it where a row breaks a promise."""
-    return ClaimsFixture(_session(request.config))
+    """Rows of the claims table for this test; ``check()`` fails it where a row breaks a promise.
+
+    The test is skipped, with the stored run named, where a stored run measured it in tonight's environment
+    within --rnnperf-recheck-days (the rule of a case's full check).
+    """
+    session = _session(request.config)
+    reason = session.claims_reason(request.node.name)
+    if reason is not None:
+        pytest.skip(reason)
+    return ClaimsFixture(session, request.node.name)
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossR
 from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.store.rechecks import Recheck
+from pytest_rnnperf.session.budget import Budget
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
@@ -137,6 +138,9 @@ class RnnperfSession:
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
     compile_cache: Path | None = None  # the compile cache kept between runs (None: off); subprocesses get it too
     started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
+    budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
+    claim_tests: list[str] = field(default_factory=list)  # claims tests measured and passed tonight (stored with a run)
+    claims_reused: dict[str, Recheck] = field(default_factory=dict)  # claims tests whose stored answer held tonight
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
@@ -389,7 +393,7 @@ class RnnperfSession:
         config = self.run_config(settings, disabled)
         backend = self.backend(case.framework)
         if "cudnn" in impls and not disabled:
-            config = self._checks_for(case.id, config, settings)
+            config = self._budgeted(case.id, self._checks_for(case.id, config, settings))
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if isinstance(backend, RemoteBackend):
@@ -398,6 +402,7 @@ class RnnperfSession:
                 record = run_case(case, backend, config, impls=impls, judge=judge)
         except (BackendUnavailable, OutOfDeviceMemory) as exc:
             raise self._skip(case.id, str(exc)) from None
+        self._count_spent(record)
         self.results.append(record)
         if record.cudnn is not None and not disabled and self.settings.update_baseline:
             self._more_processes(case, impls, config, record)
@@ -412,6 +417,31 @@ class RnnperfSession:
                         recording=self.settings.update_baseline)
         self.rechecks[case_id] = found
         return config if found.full else replace(config, parity_reference=False, energy_s=0.0)
+
+    def plan_budget(self, cases: int) -> None:
+        """Start the run's time budget (--rnnperf-budget, 0: none) for ``cases`` collected cuDNN cases."""
+        if self.settings.budget > 0:
+            self.budget = Budget(self.settings.budget * 60, cases, started=self.started)
+
+    def _budgeted(self, case_id: str, config: Any) -> Any:
+        """``config`` with the case's timed rounds cut where the run would not fit its budget (steadiest first)."""
+        from pytest_rnnperf.judge.sensitivity import sensitivity
+
+        if self.budget is None:
+            return config
+        found = sensitivity(case_id, self.history(case_id).processes, self.policy())
+        steady = found.smallest is not None and found.smallest <= found.floor
+        cap = config.timing.max_time_s
+        given = self.budget.allowance(case_id, steady, cap)
+        if given >= cap:
+            return config
+        return replace(config, timing=replace(config.timing, max_time_s=max(given, 1e-9)),
+                       budget_by="--rnnperf-budget")
+
+    def _count_spent(self, record: CaseRecord) -> None:
+        """Tell the budget what a timed case cost."""
+        if self.budget is not None and record.cudnn is not None:
+            self.budget.spent(record.cost_s)
 
     def _more_processes(self, case: Case, impls: tuple[str, ...], config: Any, record: CaseRecord) -> None:
         """Measure a case being recorded in ``record_processes - 1`` more fresh processes; keep their summaries.
@@ -489,6 +519,8 @@ class RnnperfSession:
             raise self._skip(case.id, base)
         impls: tuple[str, ...] = ("generic",) if cudnn_reason else ("cudnn", "generic")
         config = self.run_config(settings, disabled)
+        if "cudnn" in impls and not disabled:
+            config = self._budgeted(case.id, config)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if remote:
@@ -500,6 +532,7 @@ class RnnperfSession:
             raise self._skip(case.id, str(exc)) from None
         if cudnn_reason:
             record = replace(record, notes=record.notes + (f"cuDNN side not run: {cudnn_reason}",))
+        self._count_spent(record)
         self.results.append(record)
         return record
 
@@ -586,7 +619,7 @@ class RnnperfSession:
                     f"keeps clean runs only"]
         if self.baseline is None:
             return [f"run not kept: no baseline of {self.gpu.gpu_slug} to add it to; {RECORD_HINT}"]
-        meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT)
+        meta = {**run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT), **self._claims_meta()}
         folder = self.root / self.gpu.gpu_slug / self.machine_id
         data = benchmark_json(None, meta)
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
@@ -644,10 +677,29 @@ class RnnperfSession:
 
     def meta(self) -> dict[str, Any]:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
-        meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint())
+        meta = {**run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint()), **self._claims_meta()}
         if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
             meta["workers"] = [w.gpu_label() for w in self.workers()]
         return meta
+
+    def _claims_meta(self) -> dict[str, Any]:
+        """The claims tests this run measured and passed, for the stored run (``store.rechecks.claims_recheck``)."""
+        return {"claims": sorted(self.claim_tests)} if self.claim_tests else {}
+
+    def claims_reason(self, test: str) -> str | None:
+        """Why the claims test ``test`` is not measured tonight (its stored answer holds), or None to measure it."""
+        from pytest_rnnperf.store.rechecks import claims_recheck
+
+        if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
+            return None
+        runs = [] if self.baseline is None else [self.baseline, *self.older]
+        found = claims_recheck(runs, test, self.environment(), datetime.now(timezone.utc), self.settings.recheck_days,
+                               recording=self.settings.update_baseline)
+        if found.full:
+            return None
+        self.claims_reused[test] = found
+        return (f"claims as measured in {found.last}: environment unchanged, within {self.settings.recheck_days:g} "
+                f"days (--rnnperf-recheck-days=0 measures them every run)")
 
     def close(self) -> None:
         """Stop the subprocesses (the end of the run)."""
@@ -665,6 +717,13 @@ class RnnperfSession:
         line = checks_line(self.rechecks, self.settings.recheck_days)
         if line and line not in self.notes:
             self.notes.append(line)
+        if self.claims_reused:
+            files = sorted({r.last for r in self.claims_reused.values()})
+            self.notes.append(f"claims: {len(self.claims_reused)} test(s) not measured, their answers as stored in "
+                              f"{', '.join(files)} hold (environment unchanged, within {self.settings.recheck_days:g} "
+                              f"days; --rnnperf-recheck-days=0 measures them every run)")
+        if self.budget is not None:
+            self.notes.append(self.budget.line(time.monotonic() - self.started))
         if self.results or self.cross or self.skipped or self.claims:
             self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started)
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,

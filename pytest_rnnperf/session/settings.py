@@ -203,6 +203,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_noise", 0.005, to_fraction, "stop timing a case's rounds once both sides' medians are this steady "
             "(relative standard error; the first 4 rounds always run, --rnnperf-rounds caps them; 0: every round)",
             marker=True, check=at_least(0)),
+    Setting("budget", 0.0, to_float, "minutes the whole run may take: once the cases still to come would not fit, "
+            "the steadiest time their minimum rounds only and the rest share what is left; the summary says what "
+            "was cut (0: no budget; at most 1440)", check=at_least(0, high=1440)),
     Setting("recheck_days", 7.0, to_float, "days a case's full check (parity against float64, the energy window) "
             "holds while the environment is unchanged; between, the sides are compared with each other only "
             "(0: check every case fully)", marker=True, check=at_least(0, high=3650)),
@@ -262,6 +265,7 @@ class Settings:
     energy_s: float
     max_case_s: float
     max_noise: float
+    budget: float
     recheck_days: float
     device_rounds: int
     precision: str

@@ -57,11 +57,27 @@ def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, s
 
     A run being recorded as a baseline always checks fully: later nights' sampled checks stand on it.
     """
+    last = next((run for run in runs if case_id in run.records and run.records[case_id].checks == "full"), None)
+    return _since(last, environment, now, max_age_days, recording)
+
+
+def claims_recheck(runs: Sequence[StoredRun], test: str, environment: Mapping[str, str], now: datetime,
+                   max_age_days: float, recording: bool = False) -> Recheck:
+    """Whether the claims test ``test`` is measured tonight, by the same rule as a case's full check.
+
+    What the claims measure (accuracy after training on each path, the folklore's ratios) is the software
+    stack's answer: it changes with the environment, not from one night to the next.
+    """
+    return _since(next((run for run in runs if test in run.claims), None), environment, now, max_age_days, recording)
+
+
+def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime, max_age_days: float,
+           recording: bool) -> Recheck:
+    """Full where a baseline is recorded, every run, nothing is stored, the environment changed, or it is old."""
     if recording:
         return Recheck(True, "recording", "a recorded baseline checks fully")
     if max_age_days <= 0:
         return Recheck(True, "always", "every run checks fully (--rnnperf-recheck-days=0)")
-    last = next((run for run in runs if case_id in run.records and run.records[case_id].checks == "full"), None)
     if last is None:
         return Recheck(True, "first", "no full check stored")
     name = last.path.name

@@ -140,6 +140,9 @@ def load_run(path: Path) -> StoredRun:
     kind = meta.get("kind", BASELINE)
     if kind not in (BASELINE, KEPT):
         raise BaselineError(f"{path}: machine_info.rnnperf.kind is {kind!r}, not {BASELINE!r} or {KEPT!r}")
+    claims = meta.get("claims", [])
+    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.claims: not a list of test names")
     try:
         records = _records_from_benchmarks(data["benchmarks"], version)
         processes = _processes_from_benchmarks(data["benchmarks"], path.name)
@@ -148,4 +151,4 @@ def load_run(path: Path) -> StoredRun:
     return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
-                     processes=processes)
+                     processes=processes, claims=tuple(claims))

@@ -42,3 +42,24 @@ def test_a_row_that_breaks_a_promise_fails_its_test_with_the_claim(project: pyte
                                  "*reported:  equal or better; val acc 0.6469 vs 0.6234 (K80, P100; RTX 2070)*",
                                  "*batch-size:*mine*weaker here*"])
     result.stdout.fnmatch_lines(["*train-accuracy:*mine*worse FAILED*"])
+
+
+def test_a_claims_test_kept_in_a_stored_run_is_not_measured_again_until_the_environment_changes(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded with its claims; the next night skips them naming the file; another cuDNN measures them again."""
+    project.makepyfile(test_own_claims="""
+        from pytest_rnnperf.judge.claims import ClaimRow
+
+        def test_batch_size(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
+            rnnperf_claims.check()
+    """)
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=3)
+    quiet = run(project)
+    quiet.assert_outcomes(passed=2, skipped=1)
+    quiet.stdout.fnmatch_lines(["*claims: 1 test(s) not measured, their answers as stored in 0001_baseline.json hold*"])
+    quiet.stdout.fnmatch_lines(["*SKIPPED*claims as measured in 0001_baseline.json: environment unchanged, within 7 "
+                                "days*"])
+    run(project, "--rnnperf-recheck-days=0").assert_outcomes(passed=3)
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    run(project, "--rnnperf-no-fail-regression").assert_outcomes(passed=3)

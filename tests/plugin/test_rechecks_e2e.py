@@ -48,3 +48,20 @@ def test_steady_cases_stop_timing_at_the_noise_target_and_every_round_runs_witho
     for name, rounds in (("steady.json", 4), ("every.json", 8)):
         benches = load_json(project.path / name)["benchmarks"]
         assert {len(b["stats"]["data"]) for b in benches if b["params"]["side"] == "cudnn"} == {rounds}, name
+
+
+def test_a_run_over_its_budget_cuts_the_cases_still_to_come_to_their_minimum_rounds(project: pytest.Pytester) -> None:
+    """A budget of 0.06 s: the first case times its 8 rounds, the second only its minimum 5, and the summary says so."""
+    result = run(project, "--rnnperf-budget=0.001", "--rnnperf-max-noise=0", "--benchmark-json=cut.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*budget 0.001 min: 1 case(s) cut to their minimum rounds (steadiest first); run 0:*"])
+    benches = load_json(project.path / "cut.json")["benchmarks"]
+    assert sorted(len(b["stats"]["data"]) for b in benches if b["params"]["side"] == "cudnn") == [5, 8]
+
+
+def test_a_negative_budget_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """--rnnperf-budget=-5: one line, no case runs."""
+    result = run(project, "--rnnperf-budget=-5")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--rnnperf-budget*-5*"])
+    assert "passed" not in result.stdout.str()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from factories import CASE, record
 
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
-from pytest_rnnperf.store.rechecks import Recheck, checks_line, recheck
+from pytest_rnnperf.store.rechecks import Recheck, checks_line, claims_recheck, recheck
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 ENV = {"gpu.name": "NVIDIA H100 80GB HBM3", "gpu.uuid": "GPU-a", "gpu.driver_version": "580.159.04",
@@ -84,3 +85,14 @@ def test_a_record_keeps_its_checks_through_its_json_and_older_records_read_as_fu
     assert CaseRecord.from_dict(data).checks == "full"
     with pytest.raises(RecordError, match="checks is 'some'"):
         CaseRecord.from_dict({**data, "checks": "some"})
+
+
+def test_a_claims_test_stored_in_tonights_environment_is_not_measured_and_one_never_stored_is() -> None:
+    """The claims follow the full check's rule: the newest run that measured the test, the same environment."""
+    with_claims = replace(stored("0002_run.json", "2026-11-22T12:00:00+00:00"), claims=("test_digits[torch]",))
+    runs = [stored("0003_run.json", "2026-11-23T12:00:00+00:00", checks="sampled"), with_claims]
+    assert claims_recheck(runs, "test_digits[torch]", ENV, NOW, 7) == Recheck(
+        False, "same", "environment as at 0002_run.json", "0002_run.json")
+    assert claims_recheck(runs, "test_digits[keras]", ENV, NOW, 7).kind == "first"
+    assert claims_recheck(runs, "test_digits[torch]", {**ENV, "torch.cudnn_version": "9.20.0"}, NOW, 7).kind == "changed"
+    assert claims_recheck(runs, "test_digits[torch]", ENV, NOW, 7, recording=True).full

@@ -105,6 +105,8 @@ def test_a_gzipped_run_reads_as_the_run_itself(tmp_path: Path) -> None:
     (b'{"benchmarks": [1], "machine_info": {"rnnperf": {"format": 1}}}', "benchmarks[0] is int, not an object"),
     (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 2, "environment": []}}}).encode(),
      "malformed machine_info.rnnperf.environment"),
+    (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 2, "claims": "test_x"}}}).encode(),
+     "malformed machine_info.rnnperf.claims: not a list of test names"),
 ])
 def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, message: str) -> None:
     """Every unusable file gives one line that names it and the problem, and the file is left as it was."""
