@@ -104,6 +104,10 @@ def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseIn
 
 def _spent(config: RunConfig) -> str:
     """Why a phase of a case was cut short or left out; the minimum rounds always run."""
+    if config.budget_by == "--rnnperf-budget":  # the run's budget: cut to the minimum, or to a share of what was left
+        if config.timing.max_time_s < 1e-3:
+            return "the run's budget (--rnnperf-budget) left this case its minimum rounds"
+        return f"the case's share of the run's budget ({config.timing.max_time_s:.3g} s, --rnnperf-budget) was spent"
     return f"the case's time budget ({config.timing.max_time_s:.3g} s, {config.budget_by}) was spent"
 
 
