@@ -3,7 +3,7 @@
 Only the timed phases can give: building a pair, proving its path and checking parity cost what they cost.
 Before each cuDNN case the budget sets the time left against the cases still to come, each priced at what the
 cases so far cost (the fixed phases and the timed ones apart). While that fits, a case times as configured.
-Once it does not, a case whose history resolves its floor with room to spare (``steady``) runs its minimum
+Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Pure: the clock is
 a seam, no pytest, no framework.
 """
@@ -66,7 +66,7 @@ class Budget:
         self.timed_s += sum(cost_s.get(p, 0.0) for p in TIMED)
 
     def line(self, wall_s: float) -> str:
-        """e.g. "budget 6 min: 43 case(s) cut to their minimum rounds (steadiest first), 5 to fewer; run 5:41"."""
+        """e.g. "budget 6 min: 43 case(s) cut to their minimum rounds, 5 to fewer rounds (steadiest first); run 5:41"."""
         minutes = f"{self.total_s / 60:g} min"
         took = f"run {int(wall_s // 60)}:{int(wall_s % 60):02d}"
         over = "" if wall_s <= self.total_s else (f", over by {wall_s - self.total_s:.0f} s: building, proving and "

@@ -619,7 +619,7 @@ class RnnperfSession:
                     f"keeps clean runs only"]
         if self.baseline is None:
             return [f"run not kept: no baseline of {self.gpu.gpu_slug} to add it to; {RECORD_HINT}"]
-        meta = {**run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint(), kind=KEPT), **self._claims_meta()}
+        meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
         folder = self.root / self.gpu.gpu_slug / self.machine_id
         data = benchmark_json(None, meta)
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable

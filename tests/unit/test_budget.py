@@ -17,25 +17,28 @@ class Clock:
         return self.now
 
 
+def _after_one_case(total_s: float, cases: int, elapsed_s: float) -> Budget:
+    """A budget of ``total_s`` for ``cases`` cases, ``elapsed_s`` after its first case (costing ``COST``) ended."""
+    clock = Clock()
+    budget = Budget(total_s, cases=cases, clock=clock)
+    budget.spent(COST)
+    clock.now += elapsed_s
+    return budget
+
+
 def test_the_first_case_times_as_configured_having_nothing_to_price_the_rest_by() -> None:
     budget = Budget(60.0, cases=10, clock=Clock())
     assert budget.allowance("a", steady=True, cap_s=60.0) == 60.0 and not budget.cuts
 
 
 def test_cases_time_as_configured_while_the_rest_fits() -> None:
-    clock = Clock()
-    budget = Budget(100.0, cases=10, clock=clock)
-    budget.spent(COST)
-    clock.now += 9.0
+    budget = _after_one_case(100.0, cases=10, elapsed_s=9.0)
     # 91 s left for 9 cases at 9 s each: on time.
     assert budget.allowance("b", steady=True, cap_s=60.0) == 60.0 and not budget.cuts
 
 
 def test_behind_time_the_steady_cases_run_their_minimum_rounds_and_the_rest_share_what_is_left() -> None:
-    clock = Clock()
-    budget = Budget(60.0, cases=10, clock=clock)
-    budget.spent(COST)
-    clock.now += 9.0
+    budget = _after_one_case(60.0, cases=10, elapsed_s=9.0)
     # 51 s left for 9 cases: 27 s of fixed phases, 24 s to share, 2.7 s each instead of 6.
     assert budget.allowance("steady", steady=True, cap_s=60.0) == 0.0
     assert abs(budget.allowance("noisy", steady=False, cap_s=60.0) - 24 / 9) < 1e-9
@@ -43,10 +46,7 @@ def test_behind_time_the_steady_cases_run_their_minimum_rounds_and_the_rest_shar
 
 
 def test_once_nothing_is_left_every_case_runs_its_minimum_rounds() -> None:
-    clock = Clock()
-    budget = Budget(10.0, cases=3, clock=clock)
-    budget.spent(COST)
-    clock.now += 20.0
+    budget = _after_one_case(10.0, cases=3, elapsed_s=20.0)
     assert budget.allowance("late", steady=False, cap_s=60.0) == 0.0 and budget.cuts == {"late": "minimum rounds"}
 
 
