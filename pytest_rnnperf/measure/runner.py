@@ -22,7 +22,7 @@ from pytest_rnnperf.model.stats import Interval, speedup_interval
 from pytest_rnnperf.model.timing import Measurement, Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
 from pytest_rnnperf.model.timing import DeviceTiming
-from pytest_rnnperf.measure.wall import WallTimer
+from pytest_rnnperf.measure.wall import WallTimer, settle_heap
 
 
 class Window(Protocol):
@@ -309,6 +309,7 @@ def run_case(case: Case, backend: Backend, config: RunConfig = RunConfig(),
     ``judge`` sees the record while the pair is built (see ``Judge``). Raises BackendUnavailable /
     OutOfDeviceMemory with one-line reasons the caller turns into skips.
     """
+    settle_heap()
     clock = _Phases()
     s = case.shape
     weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
@@ -340,6 +341,7 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
     BackendUnavailable / OutOfDeviceMemory (skips) and ModelError (the model or inputs are unusable).
     """
     clock = _Phases()
+    settle_heap()
     pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed, build=build, options=options)
     try:
         clock.lap("build")
@@ -380,6 +382,7 @@ def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Back
                                      seed=config.seed)
     inputs = reference.make_inputs(case, seed=config.seed)
     pairs: list[Any] = []
+    settle_heap()
     try:
         results = []
         proofs = []

@@ -12,7 +12,9 @@ import pytest
 from fake_nvml import FakeClock
 
 from pytest_rnnperf.model.timing import TimingConfig
-from pytest_rnnperf.measure.wall import WallTimer, calibrate, gc_paused, time_block, time_pair, time_single, warm_up
+from pytest_rnnperf.measure.wall import (
+    WallTimer, calibrate, gc_paused, settle_heap, time_block, time_pair, time_single, warm_up,
+)
 
 
 def stepper(clock: FakeClock, seconds: float, log: list[str] | None = None, name: str = "") -> Callable[[], None]:
@@ -217,3 +219,25 @@ def test_a_negative_noise_target_is_refused() -> None:
     """max_noise < 0 cannot be met or missed: it is a typo."""
     with pytest.raises(ValueError, match="max_noise"):
         TimingConfig(max_noise=-0.01)
+
+
+def test_settle_heap_freezes_what_lives_and_later_cycles_are_still_collected() -> None:
+    """The heap before a case's build is passed by later collections; a cycle the case makes is still freed."""
+    import weakref
+
+    class Node:
+        """One end of a reference cycle."""
+
+        other: object = None
+
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert gone() is None
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as before
