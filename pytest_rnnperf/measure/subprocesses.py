@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, register
@@ -170,6 +170,12 @@ class BackendSubprocess:
         record: CaseRecord = payload
         return record
 
+    def kill(self) -> None:
+        """Kill the subprocess without asking (it holds nothing that needs saving)."""
+        self.process.kill()
+        self.process.wait()
+        self.conn.close()
+
     def close(self) -> None:
         """Ask the subprocess to exit and wait briefly; kill it if it does not."""
         try:
@@ -228,6 +234,13 @@ class SubprocessPool:
             self.broken[spec.name] = str(exc)
             raise SubprocessFailed(str(exc)) from None
         return proc
+
+    def discard(self, names: Iterable[str]) -> None:
+        """Stop these subprocesses at once (killed: one started early may still be importing its framework)."""
+        for name in names:
+            proc = self.subprocesses.pop(name, None)
+            if proc is not None:
+                proc.kill()
 
     def close(self) -> None:
         """Stop every subprocess."""

@@ -521,7 +521,9 @@ class StoredRun:
     kind: str = BASELINE  # BASELINE: a recorded baseline (a history starts there); KEPT: a run kept for the history
     # Case id -> the summaries of the extra processes this file was recorded with (--rnnperf-record-processes).
     processes: Mapping[str, tuple[ProcessSummary, ...]] = field(default_factory=dict)
-    claims: tuple[str, ...] = ()  # the claims tests this run measured and passed (their names), for store.rechecks
+    # The tests this run measured and passed whose answer the environment alone decides (claims, cross-framework and
+    # reference parity), by name, for store.rechecks.
+    claims: tuple[str, ...] = ()
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""

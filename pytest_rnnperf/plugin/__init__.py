@@ -323,13 +323,26 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
 
 
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """Start the subprocesses a module's cases need as soon as it is collected, so that their framework imports
+    overlap the collection of the modules after it (which imports this process's frameworks)."""
+    items = [item for item in (report.result or ()) if isinstance(item, pytest.Item)]
+    if not items or not report.passed or items[0].config.option.collectonly or SESSION_KEY not in items[0].config.stash:
+        return
+    _session(items[0].config).start_subprocesses(_collected_frameworks(items)[0])
+
+
 @pytest.hookimpl(tryfirst=True)  # before the terminal names the libraries each framework loaded (that waits)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the backend subprocesses the collected cases need now, so their imports overlap the first cases."""
+    """Start the backend subprocesses the selected cases need and stop those only deselected cases needed."""
     config = session.config
-    if config.option.collectonly or session.testsfailed or not session.items:
+    if SESSION_KEY not in config.stash:
         return
     frameworks, _ = _collected_frameworks(session.items)
+    if config.option.collectonly or session.testsfailed or not session.items:
+        _session(config).stop_subprocesses(keep=())
+        return
+    _session(config).stop_subprocesses(keep=frameworks)
     _session(config).start_subprocesses(frameworks)
     _session(config).plan_budget(sum(1 for item in session.items if _times_cudnn(item)))
 

@@ -55,6 +55,9 @@ class RnnperfFixture:
         self._settings = settings
         self._bench = bench  # pytest-benchmark's BenchmarkSession, or None without it
         self._models: set[str] = set()  # case ids of the models this test checked (one record per case id)
+        # What the test has run: "parity" (reference or cross checks only) or "timed" (a cuDNN case or a model).
+        # Only a test that checked parity alone is remembered for a stored run to stand for it later.
+        self._ran: set[str] = set()
 
     @property
     def _disabled(self) -> bool:
@@ -84,11 +87,35 @@ class RnnperfFixture:
 
     def measure(self, case: Case) -> CaseRecord:
         """cuDNN against generic on the GPU: path proofs, parity, interleaved timing. Skips without a GPU."""
+        self._times()
         return self._run(case, ("cudnn", "generic"))
 
     def reference(self, case: Case) -> CaseRecord:
-        """Generic side alone against the float64 reference, on the GPU if there is one, else on the CPU."""
+        """Generic side alone against the float64 reference, on the GPU if there is one, else on the CPU.
+
+        On a GPU the test is skipped where a stored run checked it in tonight's environment within
+        --rnnperf-recheck-days (the rule of a case's full check).
+        """
+        self._not_a_case("reference", case)
+        self._parity_only()
         return self._run(case, ("generic",))
+
+    def _times(self) -> None:
+        """The test times something: no stored run may stand for it, even where its parity checks held before."""
+        self._ran.add("timed")
+        self._forget()
+
+    def _forget(self) -> None:
+        """Take this test off the list of those a stored run may stand for."""
+        self._session.claim_tests[:] = [t for t in self._session.claim_tests if t != self._item.name]
+
+    def _parity_only(self) -> None:
+        """Skip a test that checks parity alone where a stored run's answer for it holds tonight (``claims_reason``)."""
+        if not self._ran:
+            reason = self._session.claims_reason(self._item.name, kind="parity")
+            if reason is not None:
+                pytest.skip(reason)
+        self._ran.add("parity")
 
     def _not_a_case(self, call: str, case: Any) -> None:
         """Fail in one line when ``case`` is no Case (a case id, a tuple of settings): the call would raise deep inside."""
@@ -128,6 +155,7 @@ class RnnperfFixture:
         layers that ask for cuDNN (``use_cudnn=True``) where they cannot have it.
         """
         self._skipped_by_benchmark()
+        self._times()
         case_id = self._item.nodeid + (f"::{name}" if name else "")
         if case_id in self._models:  # a stored run holds one record per case id
             named = f"named {name!r}" if name else "without a name"
@@ -156,8 +184,12 @@ class RnnperfFixture:
         return self._recorded(record)
 
     def cross(self, case: Case, other: str = "tf") -> CrossRecord:
-        """The case's canonical weights in its framework and in ``other``: cuDNN sides where a GPU is seen."""
+        """The case's canonical weights in its framework and in ``other``: cuDNN sides where a GPU is seen.
+
+        Skipped on a GPU where a stored run checked it in tonight's environment, as ``reference`` is.
+        """
         self._not_a_case("cross", case)
+        self._parity_only()
         try:
             return self._session.measure_cross(case, other)
         except Skipped as exc:
@@ -172,7 +204,10 @@ class RnnperfFixture:
                   f"rnnperf.model(), measure(), reference() or cross() returned")
         problems = self._session.problems(record)
         if problems:
+            self._forget()  # an earlier check of this test may have held: the test as a whole did not
             pytest.fail("\n".join(problems), pytrace=False)
+        if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
+            self._session.claim_tests.append(self._item.name)
 
 
 class ClaimsFixture:

@@ -139,8 +139,11 @@ class RnnperfSession:
     compile_cache: Path | None = None  # the compile cache kept between runs (None: off); subprocesses get it too
     started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
-    claim_tests: list[str] = field(default_factory=list)  # claims tests measured and passed tonight (stored with a run)
-    claims_reused: dict[str, Recheck] = field(default_factory=dict)  # claims tests whose stored answer held tonight
+    # Tests whose answer tonight's environment alone decides (claims, cross-framework and reference parity), measured
+    # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind ("claims", "parity").
+    claim_tests: list[str] = field(default_factory=list)
+    claims_reused: dict[str, Recheck] = field(default_factory=dict)
+    parity_reused: dict[str, Recheck] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------ the fingerprint
 
@@ -169,6 +172,11 @@ class RnnperfSession:
                 self.subprocess_pool().start_early(backend_spec)
                 started.append(name)
         return started
+
+    def stop_subprocesses(self, keep: Iterable[str]) -> None:
+        """Stop the subprocesses started early for backends other than ``keep`` (their cases were deselected)."""
+        if self._pool is not None:
+            self._pool.discard(set(self._pool.subprocesses) - set(keep) - set(self._backends))
 
     def backend(self, name: str) -> Backend:
         """The backend for ``name``, loaded once (in a worker when it needs its own environment); runtime info on first use."""
@@ -519,8 +527,8 @@ class RnnperfSession:
             raise self._skip(case.id, base)
         impls: tuple[str, ...] = ("generic",) if cudnn_reason else ("cudnn", "generic")
         config = self.run_config(settings, disabled)
-        if "cudnn" in impls and not disabled:
-            config = self._budgeted(case.id, config)
+        if "cudnn" in impls and not disabled:  # a model on the generic path alone is all parity: checked fully
+            config = self._budgeted(case.id, self._checks_for(case.id, config, settings))
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if remote:
@@ -683,11 +691,11 @@ class RnnperfSession:
         return meta
 
     def _claims_meta(self) -> dict[str, Any]:
-        """The claims tests this run measured and passed, for the stored run (``store.rechecks.claims_recheck``)."""
-        return {"claims": sorted(self.claim_tests)} if self.claim_tests else {}
+        """The claims and parity tests this run measured and passed, for the stored run (``store.rechecks``)."""
+        return {"claims": sorted(set(self.claim_tests))} if self.claim_tests else {}
 
-    def claims_reason(self, test: str) -> str | None:
-        """Why the claims test ``test`` is not measured tonight (its stored answer holds), or None to measure it."""
+    def claims_reason(self, test: str, kind: str = "claims") -> str | None:
+        """Why the claims (or parity) test ``test`` is not run tonight (its stored answer holds), or None to run it."""
         from pytest_rnnperf.store.rechecks import claims_recheck
 
         if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
@@ -697,9 +705,12 @@ class RnnperfSession:
                                recording=self.settings.update_baseline)
         if found.full:
             return None
+        days = f"environment unchanged, within {self.settings.recheck_days:g} days"
+        if kind == "parity":
+            self.parity_reused[test] = found
+            return f"parity as checked in {found.last}: {days} (--rnnperf-recheck-days=0 checks it every run)"
         self.claims_reused[test] = found
-        return (f"claims as measured in {found.last}: environment unchanged, within {self.settings.recheck_days:g} "
-                f"days (--rnnperf-recheck-days=0 measures them every run)")
+        return f"claims as measured in {found.last}: {days} (--rnnperf-recheck-days=0 measures them every run)"
 
     def close(self) -> None:
         """Stop the subprocesses (the end of the run)."""
@@ -717,11 +728,12 @@ class RnnperfSession:
         line = checks_line(self.rechecks, self.settings.recheck_days)
         if line and line not in self.notes:
             self.notes.append(line)
-        if self.claims_reused:
-            files = sorted({r.last for r in self.claims_reused.values()})
-            self.notes.append(f"claims: {len(self.claims_reused)} test(s) not measured, their answers as stored in "
-                              f"{', '.join(files)} hold (environment unchanged, within {self.settings.recheck_days:g} "
-                              f"days; --rnnperf-recheck-days=0 measures them every run)")
+        for kind, reused in (("claims", self.claims_reused), ("parity", self.parity_reused)):
+            if reused:
+                files = sorted({r.last for r in reused.values()})
+                self.notes.append(f"{kind}: {len(reused)} test(s) not run, their answers as stored in "
+                                  f"{', '.join(files)} hold (environment unchanged, within "
+                                  f"{self.settings.recheck_days:g} days; --rnnperf-recheck-days=0 runs them every run)")
         if self.budget is not None:
             self.notes.append(self.budget.line(time.monotonic() - self.started))
         if self.results or self.cross or self.skipped or self.claims:

@@ -63,10 +63,11 @@ def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, s
 
 def claims_recheck(runs: Sequence[StoredRun], test: str, environment: Mapping[str, str], now: datetime,
                    max_age_days: float, recording: bool = False) -> Recheck:
-    """Whether the claims test ``test`` is measured tonight, by the same rule as a case's full check.
+    """Whether the claims or parity test ``test`` runs tonight, by the same rule as a case's full check.
 
-    What the claims measure (accuracy after training on each path, the folklore's ratios) is the software
-    stack's answer: it changes with the environment, not from one night to the next.
+    What the claims measure (accuracy after training on each path, the folklore's ratios) and whether one
+    checkpoint gives the same results in two frameworks or matches float64 is the software stack's answer:
+    it changes with the environment, not from one night to the next.
     """
     return _since(next((run for run in runs if test in run.claims), None), environment, now, max_age_days, recording)
 

@@ -57,7 +57,7 @@ def test_a_claims_test_kept_in_a_stored_run_is_not_measured_again_until_the_envi
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=3)
     quiet = run(project)
     quiet.assert_outcomes(passed=2, skipped=1)
-    quiet.stdout.fnmatch_lines(["*claims: 1 test(s) not measured, their answers as stored in 0001_baseline.json hold*"])
+    quiet.stdout.fnmatch_lines(["*claims: 1 test(s) not run, their answers as stored in 0001_baseline.json hold*"])
     quiet.stdout.fnmatch_lines(["*SKIPPED*claims as measured in 0001_baseline.json: environment unchanged, within 7 "
                                 "days*"])
     run(project, "--rnnperf-recheck-days=0").assert_outcomes(passed=3)

@@ -73,3 +73,37 @@ def test_one_framework_missing_skips_with_its_reason(cross_project: pytest.Pytes
     result = run(cross_project)
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*tensorflow is not installed*"])
+
+
+def test_parity_checks_held_in_a_stored_run_are_not_run_again_until_the_environment_changes(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cross and reference checks recorded with a baseline are skipped, naming it; a test that also times always runs."""
+    project.makepyfile(test_cross=CROSS_FILE, test_parity="""
+        from pytest_rnnperf.model.cases import Case, Shape
+
+        def test_reference(rnnperf):
+            rnnperf.check(rnnperf.reference(Case("torch", "gru", Shape(6, 3, 3, 5))))
+
+        def test_reference_then_timed(rnnperf):
+            rnnperf.check(rnnperf.reference(Case("torch", "lstm", Shape(6, 3, 3, 5))))
+            rnnperf.check(rnnperf.measure(Case("torch", "lstm", Shape(5, 2, 3, 5), floor=2.0)))
+    """)
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=6)
+    quiet = run(project)
+    quiet.assert_outcomes(passed=3, skipped=3)
+    quiet.stdout.fnmatch_lines(["*SKIPPED*parity as checked in 0001_baseline.json: environment unchanged, within 7 "
+                                "days (--rnnperf-recheck-days=0 checks it every run)*"])
+    quiet.stdout.fnmatch_lines(["*parity: 3 test(s) not run, their answers as stored in 0001_baseline.json hold*"])
+    run(project, "--rnnperf-recheck-days=0").assert_outcomes(passed=6)
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    run(project, "--rnnperf-no-fail-regression").assert_outcomes(passed=6)
+
+
+def test_a_parity_check_that_failed_is_not_stood_for_by_the_run(project: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cross check that failed on the recorded night runs again the next night."""
+    project.makepyfile(test_cross=CROSS_FILE)
+    monkeypatch.setenv("FAKE_TF_ERROR", "1e-3")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2, failed=2)
+    monkeypatch.delenv("FAKE_TF_ERROR")
+    run(project).assert_outcomes(passed=4)

@@ -83,3 +83,30 @@ def test_a_collected_backend_s_subprocess_starts_after_collection_before_any_cas
     assert (faraway.path / "out" / "subprocess-faraway.log").exists()
     run(faraway, "--rnnperf-report-dir=listed", "--collect-only").assert_outcomes()
     assert not (faraway.path / "listed").exists()  # listing the tests starts nothing
+
+
+LATER_MODULE = """
+import pathlib
+import time
+
+# Collected after test_cases.py: wait (at most 20 s) for the subprocess its cases need to have been launched.
+deadline = time.monotonic() + 20
+while not pathlib.Path("out/subprocess-faraway.log").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+LAUNCHED_WHILE_COLLECTING = pathlib.Path("out/subprocess-faraway.log").exists()
+
+def test_the_subprocess_was_launched_before_this_module_finished_importing():
+    assert LAUNCHED_WHILE_COLLECTING
+"""
+
+
+def test_a_module_s_subprocess_starts_as_soon_as_the_module_is_collected(faraway: pytest.Pytester) -> None:
+    """The subprocess is launched while later modules are still being imported, so the two imports overlap."""
+    faraway.makepyfile(test_zz_later=LATER_MODULE)
+    run(faraway, "--rnnperf-report-dir=out").assert_outcomes(passed=3)
+
+
+def test_a_subprocess_started_for_deselected_cases_does_not_stop_the_run(faraway: pytest.Pytester) -> None:
+    """-k leaves no faraway case: the subprocess started at collection is stopped and the rest runs."""
+    faraway.makepyfile(test_zz_later=LATER_MODULE)
+    run(faraway, "--rnnperf-report-dir=out", "-k", "later").assert_outcomes(passed=1)

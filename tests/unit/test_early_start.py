@@ -39,6 +39,12 @@ class _FakeSubprocess:
     pending: list[tuple[str, bool]] = field(default_factory=lambda: [("register", True)])
     process: _FakeProcess = field(default_factory=_FakeProcess)
 
+    killed: bool = False
+
+    def kill(self) -> None:
+        """Killed without being asked to exit."""
+        self.killed = True
+
     def settle(self) -> None:
         """Read the launch's answers: the registration's failure, if it fails."""
         self.settled += 1
@@ -118,3 +124,18 @@ def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
     assert launcher.launched[0].started_at <= launcher.launched[1].started_at
     assert all(p.warm and p.env["RNNPERF_COMPILE_CACHE"] == str(tmp_path) for p in launcher.launched)
     assert spec("torch").in_process({})
+
+
+def test_subprocesses_started_for_cases_that_were_then_deselected_are_killed_and_the_rest_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
+        monkeypatch.delenv(name, raising=False)
+    launcher = _Launcher()
+    session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
+    session.subprocess_pool().launch = launcher
+    session.start_subprocesses(["keras_jax", "jax"])  # as the modules were collected
+    session.stop_subprocesses(keep=["torch", "jax"])  # -k left torch and jax cases
+    assert [(p.spec.name, p.killed) for p in launcher.launched] == [("keras_jax", True), ("jax", False)]
+    assert list(session.subprocess_pool().subprocesses) == ["jax"]
+    session.start_subprocesses(["jax"])  # the selected cases' frameworks: already running, not started twice
+    assert len(launcher.launched) == 2
