@@ -14,11 +14,12 @@
 #   (cd .gpu/tf && rm -rf ./* && split -b 30m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
-# Timings on an H100 (evidence README): torch + TF + cross + models + Keras on torch 5:43 with energy off; a
-# three-process recording of the TF LSTM cases 4:28. The whole nightly took 14:26, more than one 10-minute call: run it as
-#   suite suites/ --ignore=suites/claims -k "not keras and not jax and not compile"   (torch, TF, cross, models: 5:49)
-#   suite suites/ --ignore=suites/claims -k "keras or jax or compile"     (Keras on torch/JAX, JAX, compiled torch: 8:37)
-#   suite suites/claims                                                    (the claims, torch and Keras on TF: 4:10)
+# Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
+# claims and parity checks stored by a kept run of the night before,
+#   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (6:52)
+# With an empty compile cache, fill it first: suite suites/ --ignore=suites/claims -k "jax or compile" (about 6 min).
+# RNNPERF_WRAP prefixes the suite's command, e.g. RNNPERF_WRAP="py-spy record --subprocesses -f raw -o $OUT/s.txt --"
+# for a sampling profile of where a run's time goes.
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
 # it the suites run and say device time is off.
 set -uo pipefail
@@ -57,7 +58,7 @@ PY
 } 2>&1 | tee -a "$OUT/header-cost.txt"
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
-  suite) python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;
+  suite) ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
