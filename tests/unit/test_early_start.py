@@ -109,14 +109,19 @@ def test_a_get_without_an_early_start_launches_without_a_warm_up_and_waits(tmp_p
     assert proc is launcher.launched[0] and not launcher.launched[0].warm and launcher.launched[0].settled == 1
 
 
-def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _session_with_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RnnperfSession, _Launcher]:
+    """A session without a GPU whose subprocesses are fakes recorded by the launcher (no backend env set here)."""
     for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
         monkeypatch.delenv(name, raising=False)
     launcher = _Launcher()
     session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
-    pool = session.subprocess_pool()
-    pool.launch = launcher
+    session.subprocess_pool().launch = launcher
+    return session, launcher
+
+
+def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session, launcher = _session_with_launcher(tmp_path, monkeypatch)
     # torch runs here; an unknown name is left for its cases to report; keras_jax and jax need their own environment.
     started = session.start_subprocesses(["torch", "keras_jax", "no_such_backend", "jax", "keras_jax"])
     assert started == ["keras_jax", "jax"]
@@ -128,11 +133,7 @@ def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
 
 def test_subprocesses_started_for_cases_that_were_then_deselected_are_killed_and_the_rest_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
-        monkeypatch.delenv(name, raising=False)
-    launcher = _Launcher()
-    session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
-    session.subprocess_pool().launch = launcher
+    session, launcher = _session_with_launcher(tmp_path, monkeypatch)
     session.start_subprocesses(["keras_jax", "jax"])  # as the modules were collected
     session.stop_subprocesses(keep=["torch", "jax"])  # -k left torch and jax cases
     assert [(p.spec.name, p.killed) for p in launcher.launched] == [("keras_jax", True), ("jax", False)]
