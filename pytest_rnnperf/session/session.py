@@ -33,7 +33,7 @@ from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool, model_payload
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
-from pytest_rnnperf.store.runs import load_run, records_problem, run_meta
+from pytest_rnnperf.store.runs import load_run, records_problem, run_meta, timed_cases, without_cases
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.store.rechecks import Recheck
 from pytest_rnnperf.session.budget import Budget
@@ -611,8 +611,9 @@ class RnnperfSession:
                  exit_status: int = 0) -> list[str]:
         """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.
 
-        Only a clean run is kept: one that failed or regressed would teach the history its own slowdown, and an
-        interrupted one holds only some of its cases.
+        Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
+        would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
+        steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
         """
         if exit_status != 0 and not self.failed:
             return [f"run not kept: the run did not end OK (exit status {exit_status})"]
@@ -621,15 +622,19 @@ class RnnperfSession:
             return [f"run not kept: {why}"]
         if not benchmarks_on or not any(r.cudnn is not None for r in self.results):
             return ["run not kept: no cuDNN case was timed in this run"]
-        regressed = [v.case_id for v in self.verdicts.values() if v.verdict.value == "regressed" or v.host_regressed]
-        if self.failed or regressed:
+        regressed = sorted(v.case_id for v in self.verdicts.values()
+                           if v.verdict.value == "regressed" or v.host_regressed)
+        if self.failed:
             return [f"run not kept: {self.failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
         if self.baseline is None:
             return [f"run not kept: no baseline of {self.gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
         folder = self.root / self.gpu.gpu_slug / self.machine_id
-        data = benchmark_json(None, meta)
+        data = without_cases(benchmark_json(None, meta), regressed)
+        if not timed_cases(data):
+            return [f"run not kept: each of its {len(regressed)} timed case(s) regressed (reported, not failed); the "
+                    f"history keeps clean cases only"]
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
             return [f"run not kept: it would not read back: {unreadable}"]
         try:
@@ -640,7 +645,11 @@ class RnnperfSession:
         except BaselineError as exc:
             self.unrecorded = True
             return [f"run not kept: {exc}"]
-        return [f"run kept for the history: {path}"]
+        if not regressed:
+            return [f"run kept for the history: {path}"]
+        shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
+        return [f"run kept for the history: {path}, without the {len(regressed)} case(s) that regressed (reported, "
+                f"not failed), so that their history does not learn the change: {shown}"]
 
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
         """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""

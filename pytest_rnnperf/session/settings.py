@@ -224,8 +224,8 @@ SETTINGS: tuple[Setting, ...] = (
             "fresh subprocesses), so its history has a between-process spread from the first night (1 to 10)",
             check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),
     Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
-            "baselines) when it passed without a regression; nightly CI keeps its runs so the history learns "
-            "each case's noise", switch=True),
+            "baselines) when no test failed, without its cases that regressed (reported, not failed); nightly CI "
+            "keeps its runs so the history learns each case's noise", switch=True),
     Setting("min_processes", _POLICY.min_processes, to_int, "stored processes a case's history needs before it "
             "is judged across processes (fewer: against its newest stored record alone)", check=at_least(2)),
     # Thresholds are fractions (0.05) or percents ("5%"); a bare 5 is refused (see to_fraction).

@@ -39,6 +39,17 @@ def benchmark_extra(record: CaseRecord, side: str, processes: Iterable[ProcessSu
                         "see": f"the {main} entry of this case for the full record"}}
 
 
+def without_cases(data: Mapping[str, Any], case_ids: Iterable[str]) -> dict[str, Any]:
+    """``data`` (a pytest-benchmark JSON) without the entries of ``case_ids``: both sides share the case id as group."""
+    drop = set(case_ids)
+    return {**data, "benchmarks": [b for b in data.get("benchmarks", []) if b.get("group") not in drop]}
+
+
+def timed_cases(data: Mapping[str, Any]) -> int:
+    """How many cases of ``data`` (a pytest-benchmark JSON) have a cuDNN entry."""
+    return len({b.get("group") for b in data.get("benchmarks", []) if (b.get("params") or {}).get("side") == "cudnn"})
+
+
 def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str, tuple[ProcessSummary, ...]]:
     """Case id -> the extra processes' summaries stored beside its record (``extra_info["rnnperf_processes"]``)."""
     out: dict[str, tuple[ProcessSummary, ...]] = {}

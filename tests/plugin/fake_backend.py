@@ -4,7 +4,7 @@ A step "launches" one kernel on the fake CUPTI (``CUPTI``) and advances a fake c
 project's conftest hands to both timers) by its nominal wall time times a seeded 1% jitter; its kernel runs
 its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded the test machine is, and two
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
-(FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_CUDNN_KERNEL;
+(FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_SLOW_CASE: a part of a case id whose cuDNN device time is 1.5x; FAKE_CUDNN_KERNEL;
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
 /proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
@@ -113,6 +113,8 @@ class FakeImpl:
         """
         window = max(0, CUPTI.windows - self.windows_before - 1)  # this pair's traced window now (or next)
         device = nominal_ms(self.name, window, device=True) / 1e3 * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
+        if self.name == "cudnn" and knob("SLOW_CASE") and knob("SLOW_CASE") in self.case.id:
+            device *= 1.5  # one case's cuDNN side slower, the others as they were
         if self.name == "cudnn":
             CUPTI.launch(self.kernel, device)
             if self.case.mode == "train":

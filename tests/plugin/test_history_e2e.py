@@ -54,12 +54,43 @@ def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Py
 
 
 def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run that regressed would teach the history its own slowdown: it is reported, not stored."""
+    """A run whose every case regressed would teach the history its own slowdown: it is reported, not stored."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
     result = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*run not kept: 0 test(s) failed, 2 case(s) regressed; the history keeps clean "
+    result.stdout.fnmatch_lines(["*run not kept: each of its 2 timed case(s) regressed (reported, not failed); the "
+                                 "history keeps clean cases only*"])
+    assert _files(project) == ["0001_baseline.json"]
+
+
+def test_a_run_kept_leaves_out_the_cases_that_regressed_without_failing(project: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One case regressed (reported, not failed): the run is kept without it; only the clean case's history widens."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
+    kept = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
+    kept.assert_outcomes(passed=2)
+    kept.stdout.fnmatch_lines(["verdicts: 1 regressed, 1 unchanged", "*run kept for the history: *0002_run.json, "
+                               "without the 1 case(s) that regressed (reported, not failed)*: "
+                               "torch-gru-train-fp32-T4-B2-I3-H5-L1"])
+    (path,) = (project.path / GPU_DIR).glob("*/0002_run.json")
+    assert {b["group"] for b in load_json(path)["benchmarks"]} == {"torch-lstm-train-fp32-T4-B2-I3-H5-L1"}
+    monkeypatch.delenv("FAKE_SLOW_CASE")
+    again = run(project)
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["torch-lstm-train-fp32-T4-B2-I3-H5-L1 *device x4*",
+                                "torch-gru-train-fp32-T4-B2-I3-H5-L1 *device x3*"])
+
+
+def test_a_run_where_a_regression_failed_is_not_kept_at_all(project: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed test makes the night red: none of its cases joins the history, not even the clean one."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
+    result = run(project, "--rnnperf-keep-run")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*run not kept: 1 test(s) failed, 1 case(s) regressed; the history keeps clean "
                                  "runs only*"])
     assert _files(project) == ["0001_baseline.json"]
 

@@ -173,3 +173,20 @@ def test_write_new_stops_at_the_last_four_digit_number(tmp_path: Path) -> None:
     assert str(caught.value).startswith(f"{tmp_path}: holds baseline 9999, the last four-digit number")
     assert "\n" not in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["9999_b.json"]
+
+
+def test_without_cases_drops_both_sides_of_each_named_case_and_keeps_the_rest() -> None:
+    """A kept run leaves a regressed case out whole (its cuDNN and generic entries); other entries stay as they were."""
+    from pytest_rnnperf.store.runs import timed_cases, without_cases
+
+    def entry(case: str, side: str) -> dict[str, Any]:
+        return {"group": case, "params": {"side": side}, "extra_info": {}}
+
+    data = {"machine_info": {"rnnperf": {}}, "benchmarks": [entry("a", "cudnn"), entry("a", "generic"),
+                                                            entry("b", "cudnn"), entry("b", "generic"),
+                                                            entry("c", "generic")]}
+    kept = without_cases(data, ["b"])
+    assert [(b["group"], b["params"]["side"]) for b in kept["benchmarks"]] == [("a", "cudnn"), ("a", "generic"),
+                                                                               ("c", "generic")]
+    assert kept["machine_info"] is data["machine_info"] and len(data["benchmarks"]) == 5
+    assert (timed_cases(data), timed_cases(kept), timed_cases(without_cases(data, ["a", "b"]))) == (2, 1, 0)
