@@ -316,3 +316,20 @@ def test_matches_torch_float64(cell: str) -> None:
         cell, i, h, layers, True, [getattr(module, n).grad.numpy() for n in weights.flat_names()]
     )
     assert grads.d_weights.max_abs_diff(torch_grads) < 1e-10
+
+
+def test_make_inputs_draws_the_same_stream_for_every_cell_and_hands_out_copies() -> None:
+    """Cases of one shape share one draw (x, upstream gradients, then d_c_n for an LSTM), as a fresh stream gives it;
+    what a caller writes into its inputs never reaches the next case."""
+    shape = Shape(5, 3, 4, 6, 2, bidirectional=True)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 3, 4))
+    d_output, d_h_n, d_c_n = (0.1 * rng.standard_normal(s) for s in ((5, 3, 12), (4, 3, 6), (4, 3, 6)))
+    lstm = make_inputs(Case("torch", "lstm", shape), seed=7)
+    lstm.x[:] = 0.0  # a careless caller
+    gru = make_inputs(Case("tf", "gru", shape, mode="infer"), seed=7)
+    again = make_inputs(Case("torch", "lstm", shape), seed=7)
+    for got in (gru, again):
+        assert np.array_equal(got.x, x) and np.array_equal(got.d_output, d_output) and np.array_equal(got.d_h_n, d_h_n)
+    assert gru.d_c_n is None and again.d_c_n is not None and np.array_equal(again.d_c_n, d_c_n)
+    assert not np.array_equal(make_inputs(Case("torch", "lstm", shape), seed=8).x, x)
