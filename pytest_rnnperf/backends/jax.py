@@ -36,7 +36,7 @@ from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutO
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 # Pure NumPy (importing it imports no TensorFlow): pads a batch slice with zero sequences.
-from pytest_rnnperf.backends.padding import padded_to
+from pytest_rnnperf.backends.padding import padded_f32, padding_for
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.cases import Case
@@ -273,9 +273,9 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _batch_major(a: np.ndarray) -> np.ndarray:
-    """(T, B, F) canonical time-major to jax's batch-major (B, T, F), float32."""
-    return np.ascontiguousarray(np.swapaxes(a, 0, 1), dtype=np.float32)
+def _batch_major(a: np.ndarray, pad: int = 0) -> np.ndarray:
+    """(T, B, F) canonical time-major to jax's batch-major (B + pad, T, F), float32, the last ``pad`` sequences zero."""
+    return padded_f32(np.swapaxes(a, 0, 1), pad)
 
 
 @dataclass
@@ -319,12 +319,13 @@ class JaxImpl:
         s = self.case.shape
         return _Dims(s.input_size, s.hidden_size, s.num_layers, s.bidirectional)
 
-    def _device_args(self, inputs: CaseInputs) -> tuple[Any, ...]:
-        """The step's arguments on the device: weights, x, zero states, lengths (+ upstream gradients)."""
+    def _device_args(self, inputs: CaseInputs, pad: int = 0) -> tuple[Any, ...]:
+        """The step's arguments on the device: weights, x, zero states, lengths (+ upstream gradients), each with
+        ``pad`` zero sequences appended (on the host: a pad on the device would be an XLA compile of its own)."""
         import jax
 
         x = inputs.x
-        seq_len, batch = x.shape[0], x.shape[1]
+        seq_len, batch = x.shape[0], x.shape[1] + pad
         d = self._dims
         state = np.zeros((d.num_layers * d.directions, batch, d.hidden_size), np.float32)
 
@@ -333,12 +334,12 @@ class JaxImpl:
             return jax.device_put(a, self.device)
 
         # Every sequence runs its full length: cuDNN's padded layout then holds no padding at all.
-        args: tuple[Any, ...] = (self._weights, put(_batch_major(x)), put(state), put(state),
+        args: tuple[Any, ...] = (self._weights, put(_batch_major(x, pad)), put(state), put(state),
                                  put(np.full((batch,), seq_len, np.int32)))
         if self._train:
             d_c_n = inputs.d_c_n if inputs.d_c_n is not None else np.zeros_like(inputs.d_h_n)
-            args += (put(_batch_major(inputs.d_output)), put(np.asarray(inputs.d_h_n, np.float32)),
-                     put(np.asarray(d_c_n, np.float32)))
+            args += (put(_batch_major(inputs.d_output, pad)), put(padded_f32(inputs.d_h_n, pad, axis=1)),
+                     put(padded_f32(d_c_n, pad, axis=1)))
         return args
 
     def step(self) -> None:
@@ -356,11 +357,11 @@ class JaxImpl:
         if inputs is None:
             out = self._compiled(*self._args)
         else:
-            padded = padded_to(inputs, self.inputs)
-            args = self._device_args(inputs if padded is None else padded)
+            pad = padding_for(inputs, self.inputs)
+            args = self._device_args(inputs, pad or 0)
             if [a.shape for a in args] == [a.shape for a in self._args]:
                 out = self._compiled(*args)
-                batch = None if padded is None else inputs.x.shape[1]
+                batch = inputs.x.shape[1] if pad else None
             else:
                 with _matmul_precision(self.case.precision):
                     out = self._jit(*args)

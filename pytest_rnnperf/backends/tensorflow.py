@@ -32,9 +32,9 @@ from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, keras_dtype,
-    layer_variables, to_batch_major, to_keras,
+    layer_variables, to_keras,
 )
-from pytest_rnnperf.backends.padding import padded_to
+from pytest_rnnperf.backends.padding import padded_f32, padding_for
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.cases import Case, ModelCase
@@ -192,21 +192,23 @@ class TFImpl:
         """Forward + backward (train) or forward only (infer)."""
         return self.case.mode == "train"
 
-    def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
-        """Input and upstream gradients as batch-major device tensors of the case's dtype (host transposes)."""
+    def _device_inputs(self, inputs: CaseInputs, pad: int = 0) -> tuple[Any, ...]:
+        """Input and upstream gradients as batch-major device tensors of the case's dtype (host transposes, into
+        float32 in one pass), each with ``pad`` zero sequences appended on the device (see ``padding``)."""
         tf = _tf()
         dtype = keras_dtype(self.case.precision)
 
         def dev(a: np.ndarray) -> Any:
-            """A host array as a device tensor of the case's dtype."""
-            return tf.cast(tf.constant(np.asarray(a, dtype=np.float32)), dtype)
+            """A host array (batch first) as a device tensor of the case's dtype, ``pad`` zero rows longer."""
+            t = tf.cast(tf.constant(padded_f32(a)), dtype)
+            return tf.pad(t, [[0, pad]] + [[0, 0]] * (len(a.shape) - 1)) if pad else t
 
         with tf.device(self.device):
-            x = dev(to_batch_major(inputs.x))
+            x = dev(np.swapaxes(inputs.x, 0, 1))
             if not self._train:
                 return (x,)
             # States are (B, H) per layer/direction already; one tensor per state in canonical order.
-            d_out = dev(to_batch_major(inputs.d_output))
+            d_out = dev(np.swapaxes(inputs.d_output, 0, 1))
             d_h = tuple(dev(inputs.d_h_n[k]) for k in range(inputs.d_h_n.shape[0]))
             d_c = () if inputs.d_c_n is None else tuple(dev(inputs.d_c_n[k]) for k in range(inputs.d_c_n.shape[0]))
             return (x, d_out, d_h, d_c)
@@ -239,14 +241,15 @@ class TFImpl:
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Outputs and gradients for ``inputs`` (default: the timing inputs) as float64 canonical arrays."""
         batch = None
-        padded = None if inputs is None else padded_to(inputs, self.inputs)
+        pad = None if inputs is None else padding_for(inputs, self.inputs)
         if inputs is None:
             fn, args = self._step_fn, self._args  # exactly the traced graph that is timed
-        elif padded is not None:
-            # A batch slice runs in the timed trace instead of a new one: padded with zero sequences whose
-            # upstream gradients are zero, so they add nothing to any gradient, then cut off again.
-            batch = inputs.x.shape[1]
-            fn, args = self._step_fn, self._device_inputs(padded)
+        elif pad is not None:
+            # A batch slice (or other inputs of the timing shapes) runs in the timed trace instead of a new one:
+            # padded with zero sequences whose upstream gradients are zero, so they add nothing to any gradient,
+            # then cut off again.
+            batch = inputs.x.shape[1] if pad else None
+            fn, args = self._step_fn, self._device_inputs(inputs, pad)
         else:
             fn, args = self._parity_fn, self._device_inputs(inputs)
         with precision_flags(self.case.precision):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,41 @@ def test_keras_generic_path_matches_float64_in_a_worker_process(spec: object, mo
                 assert record.generic.median > 0
     finally:
         pool.close()
+
+
+_SLICE_SCRIPT = """
+import dataclasses, numpy as np
+from pytest_rnnperf.backends.keras import jax_backend
+from pytest_rnnperf.measure.runner import slice_batch
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.model.cases import Case, Shape
+
+case = Case("keras_jax", "lstm", Shape(5, 12, 4, 6, 2, bidirectional=True))
+weights = reference.init_weights("lstm", 4, 6, 2, True, seed=3)
+inputs = reference.make_inputs(case, seed=4)
+side = jax_backend().build(case, weights, inputs, impls=("generic",)).generic
+side.step()
+small = slice_batch(inputs, 8)
+got = side.result(small)
+traces_after_slice = side._fn._cache_size()
+want = reference.backward(weights, small.x, small.d_output, small.d_h_n, small.d_c_n)
+err = lambda a, b: float(np.abs(a - b).max() / np.abs(b).max())
+errors = [err(got.output, reference.forward(weights, small.x).output), err(got.d_input, want.d_input)]
+errors += [err(a, b) for a, b in zip(got.d_weights.flat(), want.d_weights.flat())]
+shorter = reference.make_inputs(dataclasses.replace(case, shape=dataclasses.replace(case.shape, seq_len=3)), seed=5)
+side.result(shorter)
+print(got.output.shape, got.h_n.shape, traces_after_slice, side._fn._cache_size(), max(errors) < 5e-5)
+"""
+
+
+def test_keras_on_jax_runs_a_batch_slice_padded_through_the_timed_trace(tmp_path: Path) -> None:
+    """The parity slice (8 of 12 sequences) reuses the timed step's trace and matches float64; another length traces."""
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
+        pytest.skip("Keras on JAX needs keras and jax installed")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    done = subprocess.run([sys.executable, "-c", _SLICE_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(5, 8, 12) (4, 8, 6) 1 2 True"
 
 
 def test_importing_the_keras_backends_imports_no_framework() -> None:
