@@ -27,13 +27,11 @@ def padding_for(inputs: CaseInputs, like: CaseInputs) -> int | None:
     fields = [(inputs.x, like.x), (inputs.d_output, like.d_output), (inputs.d_h_n, like.d_h_n)]
     if inputs.d_c_n is not None and like.d_c_n is not None:
         fields.append((inputs.d_c_n, like.d_c_n))
-    extra = like.x.shape[1] - inputs.x.shape[1] if inputs.x.ndim == 3 and like.x.ndim == 3 else -1
-    for mine, theirs in fields:
-        if mine.ndim != 3 or theirs.ndim != 3 or mine.shape[0] != theirs.shape[0] or mine.shape[2] != theirs.shape[2]:
-            return None
-        if mine.shape[1] < 1 or theirs.shape[1] - mine.shape[1] != extra:
-            return None
-    return extra if extra >= 0 else None
+    # Every field is (steps or states, batch, features): only axis 1 may differ, by the same count everywhere.
+    if any(m.ndim != 3 or t.ndim != 3 or m.shape[::2] != t.shape[::2] or m.shape[1] < 1 for m, t in fields):
+        return None
+    extra = {t.shape[1] - m.shape[1] for m, t in fields}
+    return extra.pop() if len(extra) == 1 and min(extra) >= 0 else None
 
 
 def padded_f32(a: np.ndarray, pad: int = 0, axis: int = 0) -> np.ndarray:

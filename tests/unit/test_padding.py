@@ -39,6 +39,8 @@ def test_another_length_width_or_a_larger_batch_cannot_be_padded() -> None:
     assert padding_for(_inputs(seq_len=3, batch=2), timing) is None
     assert padding_for(_inputs(input_size=3, batch=2), timing) is None
     assert padding_for(_inputs(batch=13), timing) is None
+    small = slice_batch(timing, 8)
+    assert padding_for(dataclasses.replace(small, d_h_n=timing.d_h_n[:, :7]), timing) is None  # one field cut apart
 
 
 def test_a_gru_slice_cannot_stand_for_lstm_inputs_nor_the_reverse() -> None:
