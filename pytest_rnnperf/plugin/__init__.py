@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Generator
@@ -338,6 +339,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if SESSION_KEY not in config.stash:
         return
+    _session(config).collected = time.monotonic()
     frameworks, _ = _collected_frameworks(session.items)
     if config.option.collectonly or session.testsfailed or not session.items:
         _session(config).stop_subprocesses(keep=())

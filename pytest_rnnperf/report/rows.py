@@ -108,11 +108,17 @@ class TimeSpent:
     cases: PhaseTotals
     backends: tuple[PhaseTotals, ...]
     wall_s: float | None = None  # from the session's start to its report (None: not known to the caller)
+    collection_s: float | None = None  # from the session's start to the end of collection (imports mostly)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON: the wall time, the cases' totals and each backend's (its phases the same keys as ``cost_s``)."""
-        return {"wall_s": None if self.wall_s is None else round(self.wall_s, 3), "cases": self.cases.as_dict(),
-                "backends": {b.name: b.as_dict() for b in self.backends}}
+        """JSON: the wall and collection times, the cases' totals and each backend's (phases keyed as ``cost_s``)."""
+        return {"wall_s": _rounded(self.wall_s), "collection_s": _rounded(self.collection_s),
+                "cases": self.cases.as_dict(), "backends": {b.name: b.as_dict() for b in self.backends}}
+
+
+def _rounded(seconds: float | None) -> float | None:
+    """Seconds to the millisecond, None kept."""
+    return None if seconds is None else round(seconds, 3)
 
 
 def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
@@ -124,7 +130,8 @@ def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
     return PhaseTotals(name, len(records), tuple(totals.items()))
 
 
-def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None) -> TimeSpent | None:
+def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
+               collection_s: float | None = None) -> TimeSpent | None:
     """Where the time went, per backend in the order each first ran; None when no case recorded a phase."""
     if not any(r.cost_s for r in results):
         return None
@@ -132,7 +139,7 @@ def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None) -> Ti
     for r in results:
         by_backend.setdefault(r.case.framework, []).append(r)
     return TimeSpent(_phase_totals("all", results),
-                     tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s)
+                     tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s, collection_s)
 
 
 @dataclass(frozen=True)
@@ -185,10 +192,11 @@ class Rows:
         }
 
 
-def build_rows(run: RunView, wall_s: float | None = None) -> Rows:
+def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None) -> Rows:
     """Walk the run once: every renderer draws these rows instead of reading the results itself.
 
-    ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run.
+    ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run; ``collection_s``:
+    how much of it collection took.
     """
     return Rows(
         gpu=run.gpu.name if run.gpu.available else "no GPU",
@@ -203,7 +211,7 @@ def build_rows(run: RunView, wall_s: float | None = None) -> Rows:
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.skipped)),
-        time=time_spent(run.results, wall_s),
+        time=time_spent(run.results, wall_s, collection_s),
     )
 
 

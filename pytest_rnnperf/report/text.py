@@ -230,6 +230,8 @@ def time_lines(spent: TimeSpent | None) -> list[str]:
     cases = spent.cases
     # The gap between the two is what no case's phases hold: imports, collection, subprocess starts, cross checks.
     run = "" if spent.wall_s is None else f" of a {spent.wall_s:.0f} s run"
+    if spent.wall_s is not None and spent.collection_s is not None:
+        run += f", {spent.collection_s:.0f} s of it collecting"
     lines = [f"where the time went ({cases.cases} case(s), {cases.total_s:.0f} s{run}): {_phases(cases, 1)}"]
     lines += [f"  {b.name}: {b.cases} case(s) {b.total_s:.0f} s: {_phases(b, 0)}" for b in spent.backends]
     return lines

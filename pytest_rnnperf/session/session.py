@@ -138,6 +138,7 @@ class RnnperfSession:
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
     compile_cache: Path | None = None  # the compile cache kept between runs (None: off); subprocesses get it too
     started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
+    collected: float | None = None  # when collection ended (time.monotonic), for the summary's time table
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
     # Tests whose answer tonight's environment alone decides (claims, cross-framework and reference parity), measured
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind ("claims", "parity").
@@ -746,7 +747,8 @@ class RnnperfSession:
         if self.budget is not None:
             self.notes.append(self.budget.line(time.monotonic() - self.started))
         if self.results or self.cross or self.skipped or self.claims:
-            self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started)
+            collection_s = None if self.collected is None else self.collected - self.started
+            self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started, collection_s=collection_s)
             self.notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary,
                                         self.report_rows)
 

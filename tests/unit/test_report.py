@@ -118,11 +118,22 @@ def test_without_a_wall_time_the_line_names_the_cases_alone_and_without_phases_t
     assert not any(line.startswith("where the time went") for line in summary_lines(empty))
 
 
+def test_the_time_line_says_how_much_of_the_run_collection_took() -> None:
+    from pytest_rnnperf.report.rows import build_rows
+    from pytest_rnnperf.report.text import summary_lines
+
+    run = _timed_run()
+    lines = summary_lines(run, build_rows(run, wall_s=95.4, collection_s=21.2))
+    assert ("where the time went (3 case(s), 38 s of a 95 s run, 21 s of it collecting): build 24.0 s, "
+            "parity 10.5 s, wall 3.0 s") in lines
+
+
 def test_the_json_table_holds_each_backend_s_phase_totals_and_the_wall_time() -> None:
     from pytest_rnnperf.report.rows import build_rows
 
-    time = build_rows(_timed_run(), wall_s=95.4).as_dict()["time"]
+    time = build_rows(_timed_run(), wall_s=95.4, collection_s=21.2).as_dict()["time"]
     assert time["wall_s"] == 95.4
+    assert time["collection_s"] == 21.2
     assert time["cases"] == {"cases": 3, "total_s": 37.5, "phases_s": {"build": 24.0, "parity": 10.5, "wall": 3.0}}
     assert time["backends"] == {
         "tf": {"cases": 2, "total_s": 31.5, "phases_s": {"build": 22.0, "parity": 9.5}},
