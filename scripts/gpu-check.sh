@@ -5,23 +5,23 @@
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
-# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (47 MB with
-# baselines/ and their evidence on 2026-11-24). For the staging calls only, take the evidence out of git's index
-# (git rm -r -q --cached baselines/*/evidence; echo '/baselines/*/evidence/' >> .git/info/exclude; undo both with
-# git reset -q -- baselines and deleting that line), so a 40 MiB part fits; copy .gpu/whl and .whl to /tmp on the
-# machine in one more call, and let the work calls carry only .gpu/bin and copy them back from /tmp. Or split the
-# staged build into smaller parts:
-#   (cd .gpu/tf && rm -rf ./* && split -b 30m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
+# TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (62 MB with
+# baselines/ and their evidence on 2026-11-25, 30 MB without the evidence). For the GPU calls, take the evidence out
+# of git's index (git rm -r -q --cached baselines/*/evidence; echo '/baselines/*/evidence/' >> .git/info/exclude;
+# undo both with git reset -q -- baselines and deleting that line) and split the staged build into 34 MiB parts
+# (10 calls of a few seconds each); the work calls then carry .gpu/whl, .gpu/bin and .whl (23 MB):
+#   (cd .gpu/tf && rm -rf ./* && split -b 34m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
+# A run kept on the machine (--rnnperf-keep-run) is not in the next call's tree: copy it to /tmp and back, and to $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
 # claims and parity checks stored by a kept run of the night before,
-#   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (6:52)
-# With an empty compile cache, fill it first: suite suites/ --ignore=suites/claims -k "jax or compile" (about 6 min).
+#   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (4:32-4:58 in pytest, 4:52-5:28 in all)
+# With an empty compile cache, fill it first: suite suites/ --ignore=suites/claims -k "jax or compile" (about 5 min).
 # RNNPERF_WRAP prefixes the suite's command, e.g. RNNPERF_WRAP="py-spy record --subprocesses -f raw -o $OUT/s.txt --"
 # for a sampling profile of where a run's time goes.
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
-# it the suites run and say device time is off.
+# it the suites run and say device time is off. The image lacks ruptures too: its wheel in .whl turns the drift check on.
 set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
