@@ -139,6 +139,15 @@ def at_least(low: float, strict: bool = False, high: float | None = None) -> Cal
     return check
 
 
+def percent_between(low: float, high: float) -> Callable[[Any], str | None]:
+    """A check that a fraction lies in [low, high], its message in percent as the option is written."""
+    def check(value: Any) -> str | None:
+        if low <= value <= high:
+            return None
+        return f"{percent(value)} must be between {percent(low)} and {percent(high)}"
+    return check
+
+
 def not_empty(value: Any) -> str | None:
     """A check that a path setting is not empty (an empty one would silently write nothing)."""
     return None if str(value).strip() else "empty: give a folder, or 'none' to turn the reports off"
@@ -201,8 +210,8 @@ SETTINGS: tuple[Setting, ...] = (
             "device-time rounds, in s (at most 3600; the minimum rounds always run)", marker=True,
             check=at_least(0, strict=True, high=3600)),
     Setting("max_noise", 0.005, to_fraction, "stop timing a case's rounds once both sides' medians are this steady "
-            "(relative standard error; the first 4 rounds always run, --rnnperf-rounds caps them; 0: every round)",
-            marker=True, check=at_least(0)),
+            "(relative standard error; the first 4 rounds always run, --rnnperf-rounds caps them; 0: every round; "
+            "at most 100%)", marker=True, check=percent_between(0, 1)),
     Setting("budget", 0.0, to_float, "minutes the whole run may take: once the cases still to come would not fit, "
             "the steadiest time their minimum rounds only and the rest share what is left; the summary says what "
             "was cut (0: no budget; at most 1440)", check=at_least(0, high=1440)),

@@ -771,6 +771,11 @@ def test_a_setting_that_would_run_for_days_is_refused(project: pytest.Pytester, 
     _usage_error(result, option.split("=")[0], message)
 
 
+def test_a_noise_target_above_100_percent_is_refused_in_percent(project: pytest.Pytester) -> None:
+    """--rnnperf-max-noise=200% read as "stop at the minimum rounds" without a word; a target is a fraction of the median."""
+    _usage_error(run(project, "--rnnperf-max-noise=200%"), "--rnnperf-max-noise", "200% must be between 0% and 100%")
+
+
 def test_a_stored_record_with_implausibly_many_samples_is_refused_in_one_line(project: pytest.Pytester) -> None:
     """D11: a record of 2,000,000 samples failed every test with a 29.8 GiB MemoryError from the bootstrap."""
     path = _record(project)
