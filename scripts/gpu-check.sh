@@ -11,7 +11,8 @@
 # undo both with git reset -q -- baselines and deleting that line) and split the staged build into 34 MiB parts
 # (10 calls of a few seconds each); the work calls then carry .gpu/whl, .gpu/bin and .whl (23 MB):
 #   (cd .gpu/tf && rm -rf ./* && split -b 34m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
-# A run kept on the machine (--rnnperf-keep-run) is not in the next call's tree: copy it to /tmp and back, and to $OUT.
+# A run kept on the machine (--rnnperf-keep-run) is not in the next call's tree: `suite` keeps a copy in /tmp for the
+# calls after it on the same machine and puts one in $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
@@ -58,7 +59,17 @@ PY
 } 2>&1 | tee -a "$OUT/header-cost.txt"
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
-  suite) ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log" ;;
+  suite) # A run kept by an earlier call on this machine is not in this call's tree: put it back first. A run this
+         # call keeps goes to $KEPT for the next call and to $OUT, to be committed with its evidence.
+         KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}; mkdir -p "$KEPT/baselines"
+         (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \; 2>/dev/null)
+         before=$(find baselines -name '*_run.json' | sort)
+         ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log"
+         status=${PIPESTATUS[0]}
+         comm -13 <(echo "$before") <(find baselines -name '*_run.json' | sort) | while read -r kept; do
+           cp --parents "$kept" "$KEPT"/ && cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"
+         done
+         exit "$status" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
