@@ -7,7 +7,7 @@ import pytest
 from pytest_rnnperf.backends import cross_pairs, specs
 from pytest_rnnperf.model.cases import cross_id
 from pytest_rnnperf.plugin import gpu_workers, resolved_scale
-from suites.matrix import cross_cases, known_issue, paired_cases, reference_cases
+from .matrix import cross_cases, known_issue, paired_cases, reference_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

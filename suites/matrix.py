@@ -12,7 +12,7 @@ import dataclasses
 
 from pytest_rnnperf.backends import spec
 from pytest_rnnperf.model.cases import CELLS, Case, Shape
-from suites.floors import floor_for
+from .floors import floor_for
 
 # (T, B, I, H, layers): the five shapes measured on an H200 in DESIGN.md.
 DESIGN_SHAPES = (

@@ -44,7 +44,7 @@ from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 from pytest_rnnperf.report.rows import Rows
 
-RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
+RECORD_HINT = "record one with: the same pytest command plus --rnnperf-update-baseline"
 
 
 class Skipped(Exception):

@@ -19,9 +19,10 @@ from pytest_rnnperf.plugin.fixtures import ClaimsFixture
 from . import experiments
 from .experiments import SCALES, Scale
 
-# lab name -> (the module it needs, where the lab lives)
-LABS = {"torch": ("torch", "suites.claims.lab_torch:TorchLab"),
-        "keras": ("tensorflow", "suites.claims.lab_keras:KerasLab")}
+# lab name -> (the module it needs, where the lab lives, relative to this package: the suite runs from a clone as
+# ``suites.claims`` and installed as ``pytest_rnnperf.suites.claims``)
+LABS = {"torch": ("torch", ".lab_torch:TorchLab"),
+        "keras": ("tensorflow", ".lab_keras:KerasLab")}
 _MADE: dict[str, Any] = {}
 
 
@@ -32,11 +33,11 @@ def lab(request: pytest.FixtureRequest) -> Any:
     needs, where = LABS[name]
     missing = [m for m in (needs, "sklearn") if importlib.util.find_spec(m) is None]
     if missing:
-        pytest.skip(f"the {name} claims need {' and '.join(missing)}: pip install -e \".[claims]\"")
+        pytest.skip(f"the {name} claims need {' and '.join(missing)}: pip install \"pytest-rnnperf[claims]\"")
     if name not in _MADE:
         module, cls = where.split(":")
         try:
-            _MADE[name] = getattr(importlib.import_module(module), cls)()
+            _MADE[name] = getattr(importlib.import_module(module, __package__), cls)()
         except ImportError as exc:
             _MADE[name] = exc
     if isinstance(_MADE[name], ImportError):

@@ -38,7 +38,7 @@ def test_first_run_has_no_baseline_and_compare_fail_does_not_crash(project: pyte
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "*baseline: none for NVIDIA_H200 yet; record one with: pytest suites/ --rnnperf-update-baseline*",
+        "*baseline: none for NVIDIA_H200 yet; record one with: the same pytest command plus --rnnperf-update-baseline*",
         "*--benchmark-compare-fail: no stored run to compare with yet; nothing to check*"])
 
 

@@ -113,18 +113,64 @@ def test_it_runs_on_a_self_hosted_gpu_runner_one_run_at_a_time_within_a_time_lim
     job = load(WORKFLOW)["jobs"]["suite"]
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
     assert job["concurrency"] == {"group": "rnnperf-gpu", "cancel-in-progress": False}
-    assert 15 < job["timeout-minutes"] <= 120  # the suite alone takes about 14.5 minutes on one H100
+    assert 15 < job["timeout-minutes"] <= 120
 
 
-def test_its_test_step_runs_pytest_suites_with_benchmark_compare_and_fails_the_job_on_failure() -> None:
-    test = step("suite", "Compare with this GPU model's baseline")
-    command = " ".join(test["run"].replace("\\\n", " ").split())
-    assert ("python -m pytest suites/ --benchmark-compare --benchmark-json=rnnperf-run.json "
-            "--rnnperf-report-dir=rnnperf-report") in command
+def _command(job: str, name: str) -> str:
+    """The shell command of a step, its continued lines joined and its spaces squeezed."""
+    return " ".join(step(job, name)["run"].replace("\\\n", " ").split())
+
+
+def test_its_test_step_runs_the_packaged_suite_keeps_the_night_and_fails_the_job_on_failure() -> None:
+    test = step("suite", "Compare with this GPU model's history")
+    command = _command("suite", "Compare with this GPU model's history")
+    assert ('python -m pytest --pyargs pytest_rnnperf.suites --rootdir "$GITHUB_WORKSPACE" --benchmark-compare '
+            "--rnnperf-keep-run --rnnperf-budget=5") in command
+    assert '--rnnperf-compile-cache="$HOME/.cache/pytest-rnnperf"' in command
+    assert "--benchmark-json=rnnperf-run.json --rnnperf-report-dir=rnnperf-report" in command
     assert 'if [ "$gpus" -gt 1 ]; then args+=(-n auto); fi' in command
     # Nothing swallows pytest's exit status.
     assert "continue-on-error" not in test and "|| true" not in command and "set +e" not in command
     assert test["if"] == "${{ !inputs.record-baseline }}"
+
+
+def test_it_installs_the_pinned_release_and_no_checkout() -> None:
+    """Copied into another repository, the workflow installs pytest-rnnperf from the index, never the checkout."""
+    workflow = load(WORKFLOW)
+    install = _command("suite", "Install into a fresh virtual environment")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", workflow["env"]["RNNPERF_VERSION"])
+    assert '"pytest-rnnperf[torch,tf,jax,claims,device,html]==$RNNPERF_VERSION"' in install
+    text = WORKFLOW.read_text()
+    assert "pip install -e" not in text and "pip install ." not in text and '".[' not in text
+    assert "suites/" not in text.replace("pytest_rnnperf.suites", "")  # no path into this repository's tree
+
+
+def test_the_history_of_kept_nights_is_carried_on_its_own_branch_by_a_job_without_the_gpu() -> None:
+    """Each night starts from the kept runs of the nights before, and a job on a hosted runner adds tonight's."""
+    workflow = load(WORKFLOW)
+    branch = workflow["env"]["RNNPERF_HISTORY_BRANCH"]
+    assert branch and branch != "main"
+    names = [s.get("name", "") for s in steps("suite")]
+    assert names.index("Bring in the history of earlier nights") < names.index("Compare with this GPU model's history")
+    assert 'git checkout FETCH_HEAD -- baselines/' in _command("suite", "Bring in the history of earlier nights")
+    assert "baselines/*_run.json" in _command("suite", "Pack tonight's kept run")
+    history = workflow["jobs"]["history"]
+    assert history["needs"] == "suite" and history["runs-on"] == "ubuntu-latest"
+    assert history["permissions"] == {"contents": "write"}
+    push = history["steps"][-1]["run"]
+    assert 'git push origin "HEAD:refs/heads/$RNNPERF_HISTORY_BRANCH"' in push
+    # The only push in the workflow goes to the history branch.
+    assert WORKFLOW.read_text().count("git push") == 1
+
+
+def test_the_workflow_and_the_readme_state_the_same_minutes_for_a_quiet_night() -> None:
+    """One measured figure for a quiet night, the same wherever a user reads it."""
+    minutes = r"about (\d+) minutes on a quiet night"
+    figures = {name: re.findall(minutes, " ".join(re.sub(r"(?m)^\s*#", "", path.read_text()).split()))
+               for name, path in (("workflow", WORKFLOW), ("README", REPO / "README.md"),
+                                  ("nightly-ci", REPO / "docs" / "nightly-ci.md"))}
+    assert all(figures.values()), figures
+    assert len({f for found in figures.values() for f in found}) == 1, figures
 
 
 def test_artifact_uploads_run_even_when_the_suite_fails_named_by_runner_and_run() -> None:
@@ -140,7 +186,7 @@ def test_the_history_site_is_built_every_night_and_published_to_pages_only_where
     """The site of the stored runs and tonight's; a failed night publishes too, from a job that alone may write Pages."""
     workflow = load(WORKFLOW)
     install = step("suite", "Install into a fresh virtual environment")["run"]
-    assert '".[torch,tf,jax,claims,device,html,test]"' in install  # plotly draws the pages
+    assert "html]==$RNNPERF_VERSION" in install  # plotly draws the pages
     site = step("suite", "Build the history site")
     assert site["if"] == "always()" and site["id"] == "site"
     assert 'python -m pytest_rnnperf history "${runs[@]}" --html rnnperf-site' in site["run"]
@@ -175,7 +221,6 @@ def test_the_record_baseline_path_opens_a_pull_request_and_never_pushes_to_the_d
     assert create["with"]["branch"] == "${{ needs.suite.outputs.branch }}"
     assert "branch=rnnperf/baseline-$runner-$(date -u +%Y-%m-%d)" in step("suite", "Pack the new baseline files")["run"]
     assert "base" not in create["with"]
-    assert "git push" not in WORKFLOW.read_text()
 
 
 def _gitlab_example() -> str:
@@ -195,8 +240,12 @@ def test_the_readme_points_at_the_workflow_and_its_gitlab_example_validates(tmp_
     job = yaml.safe_load(example.read_text())["rnnperf"]
     assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
     assert job["artifacts"]["when"] == "always"
-    assert "python -m pytest suites/ --benchmark-compare --benchmark-json=rnnperf-run.json" in job["script"]
-    assert "rnnperf-site/" in job["artifacts"]["paths"] and "--html rnnperf-site" in job["after_script"][0]
+    command = next(line for line in job["script"] if "python -m pytest" in line)
+    assert command.startswith("python -m pytest --pyargs pytest_rnnperf.suites ")
+    assert "--benchmark-compare --rnnperf-keep-run" in command and "--benchmark-json=rnnperf-run.json" in command
+    assert job["variables"]["RNNPERF_SPEC"].endswith("==0.1.0") and "pip install -e" not in example.read_text()
+    assert job["cache"]["paths"] == ["rnnperf-history/"] and job["cache"]["when"] == "always"
+    assert "rnnperf-site/" in job["artifacts"]["paths"] and "--html rnnperf-site" in job["after_script"][-1]
     pages = yaml.safe_load(example.read_text())["pages"]  # GitLab publishes the job named pages, folder public/
     assert pages["needs"] == ["rnnperf"] and pages["artifacts"]["paths"] == ["public"]
     assert pages["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule" && $RNNPERF_PAGES == "true"', "when": "always"}]
