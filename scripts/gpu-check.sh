@@ -2,6 +2,8 @@
 # The whole GPU check, run on a GPU runner from the repository root (the same every session):
 #   scripts/gpu-check.sh tests            tests/ incl. GPU tests (timing correctness, NVML)
 #   scripts/gpu-check.sh suite [ARGS...]  pytest ARGS (default: suites/), logs under $OUT (default ./rnnperf-out)
+#   scripts/gpu-check.sh packaged [ARGS...]  the wheel built from this tree, installed into a fresh virtualenv, its
+#                                         suite run from a scratch folder with a copy of baselines/ (ARGS for pytest)
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
@@ -26,7 +28,10 @@
 set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
+what=${1:-tests}; shift || true
+if [ "$what" != packaged ]; then  # packaged installs the built wheel instead, as a team outside this repository does
+  python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
+fi
 if ls .whl/cupti_python-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/cupti .whl/*.whl && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/cupti
 fi
@@ -40,7 +45,6 @@ if ! python3 -c "import keras" 2>/dev/null && ls .gpu/whl/keras-*.whl >/dev/null
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/keras "${wheels[@]}" \
     && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/keras
 fi
-what=${1:-tests}; shift || true
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
 { python3 - <<'PY'
 import time
@@ -70,10 +74,33 @@ case "$what" in
            cp --parents "$kept" "$KEPT"/ && cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"
          done
          exit "$status" ;;
+  packaged) # The suite as a team runs it from its own repository: the wheel built from this tree, installed into a
+         # fresh virtualenv that sees the image's frameworks, run from a scratch folder holding a copy of baselines/
+         # (without the evidence). The folder stays for later calls on this machine; its reports and kept runs go to $OUT.
+         TEAM=${RNNPERF_TEAM:-/tmp/rnnperf-team}
+         if [ ! -x "$TEAM/venv/bin/python" ]; then
+           # The image's packages reach the virtualenv through a .pth line (its own .pth files stay unread).
+           rm -rf build && python3 -m pip wheel -q --no-deps --no-build-isolation -w "$TEAM/dist" . \
+             && python3 -m venv --without-pip "$TEAM/venv" \
+             && python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith("-packages")))' \
+                > "$("$TEAM/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-image.pth" \
+             && python3 -m pip --python "$TEAM/venv/bin/python" install -q --no-deps --no-index \
+                "$TEAM"/dist/pytest_rnnperf-*.whl \
+             && mkdir -p "$TEAM/repo" && cp -r baselines "$TEAM/repo/" && rm -rf "$TEAM"/repo/baselines/*/evidence \
+             || { echo "gpu-check: could not install the wheel into $TEAM"; exit 2; }
+         fi
+         before=$(cd "$TEAM/repo" && find baselines -name '*_run.json' | sort)
+         (cd "$TEAM/repo" && ${RNNPERF_WRAP:-} "$TEAM/venv/bin/python" -m pytest --pyargs pytest_rnnperf.suites \
+            --rootdir "$TEAM/repo" -rs -p no:cacheprovider "$@") 2>&1 | tee -a "$OUT/packaged.log"
+         status=${PIPESTATUS[0]}
+         (cd "$TEAM/repo" && comm -13 <(echo "$before") <(find baselines -name '*_run.json' | sort) \
+            | while read -r kept; do cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"; done)
+         if [ -d "$TEAM/repo/rnnperf-report" ]; then cp -r "$TEAM/repo/rnnperf-report" "$OUT/"; fi
+         exit "$status" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
          # shellcheck disable=SC2068  # the default list is split into case globs on purpose
          set -f; python3 scripts/noise_probe.py --json "$OUT/probe.json" $@ 2>&1 | tee -a "$OUT/probe.log" ;;
-  *) echo "usage: $0 tests|suite|probe [args]"; exit 2 ;;
+  *) echo "usage: $0 tests|suite|packaged|probe [args]"; exit 2 ;;
 esac
