@@ -238,7 +238,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Check every setting and output path, read the device and software fingerprint, load the baseline."""
     config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
                             "(override command line and ini)")
-    config.addinivalue_line("markers", "gpu: the test needs a CUDA GPU; skipped with the reason otherwise")
+    config.addinivalue_line("markers", "gpu: the test needs a GPU; skipped, with the reason, where NVML sees none")
     from pytest_rnnperf.session.settings import missing_library
 
     if (missing := missing_library("rich")) is not None:  # the summary's tables: found now, not after every test
@@ -317,11 +317,15 @@ def _session(config: pytest.Config) -> RnnperfSession:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a malformed rnnperf marker before any test runs, naming the test."""
+    """Refuse a malformed rnnperf marker before any test runs, naming the test; skip ``gpu`` tests without a GPU."""
+    gpu = _session(config).gpu
+    no_gpu = pytest.mark.skip(reason=f"no GPU visible: {gpu.reason}")
     for item in items:
         problem = _marker_problem(item)
         if problem:
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        if not gpu.available and item.get_closest_marker("gpu") is not None:
+            item.add_marker(no_gpu)
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

@@ -279,3 +279,21 @@ def test_gpu_fixtures_for_users_own_tests(project: pytest.Pytester) -> None:
             assert summary["duration_s"] >= 0 and "energy_j" in summary
     """)
     run(project, "test_fixtures.py").assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("gpu, outcome", [("none", "skipped"), ("NVIDIA H200", "passed")])
+def test_a_gpu_marked_test_is_skipped_where_nvml_sees_no_gpu_and_runs_where_it_does(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, gpu: str, outcome: str) -> None:
+    """The ``gpu`` marker skips, naming why no GPU is visible; with one, the test runs as written."""
+    monkeypatch.setenv("FAKE_GPU_NAME", gpu)
+    project.makepyfile(test_marked="""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_needs_the_card():
+            pass
+    """)
+    result = run(project, "test_marked.py")
+    result.assert_outcomes(**{outcome: 1})
+    if outcome == "skipped":
+        result.stdout.fnmatch_lines(["*SKIPPED*test_marked.py:*: no GPU visible: *"])
