@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import shlex
 import time
+import warnings
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Literal
 
 import pytest
 
@@ -450,7 +451,7 @@ def rnnperf_claims(request: pytest.FixtureRequest) -> ClaimsFixture:
 
 
 @pytest.fixture(scope="session")
-def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
+def rnnperf_gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The device and software fingerprint of this session: fields and the stable baseline key."""
     session = _session(request.config)
     return {"device": session.gpu.as_dict(), "environment": session.environment(), "key": session.fingerprint(),
@@ -458,11 +459,27 @@ def gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture
-def telemetry_window() -> Callable[[], Any]:
+def rnnperf_telemetry_window() -> Callable[[], Any]:
     """Factory of NVML telemetry windows (context managers) for the session's GPU."""
     from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index
 
     return lambda: TelemetryWindow(index=nvml_index())
+
+
+def _renamed_fixture(old: str, new: str, scope: Literal["session", "function"]) -> Any:
+    """A fixture under its old name ``old``: gives what ``new`` gives, with a deprecation warning naming ``new``."""
+
+    def alias(request: pytest.FixtureRequest) -> Any:
+        warnings.warn(pytest.PytestDeprecationWarning(f"fixture {old} is now {new}; the old name goes in a later "
+                                                      f"release"), stacklevel=2)
+        return request.getfixturevalue(new)
+
+    alias.__doc__ = f"Deprecated name of ``{new}`` (fixtures of pytest-rnnperf start with rnnperf_)."
+    return pytest.fixture(scope=scope, name=old)(alias)
+
+
+gpu_fingerprint = _renamed_fixture("gpu_fingerprint", "rnnperf_gpu_fingerprint", "session")
+telemetry_window = _renamed_fixture("telemetry_window", "rnnperf_telemetry_window", "function")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: -p no:benchmark must not be an INTERNALERROR

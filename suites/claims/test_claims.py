@@ -73,9 +73,9 @@ def test_regression_reaches_the_same_error_and_a_larger_batch_is_faster(lab: Any
 
 
 def test_character_language_model_follows_one_loss_curve(lab: Any, sizes: Scale, rnnperf_claims: ClaimsFixture,
-                                                         telemetry_window: Any) -> None:
+                                                         rnnperf_telemetry_window: Any) -> None:
     """2-layer char-LSTM on Python's source: one loss curve; load time, peak memory, utilization, samples."""
-    _report(rnnperf_claims, experiments.char_lm(lab, sizes, telemetry_window))
+    _report(rnnperf_claims, experiments.char_lm(lab, sizes, rnnperf_telemetry_window))
 
 
 def test_inference_is_faster_on_cudnn(lab: Any, sizes: Scale, rnnperf_claims: ClaimsFixture) -> None:

@@ -264,21 +264,35 @@ def test_ready_suite_runs_keras_and_jax_generic_paths_in_worker_processes_here(p
                                  "*SKIPPED [[]2[]]*cuDNN case needs a GPU: no CUDA GPU visible to jax*"])
 
 
-def test_gpu_fixtures_for_users_own_tests(project: pytest.Pytester) -> None:
-    """gpu_fingerprint gives the fields and a stable key; telemetry_window gives a never-failing window."""
-    project.makepyfile(test_fixtures="""
-        def test_fingerprint(gpu_fingerprint):
-            assert gpu_fingerprint["available"] and gpu_fingerprint["gpu_slug"] == "NVIDIA_H200"
-            assert gpu_fingerprint["device"]["driver_version"] == "580.95.05"
-            assert len(gpu_fingerprint["key"]) == 12
+FIXTURES_TEST = """
+def test_fingerprint(rnnperf_gpu_fingerprint):
+    assert rnnperf_gpu_fingerprint["available"] and rnnperf_gpu_fingerprint["gpu_slug"] == "NVIDIA_H200"
+    assert rnnperf_gpu_fingerprint["device"]["driver_version"] == "580.95.05"
+    assert len(rnnperf_gpu_fingerprint["key"]) == 12
 
-        def test_window(telemetry_window):
-            with telemetry_window() as window:
-                pass
-            summary = window.summary.as_dict()
-            assert summary["duration_s"] >= 0 and "energy_j" in summary
-    """)
-    run(project, "test_fixtures.py").assert_outcomes(passed=2)
+def test_window(rnnperf_telemetry_window):
+    with rnnperf_telemetry_window() as window:
+        pass
+    summary = window.summary.as_dict()
+    assert summary["duration_s"] >= 0 and "energy_j" in summary
+"""
+
+
+def test_gpu_fixtures_for_users_own_tests(project: pytest.Pytester) -> None:
+    """rnnperf_gpu_fingerprint gives the fields and a stable key; rnnperf_telemetry_window a never-failing window."""
+    project.makepyfile(test_fixtures=FIXTURES_TEST)
+    result = run(project, "test_fixtures.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*Deprecat*")
+
+
+def test_the_fixtures_old_names_still_work_and_warn_with_the_new_name(project: pytest.Pytester) -> None:
+    """gpu_fingerprint and telemetry_window, the names before the rnnperf_ prefix, give the same for one release."""
+    project.makepyfile(test_fixtures=FIXTURES_TEST.replace("rnnperf_", ""))
+    result = run(project, "test_fixtures.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*PytestDeprecationWarning: fixture gpu_fingerprint is now rnnperf_gpu_fingerprint*",
+                                 "*PytestDeprecationWarning: fixture telemetry_window is now rnnperf_telemetry_window*"])
 
 
 @pytest.mark.parametrize("gpu, outcome", [("none", "skipped"), ("NVIDIA H200", "passed")])
