@@ -6,8 +6,13 @@ import pytest
 
 from pytest_rnnperf.backends import cross_pairs, specs
 from pytest_rnnperf.model.cases import cross_id
-from pytest_rnnperf.plugin import gpu_workers, resolved_scale
+from pytest_rnnperf.plugin import gpu_workers, require_plugin, resolved_scale
 from .matrix import cross_cases, known_issue, paired_cases, reference_cases
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse in one line a run where pytest did not load the plugin (autoload off), before anything is collected."""
+    require_plugin(config, "the ready suite (suites/)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 import warnings
 from functools import partial
@@ -312,6 +313,15 @@ def _report_files(config: pytest.Config, session: RnnperfSession) -> None:
         session.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
 
 
+def require_plugin(config: pytest.Config, who: str) -> None:
+    """For a conftest.py that imports from this module: a one-line UsageError where pytest has not loaded the plugin."""
+    if config.pluginmanager.is_registered(sys.modules[__name__]):
+        return
+    why = " (PYTEST_DISABLE_PLUGIN_AUTOLOAD is set)" if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else ""
+    raise pytest.UsageError(f"{who} needs the pytest-rnnperf plugin, which is not loaded{why}: add "
+                            f"-p pytest_rnnperf.plugin to the command line or to addopts")
+
+
 def _session(config: pytest.Config) -> RnnperfSession:
     """The RnnperfSession of this pytest run."""
     return config.stash[SESSION_KEY]
@@ -412,8 +422,6 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     session = _session(config)
     if not session.gpu.available or config.option.collectonly:
         return []
-    import sys
-
     from pytest_rnnperf.backends import specs
     from pytest_rnnperf.report.text import library_lines
 

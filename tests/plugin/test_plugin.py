@@ -311,3 +311,16 @@ def test_a_gpu_marked_test_is_skipped_where_nvml_sees_no_gpu_and_runs_where_it_d
     result.assert_outcomes(**{outcome: 1})
     if outcome == "skipped":
         result.stdout.fnmatch_lines(["*SKIPPED*test_marked.py:*: no GPU visible: *"])
+
+
+def test_the_ready_suite_without_the_plugin_loaded_says_which_option_loads_it(pytester: pytest.Pytester,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plugin autoload off: one line naming -p pytest_rnnperf.plugin, not a KeyError from suites/conftest.py."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess(str(REPO / "suites"), "--collect-only", "--rootdir", str(REPO),
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.errlines + result.outlines if line.strip()]
+    assert lines == ["ERROR: the ready suite (suites/) needs the pytest-rnnperf plugin, which is not loaded "
+                     "(PYTEST_DISABLE_PLUGIN_AUTOLOAD is set): add -p pytest_rnnperf.plugin to the command line or "
+                     "to addopts"]
