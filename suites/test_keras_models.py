@@ -15,9 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_rnnperf.backends.keras_layers import keras_import_problem
 from pytest_rnnperf.plugin.fixtures import RnnperfFixture
 
-keras = pytest.importorskip("keras", reason="the Keras model checks need keras (pip install 'pytest-rnnperf[tf]')")
+if (missing := keras_import_problem()) is not None:  # "need tensorflow for Keras's default backend..." or "need keras"
+    pytest.skip(f"the Keras model checks {missing}", allow_module_level=True)
+keras = pytest.importorskip("keras")
 
 # (vocabulary, embedding, hidden units, batch, steps) per scale: the nightly size is a small production tagger.
 SIZES = {"smoke": (50, 8, 8, 4, 12), "nightly": (5000, 64, 128, 64, 100), "full": (20000, 128, 256, 128, 200)}

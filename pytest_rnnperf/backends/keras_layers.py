@@ -8,11 +8,12 @@ here imports Keras: the ``keras`` module is passed in by the backend that import
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -237,8 +238,52 @@ def keras_backend_setting() -> str | None:
             return str(keras.backend.backend())
         except Exception:  # noqa: BLE001 - a half-imported keras must not break the skip reason
             pass
-    home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
+    return _keras_json_backend(os.environ)
+
+
+def _keras_json_backend(environ: Mapping[str, str]) -> str | None:
+    """The backend keras.json names (Keras writes "tensorflow" into a new one on its first import), or None."""
+    home = Path(environ.get("KERAS_HOME", Path.home() / ".keras"))
     try:
         return json.loads((home / "keras.json").read_text()).get("backend")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported as far as the finders know (a None in sys.modules reads as absent)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that fails, or a half-set sys.modules entry
+        return False
+
+
+def keras_backend_choice(environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """The installed backend to put in KERAS_BACKEND where Keras would fail on its TensorFlow default, and the line
+    that says so (or that asks for KERAS_BACKEND); ``(None, "")`` where Keras can import as it is set up.
+
+    Keras takes TensorFlow unless KERAS_BACKEND or keras.json names another, so with Keras installed for torch or JAX
+    alone (``pytest-rnnperf[jax]``) ``import keras`` fails in every test module that does it.
+    """
+    if environ.get("KERAS_BACKEND") or "keras" in sys.modules or not _installed("keras"):
+        return None, ""
+    if (_keras_json_backend(environ) or "tensorflow") != "tensorflow" or _installed("tensorflow"):
+        return None, ""
+    for backend in ("torch", "jax"):
+        if _installed(backend):
+            return backend, f"rnnperf: Keras runs on {backend} here (KERAS_BACKEND unset, tensorflow not installed)"
+    return None, ("rnnperf: keras is installed without tensorflow, torch or jax: install one and set KERAS_BACKEND "
+                  "to it")
+
+
+def keras_import_problem() -> str | None:
+    """What ``import keras`` lacks in this process, as a skip reason's end ("need ..."), or None where it has it."""
+    if not _installed("keras"):
+        return "need keras (pip install 'pytest-rnnperf[tf]')"
+    backend = keras_backend_setting() or "tensorflow"
+    if backend not in ("tensorflow", "torch", "jax") or _installed(backend):  # numpy, openvino: Keras says itself
+        return None
+    if backend == "tensorflow" and not os.environ.get("KERAS_BACKEND"):
+        return ("need tensorflow for Keras's default backend (pip install 'pytest-rnnperf[tf]'); "
+                "or set KERAS_BACKEND=torch or jax")
+    return f"need {backend} for Keras's {backend} backend (set in KERAS_BACKEND or keras.json)"

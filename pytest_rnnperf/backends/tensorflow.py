@@ -399,8 +399,9 @@ class TFBackend:
 
     def unavailable_reason(self) -> str | None:
         """None when TensorFlow and Keras 3 on the tensorflow backend are usable, else a one-line reason."""
-        if importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("keras") is None:
-            return "tensorflow is not installed (pip install 'pytest-rnnperf[tf]')"
+        for module in ("tensorflow", "keras"):  # named apart: Keras installed for torch or JAX lacks tensorflow alone
+            if importlib.util.find_spec(module) is None:
+                return f"{module} is not installed (pip install 'pytest-rnnperf[tf]')"
         try:
             keras_version = importlib.metadata.version("keras")
         except importlib.metadata.PackageNotFoundError:

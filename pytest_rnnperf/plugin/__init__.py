@@ -25,6 +25,7 @@ from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerR
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
+KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
 
 
@@ -33,6 +34,17 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_rnnperf.plugin import hooks
 
     pluginmanager.add_hookspecs(hooks)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Before a conftest.py or test module imports Keras: an installed backend where its TensorFlow default is missing."""
+    from pytest_rnnperf.backends.keras_layers import keras_backend_choice
+
+    backend, line = keras_backend_choice(os.environ)
+    if backend is not None:  # this process's Keras; the backends' subprocesses set their own
+        os.environ["KERAS_BACKEND"] = backend
+    early_config.stash[KERAS_LINE] = line
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -401,9 +413,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     session = _session(config)
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
-    return header_lines(session, scale=resolved_scale(config)) + [f"rnnperf: regression thresholds: "
-                                                             f"{thresholds(session.settings.policy())}",
-                                                             compile_cache_line(session.compile_cache)]
+    lines = header_lines(session, scale=resolved_scale(config)) + [
+        f"rnnperf: regression thresholds: {thresholds(session.settings.policy())}",
+        compile_cache_line(session.compile_cache)]
+    keras = config.stash.get(KERAS_LINE, "")
+    return lines + [keras] if keras else lines
 
 
 def compile_cache_line(folder: Path | None) -> str:

@@ -224,3 +224,19 @@ def test_every_mistake_with_a_keras_model_is_one_line(pytester: pytest.Pytester)
         "(cuDNN needs tanh)",
     ])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_test_module_importing_keras_runs_where_keras_has_torch_but_no_tensorflow(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keras's TensorFlow default is missing: the run picks torch for this process and says so in the header."""
+    needs_a_cpu_machine_with(("keras", "torch"), "Keras on torch")
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(pytester.path / "keras-home"))  # no keras.json that names a backend
+    # Loaded with -p before the plugin reads what is installed: this runner has no TensorFlow.
+    pytester.makepyfile(no_tensorflow="import sys\nsys.modules['tensorflow'] = None\n")
+    pytester.makepyfile(test_team="import keras\n\ndef test_keras_backend():\n"
+                                  "    assert keras.backend.backend() == 'torch'\n")
+    result = pytester.runpytest_subprocess("-p", "no_tensorflow", "-p", "no:cacheprovider", "--rnnperf-report-dir=none",
+                                           "test_team.py")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["rnnperf: Keras runs on torch here (KERAS_BACKEND unset, tensorflow not installed)"])

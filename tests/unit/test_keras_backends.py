@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from pytest_rnnperf.backends.keras import KERAS_JAX, KERAS_TORCH
-from pytest_rnnperf.backends.keras_layers import flag_check
+from pytest_rnnperf.backends.keras_layers import flag_check, keras_backend_choice, keras_import_problem
 from pytest_rnnperf.model.cases import Case, Shape
 from pytest_rnnperf.measure.runner import RunConfig
 from pytest_rnnperf.measure.subprocesses import SubprocessPool
@@ -109,3 +110,69 @@ def test_importing_the_keras_backends_imports_no_framework() -> None:
             "print([m for m in ('keras', 'torch', 'jax', 'tensorflow') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.fixture
+def importable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """``importable(*absent)``: those modules cannot be found (as on a runner without them); Keras not imported yet,
+    no KERAS_BACKEND, and a Keras home of the test's own (no keras.json until the test writes one)."""
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.delitem(sys.modules, "keras", raising=False)
+
+    def hide(*absent: str) -> None:
+        for name in absent:
+            monkeypatch.setitem(sys.modules, name, None)  # find_spec says None, import raises ImportError
+
+    return hide
+
+
+@pytest.mark.parametrize("absent, chosen", [(("tensorflow",), "torch"), (("tensorflow", "torch"), "jax")])
+def test_keras_without_tensorflow_runs_on_the_installed_backend_torch_first(importable: Any, absent: tuple[str, ...],
+                                                                             chosen: str) -> None:
+    """Keras installed for torch or JAX alone would fail at ``import keras`` on its TensorFlow default."""
+    importable(*absent)
+    backend, line = keras_backend_choice({"KERAS_HOME": os.environ["KERAS_HOME"]})
+    assert backend == chosen
+    assert line == f"rnnperf: Keras runs on {chosen} here (KERAS_BACKEND unset, tensorflow not installed)"
+
+
+def test_keras_with_none_of_its_backends_is_told_in_one_line_to_set_keras_backend(importable: Any) -> None:
+    importable("tensorflow", "torch", "jax")
+    assert keras_backend_choice({}) == (None, "rnnperf: keras is installed without tensorflow, torch or jax: install "
+                                              "one and set KERAS_BACKEND to it")
+
+
+def test_the_keras_json_that_keras_writes_with_tensorflow_does_not_stop_the_choice_and_another_backend_there_does(
+        importable: Any, tmp_path: Path) -> None:
+    """Keras writes "tensorflow" into a new keras.json on its first import, even one that fails; "jax" is a choice."""
+    importable("tensorflow")
+    (tmp_path / "keras.json").write_text('{"backend": "tensorflow"}')
+    assert keras_backend_choice({"KERAS_HOME": str(tmp_path)})[0] == "torch"
+    (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+    assert keras_backend_choice({"KERAS_HOME": str(tmp_path)}) == (None, "")
+
+
+@pytest.mark.parametrize("environ", [{"KERAS_BACKEND": "jax"}, {}])
+def test_keras_backend_is_left_alone_where_it_is_set_or_tensorflow_is_installed(importable: Any,
+                                                                                environ: dict[str, str]) -> None:
+    if environ:
+        importable("tensorflow")
+    assert keras_backend_choice(environ) == (None, "")
+
+
+@pytest.mark.parametrize("absent, setting, reason", [
+    (("keras",), "", "need keras (pip install 'pytest-rnnperf[tf]')"),
+    (("tensorflow",), "", "need tensorflow for Keras's default backend (pip install 'pytest-rnnperf[tf]'); or set "
+                          "KERAS_BACKEND=torch or jax"),
+    (("torch",), "torch", "need torch for Keras's torch backend (set in KERAS_BACKEND or keras.json)"),
+    (("torch",), "jax", None),
+])
+def test_a_keras_skip_reason_names_what_is_really_missing(importable: Any, monkeypatch: pytest.MonkeyPatch,
+                                                          absent: tuple[str, ...], setting: str,
+                                                          reason: str | None) -> None:
+    """Keras installed without TensorFlow is not "need keras": it needs its backend, or KERAS_BACKEND."""
+    importable(*absent)
+    if setting:
+        monkeypatch.setenv("KERAS_BACKEND", setting)
+    assert keras_import_problem() == reason

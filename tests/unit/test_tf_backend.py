@@ -99,12 +99,14 @@ def test_unavailable_reason_other_keras_backend(monkeypatch: pytest.MonkeyPatch)
     assert reason is not None and "'jax'" in reason and "tensorflow" in reason
 
 
-def test_unavailable_reason_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("absent", ["tensorflow", "keras"])
+def test_unavailable_reason_names_the_one_not_installed(monkeypatch: pytest.MonkeyPatch, absent: str) -> None:
+    """Keras installed for torch or JAX lacks tensorflow alone; a TensorFlow without Keras 3 lacks keras."""
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
-    assert TFBackend().unavailable_reason() == "tensorflow is not installed (pip install 'pytest-rnnperf[tf]')"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == absent else real(name, *a))
+    assert TFBackend().unavailable_reason() == f"{absent} is not installed (pip install 'pytest-rnnperf[tf]')"
 
 
 # ---------------------------------------------------------------------------------------------------------
