@@ -38,7 +38,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Before a conftest.py or test module imports Keras: an installed backend where its TensorFlow default is missing."""
+    """Before a conftest.py or test module imports Keras: an installed backend where its default, TensorFlow, is not."""
     from pytest_rnnperf.backends.keras_layers import keras_backend_choice
 
     backend, line = keras_backend_choice(os.environ)

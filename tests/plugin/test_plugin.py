@@ -291,8 +291,8 @@ def test_the_fixtures_old_names_still_work_and_warn_with_the_new_name(project: p
     project.makepyfile(test_fixtures=FIXTURES_TEST.replace("rnnperf_", ""))
     result = run(project, "test_fixtures.py")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*PytestDeprecationWarning: fixture gpu_fingerprint is now rnnperf_gpu_fingerprint*",
-                                 "*PytestDeprecationWarning: fixture telemetry_window is now rnnperf_telemetry_window*"])
+    result.stdout.fnmatch_lines([f"*PytestDeprecationWarning: fixture {old} is now rnnperf_{old}*"
+                                 for old in ("gpu_fingerprint", "telemetry_window")])
 
 
 @pytest.mark.parametrize("gpu, outcome", [("none", "skipped"), ("NVIDIA H200", "passed")])
