@@ -36,6 +36,23 @@ def test_the_options_page_holds_the_table_the_settings_render() -> None:
         f"docs/options.md is out of date with pytest_rnnperf/session/settings.py; run: {options_doc.REGENERATE}")
 
 
+def test_the_commands_page_holds_every_subcommands_flags_as_their_parsers_render_them() -> None:
+    """docs/cli.md cannot drift from the subcommands' parsers: regenerate it after changing a flag."""
+    from pytest_rnnperf.cli import reference
+    from pytest_rnnperf.cli.main import COMMANDS
+
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert reference.render(page) == page, (
+        f"docs/cli.md is out of date with pytest_rnnperf/cli/; run: python -m {reference.MODULE} --write")
+    for command, flags in (
+            ("compare", ("`old`", "`--device-effect DEVICE_EFFECT`", "`--any-order`", "`--noise NOISE`")),
+            ("spread", ("`runs ...`", "`--target TARGET`", "`--min-step-ms MIN_STEP_MS`")),
+            ("history", ("`--metric {device,speedup,wall}`",))):
+        table = reference.command_markdown(command)
+        assert all(f"| {flag} |" in table for flag in flags), table
+    assert all(f"## {command}" in page for command in COMMANDS)
+
+
 def test_every_setting_has_one_row_with_its_flag_ini_key_and_marker() -> None:
     rows = options_doc.options_markdown().splitlines()[2:]
     assert len(rows) == len(SETTINGS)
@@ -47,7 +64,7 @@ def test_every_setting_has_one_row_with_its_flag_ini_key_and_marker() -> None:
 
 def test_a_help_text_cannot_break_the_table() -> None:
     """A pipe, an angle bracket or an underscore in a help text stays text inside its cell."""
-    assert options_doc._escape("a|b <tag> $X_Y *z*") == r"a\|b &lt;tag&gt; $X\_Y \*z\*"
+    assert options_doc.escape("a|b <tag> $X_Y *z*") == r"a\|b &lt;tag&gt; $X\_Y \*z\*"
 
 
 def test_the_command_line_writes_and_checks_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
