@@ -1,4 +1,5 @@
-"""The README's example test for a team's own model, run exactly as printed there, with the real torch."""
+"""The example tests for a team's own model, in the README and on the own-model page, run exactly as printed there,
+with the real frameworks."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import pytest
 
 from conftest import REPO, torch_sees_a_gpu
 
+OWN_MODEL_PAGE = "docs/own-model.md"
 
-def _example(name: str = "test_my_model.py") -> str:
-    """The Python block of the README that starts with '# <name>'."""
-    text = (REPO / "README.md").read_text()
+
+def _example(name: str = "test_my_model.py", page: str = "README.md") -> str:
+    """The Python block of ``page`` that starts with '# <name>'."""
+    text = (REPO / page).read_text()
     match = re.search(r"```python\n(# " + re.escape(name) + r"\n.*?)```", text, re.S)
-    assert match, f"README.md has no '# {name}' example"
+    assert match, f"{page} has no '# {name}' example"
     return match.group(1)
 
 
@@ -35,14 +38,29 @@ def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester
                                      f"note: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
 
 
-def test_the_readmes_keras_example_runs_as_printed_on_every_keras_backend(pytester: pytest.Pytester) -> None:
+def test_the_own_model_pages_torch_example_runs_as_printed(pytester: pytest.Pytester) -> None:
+    """Two named models in one test and a tf32 predict: each is its own case, checked (the generic copy against
+    float64 without a GPU)."""
+    gpu = torch_sees_a_gpu()
+    if gpu is None:
+        pytest.skip("the example needs torch (pip install 'pytest-rnnperf[torch]')")
+    pytester.makepyfile(test_my_tagger=_example("test_my_tagger.py", OWN_MODEL_PAGE))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=5", "--rnnperf-energy-s=0")
+    result.assert_outcomes(passed=2)
+    test = "test_my_tagger.py::test_tagger_trains_on_cudnn_at_two_sizes"
+    cases = [f"{test}::h64", f"{test}::h128", "test_my_tagger.py::test_tagger_predicts_on_cudnn_in_tf32"]
+    result.stdout.fnmatch_lines_random([f"{case} *" for case in cases])
+
+
+def test_the_own_model_pages_keras_example_runs_as_printed_on_every_keras_backend(pytester: pytest.Pytester) -> None:
     """TensorFlow in this process, torch and JAX in subprocesses: without a GPU each generic copy is checked against
     float64 and the cuDNN side is skipped with the reason; on a GPU both sides run."""
     missing = [m for m in ("keras", "tensorflow", "torch", "jax") if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"the Keras example runs on TensorFlow, torch and JAX: {', '.join(missing)} not installed")
     gpu = torch_sees_a_gpu()
-    pytester.makepyfile(test_my_keras_model=_example("test_my_keras_model.py"))
+    pytester.makepyfile(test_my_keras_model=_example("test_my_keras_model.py", OWN_MODEL_PAGE))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--rnnperf-report-dir=none",
                                            "--rnnperf-rounds=5", "--rnnperf-energy-s=0")
     result.assert_outcomes(passed=3)
