@@ -12,7 +12,7 @@ from .matrix import cross_cases, known_issue, paired_cases, reference_cases
 
 def pytest_configure(config: pytest.Config) -> None:
     """Refuse in one line a run where pytest did not load the plugin (autoload off), before anything is collected."""
-    require_plugin(config, "the ready suite (suites/)")
+    require_plugin(config, "the ready suite")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -321,6 +321,6 @@ def test_the_ready_suite_without_the_plugin_loaded_says_which_option_loads_it(py
                                            "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in result.errlines + result.outlines if line.strip()]
-    assert lines == ["ERROR: the ready suite (suites/) needs the pytest-rnnperf plugin, which is not loaded "
+    assert lines == ["ERROR: the ready suite needs the pytest-rnnperf plugin, which is not loaded "
                      "(PYTEST_DISABLE_PLUGIN_AUTOLOAD is set): add -p pytest_rnnperf.plugin to the command line or "
                      "to addopts"]
