@@ -131,7 +131,7 @@ def test_a_flat_series_with_half_a_percent_noise_has_no_change_point(capsys: pyt
     case = _case(result)
     assert code == 0 and case["change_points"] == [], lines
     assert 0.002 < case["noise"] < 0.01  # the series' own noise, about the 0.5% it was drawn with
-    assert lines[-2] == "1 case(s): no change point toward slower (a longer time)"
+    assert lines[-2] == "1 case(s): no change point toward slower in the device series (a longer time)"
 
 
 def test_the_detector_finds_steps_and_drifts_in_plain_series_too() -> None:
