@@ -61,7 +61,7 @@ location.hash = link.getAttribute('href');
 HOVER = """
 document.querySelector('details[open]').scrollIntoView();
 var gd = document.querySelector('details[open] div.chart[data-drawn]');
-Plotly.Fx.hover(gd, [{curveNumber: 1, pointNumber: 10}], 'x2y2');
+Plotly.Fx.hover(gd, [{curveNumber: 1, pointNumber: gd.data[1].x.length - 2}], 'x2y2');
 """
 
 

@@ -519,8 +519,8 @@ def regressions_table(rows: Rows, prefix: str) -> str:
         link = Raw(f'<a href="#{esc(anchor(prefix, v.verdict.case_id))}">{short_id(v.verdict.case_id)}</a>')
         changed = env.get(v.verdict.case_id, rows.env_diff)
         # The run's own diff stands above the table; a case judged against another file has its own.
-        fields = ("as above" if tuple(changed) == tuple(rows.env_diff) else
-                  ", ".join(line.split(":", 1)[0] for line in changed) or "none")
+        fields = ("none" if not changed else "as above" if tuple(changed) == tuple(rows.env_diff) else
+                  ", ".join(line.split(":", 1)[0] for line in changed))
         kernels = [_KERNEL_SCOPE.sub("", k) for k in v.kernels]
         cells.append([link, c.metric, change_text(c), f"{c.min_effect:.0%}", _tip(v.kernels, 48, "; ".join(kernels)),
                       _tip(changed, 48, fields),
@@ -600,9 +600,9 @@ def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
         out.append(f'<h2>Each case</h2><p class="muted">open a case for its rounds, path evidence, parity, '
                    f'kernels, telemetry and environment diff</p><div id="{panels_id}">' + "\n".join(panels) + "</div>")
     if rows.verdicts:
-        header = tuple(ROUND_SPEEDUP if h == "speedup" else h for h in VERDICT_HEADER)
+        verdict_header = tuple(ROUND_SPEEDUP if h == "speedup" else h for h in VERDICT_HEADER)
         out.append("<h2>Against the history</h2>"
-                   + table(header, [v.cells for v in rows.verdicts], cls="sortable", numeric=(2, 3, 4))
+                   + table(verdict_header, [v.cells for v in rows.verdicts], cls="sortable", numeric=(2, 3, 4))
                    + "".join(f"<p><b>{esc(v.verdict.case_id)}</b>: kernels: {esc('; '.join(v.kernels))}</p>"
                              for v in rows.verdicts if v.kernels))
     if rows.cross:
