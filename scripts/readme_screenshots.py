@@ -5,8 +5,9 @@
 - run-page.png: the run's page of a stored run with an injected 5% cuDNN slowdown (evidence/..._spin-5pct-vs-0003),
   judged against 0003_baseline.json as the plugin judges a run against one baseline file. The run is replayed
   from its file (its records, environment and the verdicts compare_runs gives), not measured again.
-- history.png: ``history baselines/NVIDIA_H100_80GB_HBM3 --html``'s page of the H100 (its evidence runs included):
-  the case that moved most, its three series with their change points, a point hovered.
+- history.png: ``history baselines/NVIDIA_H100_80GB_HBM3/Linux-CPython-3.12-64bit --html``'s page of the H100: its
+  stored runs only, never the evidence runs with injected slowdowns (those would be the history's change points);
+  the case that moved most, its three series with their change points and band, a point hovered.
 
 Needs plotly, selenium, Debian's chromium and chromium-driver, and Pillow (matplotlib's) to shrink the PNGs.
 """
@@ -22,13 +23,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "baselines" / "NVIDIA_H100_80GB_HBM3"
-BASELINE = GPU / "Linux-CPython-3.12-64bit" / "0003_baseline.json"
+STORED = GPU / "Linux-CPython-3.12-64bit"  # the nightly's runs; evidence/ holds the injected ones
+BASELINE = STORED / "0003_baseline.json"
 RUN = GPU / "evidence" / "2026-11-23_spin-5pct-vs-0003.json"
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "unit")]
 
 
-def replayed_page(folder: Path) -> Path:
-    """The run's page of RUN judged against BASELINE."""
+def replayed_page(folder: Path, baseline: Path = BASELINE, run_file: Path = RUN) -> Path:
+    """The run's page of ``run_file`` (RUN) judged against ``baseline`` (BASELINE), written into ``folder``."""
     from fake_nvml import FakeNVML
 
     from pytest_rnnperf.judge.verdicts import compare_runs
@@ -37,7 +39,7 @@ def replayed_page(folder: Path) -> Path:
     from pytest_rnnperf.session.session import RnnperfSession
     from pytest_rnnperf.store.runs import load_run
 
-    old, new = load_run(BASELINE), load_run(RUN)
+    old, new = load_run(baseline), load_run(run_file)
     # The stored run's GPU fields, for the page's header, fingerprint and environment diff.
     device = read_gpu_info(0, nvml=FakeNVML())
     device = replace(device, **{f.name: new.environment[f"gpu.{f.name}"] for f in fields(device)
@@ -59,7 +61,7 @@ location.hash = link.getAttribute('href');
 HOVER = """
 document.querySelector('details[open]').scrollIntoView();
 var gd = document.querySelector('details[open] div.chart[data-drawn]');
-Plotly.Fx.hover(gd, [{curveNumber: 1, pointNumber: 10}], 'x2y2');
+Plotly.Fx.hover(gd, [{curveNumber: 1, pointNumber: gd.data[1].x.length - 2}], 'x2y2');
 """
 
 
@@ -97,7 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         page = replayed_page(Path(tmp) / "report")
         shoot(page.as_uri(), out / "run-page.png", 1280, 1000)
-        rnnperf(["history", str(GPU), "--html", str(Path(tmp) / "site")])
+        rnnperf(["history", str(STORED), "--html", str(Path(tmp) / "site")])
         shoot((Path(tmp) / "site" / f"{GPU.name}.html").as_uri(), out / "history.png", 1280, 900, OPEN_FIRST_CASE,
               HOVER)
     print(f"written: {out / 'run-page.png'}, {out / 'history.png'}")

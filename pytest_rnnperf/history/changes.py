@@ -23,14 +23,17 @@ each of the ramp's two kinks paying one penalty). Shifts smaller than ``--min-sh
 The smallest step found mid-series is about ``sigma * sqrt(4 * PENALTY * ln(n) / n)``: 1.65 sigma for 30
 runs (0.8% at 0.5% noise), about twice that within the last two runs.
 
-Exit status: 0 when no case has a change point toward slower; 1 when one does (a longer device or wall time,
-a lower speedup), however long ago and even if it came back later; 2 on unusable input (a file, an option);
-3 on an internal error. Pure: no pytest, no framework; ruptures, rich and matplotlib are imported where used.
+Exit status: 0 when no case has a change point toward slower in the ``--metric`` series; 1 when one does (a
+longer device or wall time, a lower speedup), even if it came back later: however long ago, or only within
+``--since`` (the newest N runs of each GPU model, or the runs started on or after a date), so that a step
+accepted once stops failing every later night; 2 on unusable input (a file, an option); 3 on an internal error. Pure: no pytest, no framework; ruptures, rich and matplotlib are imported where used.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import date
 from typing import Sequence
 
 from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: history's detection lives in judge/)
@@ -84,6 +87,10 @@ class CaseHistory:
     left_out: int  # runs that have the case but not this metric (device time off), left out
     detection: Detection | None  # None with fewer than MIN_RUNS values
 
+    def at(self, cp: ChangePoint) -> int:
+        """The model's run where a change point shows: a step's first run at the new level, a drift's last."""
+        return self.runs[cp.end]
+
     def regressing(self, cp: ChangePoint) -> bool:
         """A change toward slower: a longer time, or a lower speedup."""
         return cp.shift > 0 if METRICS[self.metric].higher_is_worse else cp.shift < 0
@@ -105,6 +112,39 @@ class ModelHistory:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The runs whose change points toward slower set the exit status: the newest ``runs`` of each GPU model
+    (``--since 7``: a week of a nightly), or those started on or after ``day`` (``--since 2026-01-05``)."""
+
+    runs: int | None = None
+    day: str = ""  # YYYY-MM-DD
+
+    def __str__(self) -> str:
+        """As the count line says it, e.g. "within the newest 7 runs"."""
+        return f"within the newest {self.runs} run(s)" if self.runs is not None else f"since {self.day}"
+
+    def holds(self, model: ModelHistory, run: int) -> bool:
+        """Run ``run`` of ``model`` lies in the window (an undated run does: a change said beats one missed)."""
+        if self.runs is not None:
+            return run >= len(model.runs) - self.runs
+        started = model.runs[run].datetime[:10]
+        return not started or started >= self.day
+
+
+def parse_since(text: str) -> Window:
+    """``--since``: a number of runs (> 0) or a date YYYY-MM-DD; ValueError with the reason otherwise."""
+    text = text.strip()
+    if text.isdigit() and int(text) > 0:
+        return Window(runs=int(text))
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            return Window(day=date.fromisoformat(text).isoformat())
+        except ValueError:
+            pass
+    raise ValueError(f"{text!r} is neither a number of runs (7: the newest seven) nor a date (2026-01-05)")
+
+
+@dataclass(frozen=True)
 class History:
     """The series of every GPU model and case, for one metric."""
 
@@ -117,6 +157,10 @@ class History:
     def regressions(self) -> list[tuple[ModelHistory, CaseHistory, ChangePoint]]:
         """Every change point toward slower."""
         return [(m, c, cp) for m in self.models for c in m.cases for cp in c.change_points if c.regressing(cp)]
+
+    def slower(self, window: Window | None = None) -> list[tuple[ModelHistory, CaseHistory, ChangePoint]]:
+        """The change points toward slower that set the exit status: those inside ``window`` (all without one)."""
+        return [(m, c, cp) for m, c, cp in self.regressions if window is None or window.holds(m, c.at(cp))]
 
 
 def _case_history(runs: Sequence[StoredRun], case_id: str, metric: str, fallback: str,

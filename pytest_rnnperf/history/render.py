@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseHistory, ChangePoint, History,
-                                            ModelHistory, analyse)
+                                            ModelHistory, Window, analyse)
 from pytest_rnnperf.history.runs import load_runs
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
 from pytest_rnnperf.model.records import BaselineError, StoredRun
@@ -35,7 +35,24 @@ def _where(model: ModelHistory, case: CaseHistory, cp: ChangePoint) -> str:
     return f"{start} .. {_label(model.runs[case.runs[cp.end]])}, {cp.end - cp.start + 1} runs"
 
 
-def table_lines(history: History) -> list[str]:
+def count_line(history: History, window: Window | None = None) -> str:
+    """The one count of change points toward slower, in the history's metric and window: the terminal's last
+    line, the site's headline, and what the exit status reads."""
+    m = history.metric
+    cases = sum(len(model.cases) for model in history.models)
+    counted = history.slower(window)
+    worse = "a longer time" if m.higher_is_worse else "a lower speedup"
+    where = f"toward slower in the {m.name} series ({worse})" + ("" if window is None else f" {window}")
+    if counted:
+        hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in counted})
+        line = f"{cases} case(s): {len(counted)} change point(s) {where} in {len(hit)} case(s): {', '.join(hit)}"
+    else:
+        line = f"{cases} case(s): no change point {where}"
+    earlier = len(history.regressions) - len(counted)
+    return line + (f"; {earlier} earlier, outside the window (not counted)" if earlier else "")
+
+
+def table_lines(history: History, window: Window | None = None) -> list[str]:
     """The table: per GPU model and case, the series' ends, its noise and each change point on a line."""
     m = history.metric
     header = ["GPU model", "case", "runs", "noise", f"first {m.unit}", f"last {m.unit}", "total", "kind",
@@ -53,7 +70,9 @@ def table_lines(history: History) -> list[str]:
             elif not case.change_points:
                 rows.append(head + ["-", "none", "", "", ""])
             for k, cp in enumerate(case.change_points):
-                kind = cp.kind + (" (slower)" if case.regressing(cp) else "")
+                outside = window is not None and not window.holds(model, case.at(cp))
+                kind = cp.kind + ((" (slower, before the window)" if outside else " (slower)")
+                                  if case.regressing(cp) else "")
                 rows.append((head if k == 0 else [""] * len(head))
                             + [kind, _where(model, case, cp), _value(case.metric, cp.before),
                                _value(case.metric, cp.after), f"{cp.shift:+.1%}"])
@@ -66,19 +85,11 @@ def table_lines(history: History) -> list[str]:
         lines.append(f"note: {note}")
     for model in history.models:
         lines += [f"note: {model.gpu}: {note}" for note in model.notes]
-    cases = sum(len(model.cases) for model in history.models)
-    regressions = history.regressions
-    worse = "a longer time" if m.higher_is_worse else "a lower speedup"
-    if regressions:
-        hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in regressions})
-        lines.append(f"{cases} case(s): {len(regressions)} change point(s) toward slower ({worse}) in {len(hit)} "
-                     f"case(s): {', '.join(hit)}")
-    else:
-        lines.append(f"{cases} case(s): no change point toward slower ({worse})")
+    lines.append(count_line(history, window))
     return lines
 
 
-def to_dict(history: History) -> dict[str, Any]:
+def to_dict(history: History, window: Window | None = None) -> dict[str, Any]:
     """The machine-readable result (values in seconds, or ratios for the speedup)."""
     m = history.metric
 
@@ -95,6 +106,8 @@ def to_dict(history: History) -> dict[str, Any]:
                    "min_shift": history.min_shift},
         "notes": list(history.notes),
         "regressions": len(history.regressions),
+        "window": "" if window is None else str(window),
+        "counted": len(history.slower(window)),
         "models": [{
             "gpu": model.gpu,
             "runs": [{"path": str(r.path), "datetime": r.datetime} for r in model.runs],
@@ -106,7 +119,8 @@ def to_dict(history: History) -> dict[str, Any]:
                 "smallest_shift": None if case.detection is None else case.detection.smallest_shift,
                 "change_points": [{"kind": cp.kind, "start": point(model, case, cp.start),
                                    "end": point(model, case, cp.end), "before": cp.before, "after": cp.after,
-                                   "shift": cp.shift, "regressing": case.regressing(cp)}
+                                   "shift": cp.shift, "regressing": case.regressing(cp),
+                                   "in_window": window is None or window.holds(model, case.at(cp))}
                                   for cp in case.change_points],
             } for case in model.cases],
         } for model in history.models],
@@ -161,8 +175,10 @@ def plot(history: History, folder: Path) -> list[Path]:
 
 def history_files(paths: Sequence[Path], metric: str = "device", fallback: str = "skip",
                   min_shift: float = DEFAULT_MIN_SHIFT, plot_dir: Path | None = None,
-                  json_path: Path | None = None, html_dir: Path | None = None) -> tuple[int, list[str]]:
-    """Exit code (0 no change toward slower, 1 one, 2 bad input) and the lines to print for ``history``."""
+                  json_path: Path | None = None, html_dir: Path | None = None,
+                  since: Window | None = None) -> tuple[int, list[str]]:
+    """Exit code (0 no change toward slower within ``since``, 1 one, 2 bad input) and the lines to print for
+    ``history``."""
     from importlib.util import find_spec
 
     from pytest_rnnperf.history.site import site_problem
@@ -187,8 +203,8 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
         return 2, [f"error: history needs at least two stored runs, found {len(loaded.runs)} in "
                    f"{', '.join(map(str, paths))}"] + [f"note: {n}" for n in loaded.notes]
     history = analyse(loaded.runs, metric, fallback, min_shift, loaded.notes)
-    lines = table_lines(history)
-    code = 1 if history.regressions else 0
+    lines = table_lines(history, since)
+    code = 1 if history.slower(since) else 0
     if plot_dir is not None:
         try:
             lines += [f"written: {p}" for p in plot(history, plot_dir)]
@@ -198,7 +214,7 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
         from pytest_rnnperf.history.site import write_site
 
         try:
-            pages = write_site(loaded.runs, html_dir, metric, fallback, min_shift, loaded.notes)
+            pages = write_site(loaded.runs, html_dir, metric, fallback, min_shift, loaded.notes, since)
         except FileExistsError as exc:
             return 2, [f"error: --html {html_dir}: {exc.filename} appeared meanwhile and is not replaced"]
         except OSError as exc:
@@ -207,7 +223,7 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
                      f"in a browser, no network needed)")
     if json_path is not None:
         try:
-            write_json(json_path, dict(to_dict(history), exit=code))  # never over a file that appeared meanwhile
+            write_json(json_path, dict(to_dict(history, since), exit=code))  # never over a file that appeared meanwhile
         except OSError as exc:
             return 2, [f"error: cannot write {json_path}: {exc.strerror or exc}"]
         lines.append(f"written: {json_path}")

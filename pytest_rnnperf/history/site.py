@@ -1,6 +1,7 @@
 """``history --html DIR``: the history as a site to browse, per GPU model, that opens from disk with no network.
 
-- ``index.html``: the GPU models, their runs and change points, with links;
+- ``index.html``: the count of change points toward slower that the exit status reads (the terminal's last line,
+  word for word), then the GPU models, their runs and change points by series, with links;
 - ``<gpu>.html``: every case's series over the runs in device time, wall time and speedup (hover: the run's date,
   file, versions and the cuDNN side's kernel mix), change points and drifts marked, and one chart of all cases;
 - ``<gpu>-changes.html``: every change point, newest first, grouped by the runs it lies between, with the
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import METRICS, CaseHistory, ChangePoint, History, ModelHistory, analyse
+from pytest_rnnperf.history.changes import (METRICS, CaseHistory, ChangePoint, History, ModelHistory, Window,
+                                            analyse)
+from pytest_rnnperf.history.render import count_line
 from pytest_rnnperf.judge.changepoints import DEFAULT_MIN_SHIFT, MIN_RUNS, PENALTY
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 from pytest_rnnperf.report.html import COLOURS, Charts, Raw, anchor, bullet_list, esc, filters, page, table
@@ -103,11 +106,25 @@ class ModelSite:
     runs: tuple[StoredRun, ...]
     series: dict[str, dict[str, CaseHistory]]  # metric -> case id -> series
     notes: tuple[str, ...]
+    metric: str = "device"  # the series whose change points toward slower set the exit status (--metric)
+    counted: int = 0  # those change points, within the window: this model's share of the terminal's count
+    min_shift: float = DEFAULT_MIN_SHIFT  # the smallest shift reported: the band drawn on each series
 
     @property
     def case_ids(self) -> list[str]:
         """Every case with a series in any metric."""
         return sorted({c for by_case in self.series.values() for c in by_case})
+
+    def found(self, case_id: str, metric: str) -> tuple[int, int]:
+        """How many change points one series of a case has, and how many of them go toward slower."""
+        case = self.series[metric].get(case_id)
+        points = case.change_points if case is not None else ()
+        return len(points), sum(case.regressing(cp) for cp in points) if case is not None else 0
+
+    def by_series(self) -> str:
+        """Every change point counted per series, e.g. "device 2 (1 slower), wall 5 (3 slower), speedup 0"."""
+        totals = {m: [sum(n) for n in zip(*(self.found(c, m) for c in self.case_ids))] or [0, 0] for m in ROWS}
+        return ", ".join(f"{m} {n}" + (f" ({slower} slower)" if slower else "") for m, (n, slower) in totals.items())
 
     def all_changes(self) -> list[Change]:
         """Every change point of every case and metric, newest first."""
@@ -115,16 +132,19 @@ class ModelSite:
         return sorted(found, key=lambda c: (-c.order, -abs(c.point.shift)))
 
 
-def model_sites(histories: dict[str, History]) -> list[ModelSite]:
-    """Each GPU model's series by metric, from one analysis per metric of the same runs."""
+def model_sites(histories: dict[str, History], metric: str = "device", window: Window | None = None) -> list[ModelSite]:
+    """Each GPU model's series by metric, from one analysis per metric of the same runs; ``metric`` and
+    ``window`` say which change points toward slower count."""
     sites = []
+    counted = histories[metric].slower(window)
     for i, model in enumerate(histories[ROWS[0]].models):
         series: dict[str, dict[str, CaseHistory]] = {}
-        for metric in ROWS:
-            other: ModelHistory = histories[metric].models[i]
+        for row in ROWS:
+            other: ModelHistory = histories[row].models[i]
             # --fallback wall puts a case's wall time in the device analysis: the wall row shows it already.
-            series[metric] = {c.case_id: c for c in other.cases if c.metric == metric}
-        sites.append(ModelSite(model.gpu, model.runs, series, model.notes))
+            series[row] = {c.case_id: c for c in other.cases if c.metric == row}
+        mine = sum(m.gpu == model.gpu for m, _, _ in counted)
+        sites.append(ModelSite(model.gpu, model.runs, series, model.notes, metric, mine, histories[metric].min_shift))
     return sites
 
 
@@ -160,6 +180,14 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
                                  line=dict(color=COLOURS["now"], width=1.5), marker=dict(size=6),
                                  customdata=_hover(site, case_id, case.runs), hovertemplate=template),
                       row=row, col=1)
+        # The band a shift must leave to be reported, around the series' newest level.
+        level = (case.change_points[-1].after if case.change_points else
+                 case.detection.first_level if case.detection is not None else case.values[-1]) * m.scale
+        fig.add_hrect(y0=level * (1 - site.min_shift), y1=level * (1 + site.min_shift), fillcolor="#8c959f",
+                      opacity=0.18, line_width=0, row=row, col=1)
+        fig.add_annotation(x=1, xref="x domain", y=level * (1 + site.min_shift), yanchor="bottom", xanchor="right",
+                           showarrow=False, text=f"&plusmn;{site.min_shift:.1%} (--min-shift) of the newest level",
+                           font=dict(size=9, color="#57606a"), row=row, col=1)
         for cp in case.change_points:
             colour = COLOURS["slower" if case.regressing(cp) else "faster"]
             x0, x1 = axis[case.runs[cp.start]], axis[case.runs[cp.end]]
@@ -228,34 +256,38 @@ def model_page(site: ModelSite, metric: str, plotly: str) -> str:
     charts = Charts(enabled=True)
     axis = labels(site.runs)
     newest = site.runs[-1]
-    found = site.all_changes()
     body = [f"<h1>{esc(site.gpu)}: each case over its stored runs</h1>", _nav(site),
-            f"<p>{esc(_span(site))}; {len(site.case_ids)} cases; {len(found)} change point(s), "
-            f"{sum(c.regressing for c in found)} toward slower. Newest run: {esc(newest.path.name)} "
+            f"<p>{_counted(site)}</p>",
+            f'<p class="muted">{esc(_span(site))}; {len(site.case_ids)} cases; change points found, by the series '
+            f"they were found in: {esc(site.by_series())}. Newest run: {esc(newest.path.name)} "
             f"({esc(newest.datetime or 'undated')}).</p>",
             f"<h2>All cases: {esc(METRICS[metric].label)}</h2>",
             '<p class="muted">each case over its first level; in colour: a case with a change point</p>',
             charts.add(lambda: overview_figure(site, metric, axis), 460) if site.series[metric] else
             f'<p class="muted">no case has a {esc(metric)} series</p>']
-    rows, attrs = [], []
+    rows, attrs, keys = [], [], []
     for case_id in site.case_ids:
-        points = [cp for m in ROWS if case_id in site.series[m] for cp in site.series[m][case_id].change_points]
-        slower = sum(site.series[m][case_id].regressing(cp) for m in ROWS if case_id in site.series[m]
-                     for cp in site.series[m][case_id].change_points)
+        found = {m: site.found(case_id, m) for m in ROWS}
         first = next(site.series[m][case_id] for m in ROWS if case_id in site.series[m])
         m = METRICS[first.metric]
         rows.append([Raw(f'<a href="#{esc(anchor("h", case_id))}">{esc(case_id)}</a>'), first.metric,
                      str(len(first.values)), f"{first.values[-1] * m.scale:.4g} {m.unit}",
-                     f"{first.values[-1] / first.values[0] - 1:+.1%}", str(len(points)), str(slower)])
-        attrs.append(f' data-changed="{"yes" if points else ""}" data-panel="{esc(anchor("h", case_id))}"'
-                     + (' class="bad"' if slower else ""))
-    # Cases that moved toward slower first, then those that moved at all: what a reader came for.
-    order = sorted(range(len(rows)), key=lambda i: (-int(rows[i][6]), -int(rows[i][5]), i))
+                     f"{first.values[-1] / first.values[0] - 1:+.1%}"]
+                    + ["-" if case_id not in site.series[s] else f"{n}" + (f" ({slower} slower)" if slower else "")
+                       for s, (n, slower) in found.items()])
+        changed = any(n for n, _ in found.values())
+        attrs.append(f' data-changed="{"yes" if changed else ""}" data-panel="{esc(anchor("h", case_id))}"'
+                     + (' class="bad"' if found[metric][1] else ""))
+        keys.append((-found[metric][1], -sum(s for _, s in found.values()), -sum(n for n, _ in found.values())))
+    # Cases that moved toward slower in the series that decides first, then in the others, then those that moved
+    # at all: what a reader came for.
+    order = sorted(range(len(rows)), key=lambda i: (keys[i], i))
     rows, attrs = [rows[i] for i in order], [attrs[i] for i in order]
+    header = ("case", "series", "runs", "last", "total change", *(f"{s}: change points" for s in ROWS))
     body.append("<h2>Cases</h2>" + filters("h-cases", {}, panels="h-panels",
                                            checkbox=("changed", "only cases with a change point"))
-                + table(("case", "series", "runs", "last", "total change", "change points", "toward slower"), rows,
-                        cls="sortable", numeric=(2, 3, 4, 5, 6), row_attrs=attrs, table_id="h-cases"))
+                + table(header, rows, cls="sortable", numeric=range(2, len(header)), row_attrs=attrs,
+                        table_id="h-cases"))
     panels = []
     for case_id in site.case_ids:
         present = [m for m in ROWS if case_id in site.series[m]]
@@ -277,8 +309,9 @@ def changes_page(site: ModelSite) -> str:
     from pytest_rnnperf.report.rows import record_kernel_lines
 
     found = site.all_changes()
-    body = [f"<h1>{esc(site.gpu)}: changes, newest first</h1>", _nav(site),
-            f"<p>{len(found)} change point(s) over {esc(_span(site))}: ruptures PELT on each series' log values, "
+    body = [f"<h1>{esc(site.gpu)}: changes, newest first</h1>", _nav(site), f"<p>{_counted(site)}</p>",
+            f"<p>{len(found)} change point(s) in all series ({esc(site.by_series())}) over {esc(_span(site))}: "
+            f"ruptures PELT on each series' log values, "
             f"penalty {PENALTY:g}&times;noise&sup2;&times;ln(runs), at least {MIN_RUNS} runs per series.</p>"]
     if not found:
         body.append('<p class="muted">no change point in any series</p>')
@@ -309,33 +342,42 @@ def changes_page(site: ModelSite) -> str:
     return page(f"{site.gpu}: changes", "\n".join(body), Charts(enabled=False))
 
 
-def index_page(sites: Sequence[ModelSite], notes: Sequence[str], min_shift: float) -> str:
-    """The site's first page: each GPU model with its runs and change points, linked."""
+def _counted(site: ModelSite) -> str:
+    """A model's share of the count the exit status reads, as HTML: bold, in the decided series' name."""
+    return (f"<b>{site.counted} change point(s) toward slower in the {esc(site.metric)} series</b> "
+            "(the count the terminal and the exit status read; the other series' change points are listed, "
+            "labelled, not counted)")
+
+
+def index_page(sites: Sequence[ModelSite], notes: Sequence[str], min_shift: float, counted: str = "") -> str:
+    """The site's first page: the terminal's count line, then each GPU model with its runs and change points."""
     rows = []
+    metric = sites[0].metric if sites else "device"
     for site in sites:
-        found = site.all_changes()
         rows.append([Raw(f'<a href="{esc(model_file(site.gpu))}">{esc(site.gpu)}</a>'), _span(site),
-                     str(len(site.case_ids)), str(len(found)), str(sum(c.regressing for c in found)),
+                     str(len(site.case_ids)), str(site.counted), site.by_series(),
                      Raw(f'<a href="{esc(changes_file(site.gpu))}">changes</a>')])
     body = ["<h1>pytest-rnnperf history</h1>",
+            f'<div class="status {"fail" if any(s.counted for s in sites) else "ok"}" id="h-count">{esc(counted)}</div>',
             "<p>Each case's cuDNN device time, wall time and speedup over the stored runs of each GPU model (runs of "
             f"different models are never mixed), and its change points: steps and drifts of at least "
             f"{min_shift:.1%}.</p>",
-            table(("GPU model", "runs", "cases", "change points", "toward slower", ""), rows, numeric=(2, 3, 4))]
+            table(("GPU model", "runs", "cases", f"toward slower ({metric}, counted)", "change points by series", ""),
+                  rows, numeric=(2, 3))]
     if notes:
         body.append("<h2>Notes</h2>" + bullet_list(notes))
     return page("pytest-rnnperf history", "\n".join(body), Charts(enabled=False))
 
 
 def write_site(runs: Sequence[StoredRun], folder: Path, metric: str = "device", fallback: str = "skip",
-               min_shift: float = DEFAULT_MIN_SHIFT, notes: Sequence[str] = ()) -> list[Path]:
+               min_shift: float = DEFAULT_MIN_SHIFT, notes: Sequence[str] = (), window: Window | None = None) -> list[Path]:
     """Write the site into ``folder`` (new or empty): the index, each GPU model's two pages, plotly's script."""
     from plotly.offline import get_plotlyjs
 
     histories = {m: analyse(runs, m, fallback, min_shift, notes) for m in ROWS}
-    sites = model_sites(histories)
+    sites = model_sites(histories, metric, window)
     folder.mkdir(parents=True, exist_ok=True)
-    pages = {"index.html": index_page(sites, notes, min_shift)}
+    pages = {"index.html": index_page(sites, notes, min_shift, count_line(histories[metric], window))}
     for site in sites:
         pages[model_file(site.gpu)] = model_page(site, metric, plotly=PLOTLY_FILE)
         pages[changes_file(site.gpu)] = changes_page(site)

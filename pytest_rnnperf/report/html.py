@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, VERDICT_HEADER, CaseRow, Rows, Samples,
-                                        VerdictRow)
+from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
+                                        CaseRow, Rows, Samples, VerdictRow, change_text, cudnn_not_run)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
     from pytest_rnnperf.model.parity import ParityRow
     from pytest_rnnperf.model.stats import Interval
     from pytest_rnnperf.model.timing import KernelStat
@@ -26,9 +27,13 @@ FACETS = ("backend", "cell", "mode", "precision", "verdict")
 NOT_JUDGED = "not judged"
 # Sides and runs keep their colours on every chart of both pages.
 COLOURS = {"now": "#1f77b4", "baseline": "#7f7f7f", "floor": "#d62728", "slower": "#d62728", "faster": "#2ca02c"}
+# A verdict's colour, the same on the page, its charts and speedups.png: a regression is never green.
+OUTCOME_COLOURS = {"failed": "#cf222e", "not failed": "#d4660b", "improved": "#1a7f37", "ambiguous": "#9a6700",
+                   "other": "#1f77b4"}
+ID_CHARS = 50  # a case id longer than this is shortened in the tables, whole in its tooltip
 
 STYLE = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto; max-width: 1400px;
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto; max-width: 1260px;
        padding: 0 18px 40px; color: #1b1f24; }
 h1 { font-size: 22px; margin: 18px 0 4px; } h2 { font-size: 18px; margin: 26px 0 8px; border-bottom: 1px solid #d0d7de; }
 h3 { font-size: 15px; margin: 14px 0 6px; }
@@ -36,13 +41,17 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 table { border-collapse: collapse; margin: 6px 0 10px; }
 th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; } tbody tr:nth-child(even) { background: #fafbfc; }
-table.sortable th { cursor: pointer; user-select: none; white-space: nowrap; }
+table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[aria-sort=ascending]::after { content: " \\25B2"; }
 table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.bad td { background: #ffebe9; } span.bad, .regressed { color: #cf222e; font-weight: 600; }
-table.sortable td:first-child { white-space: nowrap; }
 .good, .improved { color: #1a7f37; } .ambiguous { color: #9a6700; }
+span.warn { color: #b35300; font-weight: 600; } tr.warn td { background: #fff4e5; }
+.status.warn { background: #fff4e5; color: #b35300; }
+li, table.wrap td { overflow-wrap: anywhere; } table.cases td:not(:first-child):not(:last-child) { white-space: nowrap; }
+table.cases { font-size: 13px; } table.cases td:first-child .mono { font-size: 12px; } th { white-space: normal; }
+table.regressions td { font-size: 13px; } table.regressions td:nth-child(-n+4) { white-space: nowrap; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 8px; font-size: 12px; border: 1px solid currentColor; }
 .status { padding: 6px 12px; border-radius: 6px; display: inline-block; font-weight: 600; margin: 6px 0; }
 .status.ok { background: #dafbe1; color: #1a7f37; } .status.fail { background: #ffebe9; color: #cf222e; }
@@ -240,9 +249,50 @@ def verdict_word(row: CaseRow) -> str:
     return NOT_JUDGED if row.verdict is None else str(row.verdict.outcome)
 
 
+def outcome_kind(word: str) -> str:
+    """Which colour an outcome word takes: "failed", "not failed" (a regression that did not fail), "improved",
+    "ambiguous" or "other"."""
+    if "regressed" in word:
+        return "not failed" if "(not failed)" in word else "failed"
+    return word if word in ("improved", "ambiguous") else "other"
+
+
+def outcome_colour(word: str) -> str:
+    """The colour of an outcome word on every chart: red failed, amber regressed but not failed, green improved."""
+    return OUTCOME_COLOURS[outcome_kind(word)]
+
+
 def verdict_class(word: str) -> str:
     """The CSS class of a verdict word (its colour)."""
-    return next((c for c in ("regressed", "improved", "ambiguous") if word.startswith(c) or c in word), "")
+    return {"failed": "regressed", "not failed": "warn"}.get(outcome_kind(word), outcome_kind(word).replace("other", ""))
+
+
+def short_id(case_id: str, limit: int = ID_CHARS) -> Raw:
+    """A case id for a narrow column: whole where short, else its start and end, the whole id in a tooltip."""
+    if len(case_id) <= limit:
+        return Raw(f'<span class="mono">{esc(case_id)}</span>')
+    keep = limit - 1
+    text = case_id[:keep - keep // 3] + "\u2026" + case_id[-(keep // 3):]
+    return Raw(f'<span class="mono" title="{esc(case_id)}">{esc(text)}</span>')
+
+
+def log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log axis from ``low`` to ``high`` that read as numbers: 1, 2, 5, 10, 20 ... (powers of ten
+    alone over more than three decades), each label the whole value."""
+    import math
+
+    if not (0 < low <= high):
+        return [], []
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1,) if math.log10(high / low) > 3 else (1, 2, 5)
+    values = [m * 10.0 ** e for e in range(first, last + 1) for m in steps]
+    # One tick beyond each end: plotly pads the range a little and shows what falls in it.
+    below = max(v for v in values if v <= low * (1 + 1e-9))
+    above = min(v for v in values if v >= high * (1 - 1e-9))
+    inside = [v for v in values if below <= v <= above]
+    if len(inside) < 3:  # a narrow range: its ends and middle too, to two significant digits
+        inside = sorted(set(inside) | {float(f"{v:.2g}") for v in (low, math.sqrt(low * high), high)})
+    return inside, [f"{v:g}" for v in inside]
 
 
 # ------------------------------------------------------------------------------------------------ charts
@@ -257,8 +307,8 @@ def speedup_figure(rows: Sequence[CaseRow]) -> Any:
     fig = go.Figure()
     now = [r.speedup for r in paired if r.speedup is not None]
     fig.add_trace(go.Scatter(x=[s.estimate for s in now], y=ids, mode="markers", name="now (95% CI)",
-                             marker=dict(color=[COLOURS["slower"] if r.verdict is not None and r.verdict.fails
-                                                else COLOURS["now"] for r in paired], size=8),
+                             marker=dict(color=[COLOURS["now"] if r.verdict is None else
+                                                outcome_colour(str(r.verdict.outcome)) for r in paired], size=8),
                              error_x=_error_bars(now), hovertemplate="%{y}<br>now %{x:.2f}x<extra></extra>"))
     based = [(r.id, r.baseline_speedup) for r in paired if r.baseline_speedup is not None]
     if based:
@@ -270,8 +320,54 @@ def speedup_figure(rows: Sequence[CaseRow]) -> Any:
                              marker=dict(color=COLOURS["floor"], symbol="line-ns-open", size=14, line=dict(width=2)),
                              hovertemplate="%{y}<br>floor %{x:.1f}x<extra></extra>"))
     fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=10))
-    fig.update_xaxes(title_text="cuDNN speedup over generic, wall time (x)", rangemode="tozero")
+    fig.update_xaxes(title_text="cuDNN speedup over generic, wall time (x): median generic / median cuDNN",
+                     rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
+    return fig
+
+
+def deciding(v: CaseVerdict) -> Comparison:
+    """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else the host overhead."""
+    from pytest_rnnperf.judge.compare import Verdict
+
+    if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
+        return v.regressed_kernels[0]
+    if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
+        return v.host
+    return v.time
+
+
+def time_figure(verdicts: Sequence[VerdictRow]) -> Any:
+    """The deciding metric of every judged case: the cuDNN time's change against its baseline with its 95%
+    interval, over the band of its threshold, coloured by the verdict (plotly)."""
+    import plotly.graph_objects as go
+
+    rows = sorted(verdicts, key=lambda v: -v.verdict.time.ratio.estimate)
+    ids = [v.verdict.case_id for v in rows]
+    times = [v.verdict.time for v in rows]
+    fig = go.Figure()
+    # The threshold as a band per case: a change inside it is noise by the rule, whatever its interval.
+    fig.add_trace(go.Bar(y=ids, x=[2 * c.min_effect * 100 for c in times], base=[-c.min_effect * 100 for c in times],
+                         orientation="h", marker=dict(color="rgba(140,149,159,0.25)"), name="threshold band",
+                         hovertemplate="%{y}<br>threshold \u00b1%{customdata:.1f}%<extra></extra>",
+                         customdata=[c.min_effect * 100 for c in times]))
+    change = [(c.ratio.estimate - 1) * 100 for c in times]
+    words = [str(v.verdict.outcome) for v in rows]
+    basis = [f"{c.metric}" + (f", baseline: median of {c.processes} processes" if c.processes else "") for c in times]
+    fig.add_trace(go.Scatter(
+        x=change, y=ids, mode="markers", name="change now (95% CI)",
+        marker=dict(color=[outcome_colour(w) for w in words], size=8),
+        error_x=dict(type="data", symmetric=False, array=[(c.ratio.high - c.ratio.estimate) * 100 for c in times],
+                     arrayminus=[(c.ratio.estimate - c.ratio.low) * 100 for c in times], thickness=1.2, width=3),
+        customdata=[[w, b] for w, b in zip(words, basis)],
+        hovertemplate="%{y}<br>%{customdata[1]} %{x:+.1f}%<br>%{customdata[0]}<extra></extra>"))
+    fig.add_vline(x=0, line=dict(color="#57606a", width=1))
+    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=10))
+    what = "cuDNN device time" if all(v.verdict.basis == "device" for v in rows) else "cuDNN time (device; wall " \
+        "where a run has none)"
+    fig.update_xaxes(title_text=f"{what} now against the baseline (% change, 95% CI); grey: the threshold",
+                     ticksuffix="%", zeroline=False)
+    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), barmode="overlay", bargap=0.45)
     return fig
 
 
@@ -300,7 +396,10 @@ def samples_figure(row: CaseRow) -> Any:
                              hovertemplate=f"{s.run} {s.side} {s.timer}<br>%{{y:.4f}} ms<extra></extra>"),
                       row=1, col=1)
         legend.add(s.run)
-    fig.update_yaxes(type="log", title_text="ms per step", row=1, col=1)
+    values = [v for s in samples for v in s.ms if v > 0]
+    ticks, texts = log_ticks(min(values), max(values)) if values else ([], [])
+    fig.update_yaxes(type="log", title_text="ms per step", tickvals=ticks or None, ticktext=texts or None,
+                     row=1, col=1)
     fig.update_layout(boxmode="group", legend=dict(orientation="h", y=1.12, yanchor="bottom", x=0))
     if with_speedup:
         points = [("now", row.speedup), ("baseline", row.baseline_speedup)]
@@ -359,9 +458,11 @@ def case_panel(row: CaseRow, verdict: VerdictRow | None, panel_id: str, charts: 
                + (' <span class="bad">gate failed</span>' if not row.gates_ok else "") + "</summary>")
     parts = [summary]
     if row.speedup is not None:
-        line = (f"speedup (wall) <b>{esc(_fmt_interval(row.speedup))}</b>, floor {row.floor:g}x"
-                + (f"; device speedup {d.device_speedup:.2f}x" if d.device_speedup is not None else "")
-                + (f"; baseline {esc(_fmt_interval(row.baseline_speedup))}" if row.baseline_speedup else ""))
+        line = (f"speedup, wall (median generic / median cuDNN) <b>{esc(_fmt_interval(row.speedup))}</b>, "
+                f"floor {row.floor:g}x"
+                + (f"; baseline {esc(_fmt_interval(row.baseline_speedup))}" if row.baseline_speedup else "")
+                + (f"; speedup, device time {d.device_speedup:.2f}x" if d.device_speedup is not None else "")
+                + (f"; the table below judges the {ROUND_SPEEDUP}" if verdict is not None else ""))
         parts.append(f"<p>{line}</p>")
     if d.baseline_file:
         parts.append(f'<p class="muted">baseline record: {esc(d.baseline_file)}</p>')
@@ -389,35 +490,109 @@ def case_panel(row: CaseRow, verdict: VerdictRow | None, panel_id: str, charts: 
     return f'<details class="case{" bad" if bad else ""}" id="{esc(panel_id)}">' + "\n".join(p for p in parts if p) + "</details>"
 
 
+def status_line(rows: Rows) -> tuple[str, str]:
+    """The page's first line and its class: the run's status, with how many failed, and never "all checks passed"
+    where cuDNN cases did not run for want of a GPU."""
+    status = rows.status
+    if status == STATUSES[0]:
+        words = [str(v.verdict.outcome) for v in rows.verdicts]
+        failed = sum(outcome_kind(w) == "failed" for w in words)
+        held = sum(outcome_kind(w) == "not failed" for w in words)
+        return f"{status}: {failed} case(s) failed" + (f", {held} regressed without failing" if held else ""), "fail"
+    missing = cudnn_not_run(rows)
+    if status == STATUSES[2] and missing:
+        return f"{missing} cuDNN case{'s' if missing != 1 else ''} not run: no GPU", "warn"
+    return status, "ok" if status == STATUSES[2] else "fail"
+
+
+def regressions_table(rows: Rows, prefix: str) -> str:
+    """What regressed, first: per case the metric that decided, its change and interval, the threshold, the kernel
+    that moved and what changed in the environment; failures first, then the largest change."""
+    moved = [v for v in rows.verdicts if outcome_kind(str(v.verdict.outcome)) in ("failed", "not failed")]
+    if not moved:
+        return ""
+    env = {r.id: r.detail.env_diff for r in rows.cases if r.detail is not None}
+    moved.sort(key=lambda v: (not v.verdict.fails, -deciding(v.verdict).ratio.estimate))
+    cells, attrs = [], []
+    for v in moved:
+        c, word = deciding(v.verdict), str(v.verdict.outcome)
+        link = Raw(f'<a href="#{esc(anchor(prefix, v.verdict.case_id))}">{short_id(v.verdict.case_id)}</a>')
+        changed = env.get(v.verdict.case_id, rows.env_diff)
+        # The run's own diff stands above the table; a case judged against another file has its own.
+        fields = ("none" if not changed else "as above" if tuple(changed) == tuple(rows.env_diff) else
+                  ", ".join(line.split(":", 1)[0] for line in changed))
+        kernels = [_KERNEL_SCOPE.sub("", k) for k in v.kernels]
+        cells.append([link, c.metric, change_text(c), f"{c.min_effect:.0%}", _tip(v.kernels, 48, "; ".join(kernels)),
+                      _tip(changed, 48, fields),
+                      Raw(f'<span class="{verdict_class(word)}" title="{esc(v.verdict.flagged)}">{esc(word)}</span>')])
+        attrs.append(f' class="{"bad" if v.verdict.fails else "warn"}"')
+    return (f"<h2>Regressions ({len(moved)})</h2>"
+            + table(("case", "metric", "change [95% CI]", "threshold", "kernel that moved", "environment diff",
+                     "verdict"), cells, cls="regressions wrap", numeric=(2, 3), row_attrs=attrs, table_id=f"{prefix}-regressions"))
+
+
+# A kernel's namespaces ("at::cuda::<unnamed>::"): left out in a narrow cell, whole in its tooltip.
+_KERNEL_SCOPE = re.compile(r"(?:[A-Za-z_]\w*|<unnamed>|\(anonymous namespace\))::")
+
+
+def _tip(lines: Sequence[str], limit: int, text: str = "") -> Raw:
+    """Lines in a narrow cell: ``text`` (else the first line) shortened to ``limit`` characters, all in a tooltip."""
+    shown_text = text or (lines[0] if lines else "-")
+    more = "" if text or len(lines) < 2 else f" (+{len(lines) - 1})"
+    if len(shown_text) > limit:
+        shown_text = shown_text[:limit - 1] + "\u2026"
+    return Raw(f'<span title="{esc(chr(10).join(lines))}">{esc(shown_text + more)}</span>')
+
+
+def _change_cell(row: CaseRow) -> Raw | str:
+    """A case's change of its cuDNN time against the baseline, its interval in a tooltip ('-' where not judged)."""
+    if row.verdict is None:
+        return "-"
+    c = row.verdict.time
+    return Raw(f'<span title="{esc(c.metric)} {esc(change_text(c))}">{c.ratio.estimate - 1:+.1%}</span>')
+
+
 def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
-    """One GPU model's part of the run's page: status, diff, the speedup chart, the table, and every case's panel."""
+    """One GPU model's part of the run's page: the status and what regressed first, then the diff, the deciding
+    metric's chart, the speedups, the table, and every case's panel."""
     out = []
-    status_ok = rows.status == "all checks passed"
-    out.append(f'<div class="status {"ok" if status_ok else "fail"}">{esc(rows.status)}</div>')
+    status, cls = status_line(rows)
+    out.append(f'<div class="status {cls}" id="{prefix}-status">{esc(status)}</div>')
     out.append(f'<p>GPU <b>{esc(rows.gpu)}</b>; fingerprint <code>{esc(rows.fingerprint)}</code><br>'
                f'<span class="muted">{esc(rows.baseline)}</span></p>')
     if rows.unjudged:
         out.append(f'<p class="ambiguous">{esc(rows.unjudged)}</p>')
     if rows.env_diff:
         out.append("<h2>Environment changes since the baseline</h2>" + bullet_list(rows.env_diff))
+    out.append(regressions_table(rows, prefix))
+    if rows.verdicts:
+        out.append("<h2>cuDNN time against the baseline</h2>"
+                   '<p class="muted">each judged case\'s change with its 95% interval, over the band of its threshold: '
+                   '<span class="regressed">red</span> failed, <span class="warn">orange</span> regressed without '
+                   'failing (an untrusted window), <span class="improved">green</span> improved</p>'
+                   + charts.add(lambda: time_figure(rows.verdicts), 22 * len(rows.verdicts) + 140))
     paired = [r for r in rows.cases if r.speedup is not None]
     if paired:
         out.append("<h2>Speedups</h2>" + charts.add(lambda: speedup_figure(paired), 24 * len(paired) + 130))
     verdicts = {v.verdict.case_id: v for v in rows.verdicts}
     if rows.cases:
         table_id, panels_id = f"{prefix}-cases", f"{prefix}-panels"
-        header = list(rows.cases[0].cells) + ["verdict"]
+        judged = bool(rows.verdicts)
+        header = list(rows.cases[0].cells) + (["cuDNN change"] if judged else []) + ["verdict"]
         cells, attrs = [], []
         for row in rows.cases:
             word = verdict_word(row)
             facet = dict(row.detail.facets if row.detail else {}, verdict=word)
             data = "".join(f' data-{k}="{esc(v)}"' for k, v in facet.items())
             bad = not row.gates_ok or (row.verdict is not None and row.verdict.fails)
-            attrs.append(f'{data} data-panel="{esc(anchor(prefix, row.id))}"' + (' class="bad"' if bad else ""))
-            link = Raw(f'<a href="#{esc(anchor(prefix, row.id))}">{esc(row.id)}</a>')  # the case's panel
-            cells.append([link] + [row.cells[h] for h in header[1:-1]] + [word])
-        body = table(header, cells, cls="sortable", numeric=range(1, len(header) - 3), row_attrs=attrs,
-                     table_id=table_id)
+            mark = "bad" if bad else "warn" if outcome_kind(word) == "not failed" else ""
+            attrs.append(f'{data} data-panel="{esc(anchor(prefix, row.id))}"' + (f' class="{mark}"' if mark else ""))
+            link = Raw(f'<a href="#{esc(anchor(prefix, row.id))}">{short_id(row.id)}</a>')  # the case's panel
+            cells.append([link] + [row.cells[h] for h in rows.cases[0].cells if h != "case"]
+                         + ([_change_cell(row)] if judged else [])
+                         + [Raw(f'<span class="{verdict_class(word)}">{esc(word)}</span>')])
+        body = table(header, cells, cls="sortable cases", numeric=[*range(1, len(rows.cases[0].cells) - 2)]
+                     + ([len(header) - 2] if judged else []), row_attrs=attrs, table_id=table_id)
         facet_values = {k: [(r.detail.facets.get(k, "") if r.detail else "") if k != "verdict" else verdict_word(r)
                             for r in rows.cases] for k in FACETS}
         out.append("<h2>Cases</h2>" + filters(table_id, facet_values, panels=panels_id) + body)
@@ -425,8 +600,9 @@ def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
         out.append(f'<h2>Each case</h2><p class="muted">open a case for its rounds, path evidence, parity, '
                    f'kernels, telemetry and environment diff</p><div id="{panels_id}">' + "\n".join(panels) + "</div>")
     if rows.verdicts:
+        verdict_header = tuple(ROUND_SPEEDUP if h == "speedup" else h for h in VERDICT_HEADER)
         out.append("<h2>Against the history</h2>"
-                   + table(VERDICT_HEADER, [v.cells for v in rows.verdicts], cls="sortable", numeric=(2, 3, 4))
+                   + table(verdict_header, [v.cells for v in rows.verdicts], cls="sortable", numeric=(2, 3, 4))
                    + "".join(f"<p><b>{esc(v.verdict.case_id)}</b>: kernels: {esc('; '.join(v.kernels))}</p>"
                              for v in rows.verdicts if v.kernels))
     if rows.cross:
@@ -440,7 +616,7 @@ def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
         out.append("<h2>Skipped</h2>" + table(("reason", "cases"), [(r, n) for r, n in rows.skipped], numeric=(1,)))
     if rows.environment:
         out.append(f"<details><summary><b>Fingerprint and environment</b> ({len(rows.environment)} fields)</summary>"
-                   + table(("field", "value"), rows.environment, cls="sortable") + "</details>")
+                   + table(("field", "value"), rows.environment, cls="sortable wrap") + "</details>")
     return "\n".join(out)
 
 

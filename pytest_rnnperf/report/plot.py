@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from pytest_rnnperf.report.html import outcome_colour
 from pytest_rnnperf.report.rows import Rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -34,9 +35,9 @@ def plot_speedups(rows: Rows, path: Any) -> bool:
     ax.scatter([r.floor for r in paired], y, marker="|", s=200, color="tab:red", label="floor")
     for i, r in enumerate(paired):
         v = r.verdict
-        if v is not None and v.moved:
-            ax.annotate(str(v.verdict), (speedups[i].high, i), xytext=(6, -3), textcoords="offset points",
-                        color="tab:red" if v.fails else "tab:green", fontsize=8)
+        if v is not None and v.moved:  # the outcome, in the page's colour: a regression that did not fail is amber
+            ax.annotate(str(v.outcome), (speedups[i].high, i), xytext=(6, -3), textcoords="offset points",
+                        color=outcome_colour(str(v.outcome)), fontsize=8)
     ax.set_yticks(y, [r.id for r in paired], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("cuDNN speedup over generic (x)")

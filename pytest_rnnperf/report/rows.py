@@ -23,6 +23,9 @@ VERDICT_HEADER = ("case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95%
                   "verdict")
 STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
 COMPARISON_HEADER = ("metric", "baseline", "now", "ratio [95% CI]", "p", "threshold", "verdict")
+# How the session says why a cuDNN case (or a model's cuDNN side) did not run: no GPU visible to its framework.
+NEEDS_GPU = "cuDNN case needs a GPU"
+ROUND_SPEEDUP = "speedup, median of rounds"  # the judged speedup: each round's generic/cuDNN, their median
 
 
 def shown(value: str) -> str:
@@ -348,7 +351,15 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
     return rows
 
 
-def _change(c: Comparison) -> str:
+def cudnn_not_run(rows: Rows) -> int:
+    """How many cuDNN cases did not run for want of a GPU: skipped ones, and models timed on their generic side only."""
+    skipped = sum(n for reason, n in rows.skipped if reason.startswith(NEEDS_GPU))
+    halves = sum(any(r.startswith(f"cuDNN side not run: {NEEDS_GPU}") for r in c.detail.remarks)
+                 for c in rows.cases if c.detail is not None)
+    return skipped + halves
+
+
+def change_text(c: Comparison) -> str:
     """A comparison's change with its interval, e.g. "+5.2% [+3.9%, +6.6%]"."""
     return f"{c.ratio.estimate - 1:+.1%} [{c.ratio.low - 1:+.1%}, {c.ratio.high - 1:+.1%}]"
 
@@ -358,7 +369,7 @@ def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
     s, h = v.speedup, v.host
     cells = (
         v.case_id, v.basis + (f" x{v.processes}" if v.processes else ""),
-        f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", _change(v.time),
+        f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", change_text(v.time),
         "-" if h is None else f"{h.baseline_median * 1e3:.3f} -> {h.current_median * 1e3:.3f} "
                               f"({h.ratio.estimate - 1:+.0%}, {h.verdict})",
         "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
@@ -375,7 +386,7 @@ def comparison_cells(c: Comparison) -> tuple[str, ...]:
     fmt = (lambda x: f"{x:.2f}x") if c.metric == "speedup" else (lambda x: f"{x * 1e3:.4f} ms")
     p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
     r = c.ratio
-    return (c.metric, fmt(c.baseline_median), fmt(c.current_median), f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]",
+    return (ROUND_SPEEDUP if c.metric == "speedup" else c.metric, fmt(c.baseline_median), fmt(c.current_median), f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]",
             p, f"{c.min_effect:.1%}", str(c.verdict))
 
 

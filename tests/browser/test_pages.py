@@ -1,7 +1,8 @@
 """The pages as a person sees them: opened from disk in headless Chromium, with no network, and looked at.
 
 The run's page comes from a run of the plugin on the fake GPU (a recorded baseline, then a run whose cuDNN kernel
-got 50% slower); the history site from the committed baselines of the H100. Each test checks with DOM assertions
+got 50% slower), and from a stored H100 run with an injected 5% slowdown judged against its baseline (at 1280 px, as
+a reader opens it); the history site from the committed runs of the H100 (never its evidence runs). Each test checks with DOM assertions
 that the table, a case's panel and a chart render with their data, that filtering and sorting work, and that the
 browser logged no error; it keeps a screenshot in its tmp_path.
 
@@ -24,7 +25,23 @@ from typing import Any, Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HISTORY = REPO / "baselines" / "NVIDIA_H100_80GB_HBM3"
+H100 = REPO / "baselines" / "NVIDIA_H100_80GB_HBM3"
+HISTORY = H100 / "Linux-CPython-3.12-64bit"
+# A stored H100 run whose cuDNN side was slowed by a spin kernel of 5% of each case's step, and its baseline.
+SLOWED = H100 / "evidence" / "2026-11-23_spin-5pct-vs-0003.json"
+SLOWED_BASELINE = HISTORY / "0003_baseline.json"
+# Every element's right edge past the window's width, and every table that scrolls sideways in its box.
+OVERFLOW = """
+var width = document.documentElement.clientWidth, out = [];
+document.querySelectorAll('body *').forEach(function (e) {
+  var r = e.getBoundingClientRect();
+  if (r.width > 0 && r.right > width + 0.5) { out.push(e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(r.right)); }
+});
+document.querySelectorAll('div.scroll').forEach(function (e) {
+  if (e.scrollWidth > e.clientWidth + 1) { out.push('scrolls: ' + e.firstElementChild.id + ' ' + e.scrollWidth); }
+});
+return [width, document.documentElement.scrollWidth, out.slice(0, 10)];
+"""
 WAIT_S = 30
 
 
@@ -117,8 +134,8 @@ def test_the_run_page_shows_the_table_a_case_panel_and_the_charts(browser: Any, 
     rows = browser.find_elements(By.CSS_SELECTOR, "#s0-cases tbody tr")
     assert [r.find_element(By.CSS_SELECTOR, "td:last-child").text for r in rows] == ["regressed", "regressed"]
     assert all(float(r.find_elements(By.TAG_NAME, "td")[1].text.split("/")[0]) > 0 for r in rows)
-    # The speedup chart: three traces (now, baseline, floor), a point per case in each.
-    traces = browser.execute_script("var gd = document.querySelector('div.chart[data-drawn]'); "
+    # The speedup chart (after the deciding metric's): three traces (now, baseline, floor), a point per case in each.
+    traces = browser.execute_script("var gd = document.querySelectorAll('div.chart[data-drawn]')[1]; "
                                     "return gd.data.map(function (t) { return [t.name, t.x.length]; });")
     assert traces == [["now (95% CI)", 2], ["baseline (95% CI)", 2], ["floor", 2]]
     assert len(browser.find_elements(By.CSS_SELECTOR, "div.chart[data-drawn] .scatterlayer .point")) >= 6
@@ -158,6 +175,49 @@ def test_the_run_page_shows_the_table_a_case_panel_and_the_charts(browser: Any, 
     browser.save_screenshot(str(tmp_path / "run-page.png"))
     assert _errors(browser) == []
     print(f"run page checked in {time.monotonic() - started:.1f} s; screenshot: {tmp_path / 'run-page.png'}")
+
+
+def _replay(folder: Path) -> Path:
+    """The page of the slowed H100 run judged against its baseline, both copied into ``folder`` first."""
+    spec = importlib.util.spec_from_file_location("readme_screenshots", REPO / "scripts" / "readme_screenshots.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folder.mkdir()
+    run, baseline = (Path(shutil.copy(p, folder / p.name)) for p in (SLOWED, SLOWED_BASELINE))
+    return script.replayed_page(folder / "report", baseline, run)
+
+
+def test_at_1280_px_the_run_page_opens_with_what_regressed_by_how_much_and_which_kernel(browser: Any,
+                                                                                        tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = _replay(tmp_path / "runs")
+    browser.set_window_size(1280, 1000)
+    try:
+        _open(browser, page)
+        width, scroll, wide = browser.execute_script(OVERFLOW)
+        assert width >= 1260 and scroll <= width and wide == [], wide
+        # The regressions table, its header and first rows, within the first 1000 px: case, change, kernel.
+        table = browser.find_element(By.CSS_SELECTOR, "#s0-regressions")
+        header = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
+        assert header[:3] == ["case", "metric", "change [95% CI]"] and "kernel that moved" in header
+        first = table.find_element(By.CSS_SELECTOR, "tbody tr")
+        cells = dict(zip(header, (td.text for td in first.find_elements(By.TAG_NAME, "td"))))
+        assert first.rect["y"] + first.rect["height"] < 1000, first.rect
+        assert cells["case"].startswith("torch-") and cells["metric"] == "cudnn device time"
+        assert cells["change [95% CI]"].startswith("+") and "%" in cells["change [95% CI]"]
+        assert "spin_kernel" in cells["kernel that moved"] and cells["verdict"] == "regressed"
+        status = browser.find_element(By.ID, "s0-status").text
+        assert status.startswith("regressions found: ") and "failed" in status
+        # The first chart is the deciding metric: each case's change over its threshold band.
+        traces = browser.execute_script("return document.querySelector('div.chart[data-drawn]').data.map("
+                                        "function (t) { return t.name; });")
+        assert traces == ["threshold band", "change now (95% CI)"]
+        browser.save_screenshot(str(tmp_path / "run-page-top.png"))
+        assert _errors(browser) == []
+    finally:
+        browser.set_window_size(1400, 1000)
 
 
 def test_the_history_site_shows_each_series_with_its_change_points(browser: Any, tmp_path: Path) -> None:

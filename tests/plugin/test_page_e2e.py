@@ -36,3 +36,14 @@ def test_without_plotly_the_run_still_writes_the_page_and_says_what_to_install(p
     result.stdout.fnmatch_lines(["*index.html has no charts: charts need plotly: pip install 'pytest-rnnperf?html?'*",
                                  "*reports written to rnnperf-report/: rnnperf.json, summary.md, index.html*"])
     assert (project.path / "rnnperf-report" / "index.html").stat().st_size < 200_000
+
+
+def test_without_a_gpu_the_page_says_the_cudnn_cases_did_not_run_instead_of_all_checks_passed(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("plotly", reason="the page's charts need plotly: pip install -e '.[html]'")
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    run(project).assert_outcomes(skipped=2)
+    page = (project.path / "rnnperf-report" / "index.html").read_text()
+    assert '<div class="status warn" id="s0-status">2 cuDNN cases not run: no GPU</div>' in page
+    assert "all checks passed" not in page

@@ -99,6 +99,35 @@ def test_a_five_percent_step_is_found_at_the_run_where_it_began(capsys: pytest.C
     assert lines[-2].startswith("1 case(s): 1 change point(s) toward slower"), lines
 
 
+def test_since_counts_only_the_change_points_inside_its_window_so_an_accepted_step_stops_failing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _nightly(tmp_path / "runs", _levels(25, seed=3, step_at=15, step=0.05))
+    runs = str(tmp_path / "runs")
+    for since, code in (("5", 0), ("12", 1), ("2026-01-21", 0), ("2026-01-10", 1)):  # the step: night 15, Jan 16
+        done, lines, _ = _history(capsys, runs, "--since", since)
+        assert done == code, (since, lines)
+        if code == 0:
+            assert "no change point toward slower" in lines[-1] and lines[-1].endswith(
+                "; 1 earlier, outside the window (not counted)"), lines[-1]
+            assert "step (slower, before the window)" in next(line for line in lines if CASE in line)
+        else:
+            assert lines[-1].startswith("1 case(s): 1 change point(s) toward slower in the device series"), lines[-1]
+    code, result, _ = _json(capsys, tmp_path, runs, "--since", "5")
+    assert code == 0 and result["counted"] == 0 and result["regressions"] == 1
+    assert result["window"] == "within the newest 5 run(s)" and not _case(result)["change_points"][0]["in_window"]
+
+
+@pytest.mark.parametrize("since", ["0", "-3", "2026-02-30", "last week"])
+def test_a_since_that_is_neither_a_count_of_runs_nor_a_date_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, since: str) -> None:
+    _nightly(tmp_path / "runs", _levels(8, seed=1))
+    with pytest.raises(SystemExit) as stop:
+        main(["history", str(tmp_path / "runs"), "--since", since])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in err and "argument --since: " in err
+    assert "is neither a number of runs" in err or "expected one argument" in err
+
+
 def _model(result: dict, gpu: str = H100) -> dict:
     """One GPU model's entry of a --json result."""
     return next(m for m in result["models"] if m["gpu"] == gpu)
@@ -131,7 +160,7 @@ def test_a_flat_series_with_half_a_percent_noise_has_no_change_point(capsys: pyt
     case = _case(result)
     assert code == 0 and case["change_points"] == [], lines
     assert 0.002 < case["noise"] < 0.01  # the series' own noise, about the 0.5% it was drawn with
-    assert lines[-2] == "1 case(s): no change point toward slower (a longer time)"
+    assert lines[-2] == "1 case(s): no change point toward slower in the device series (a longer time)"
 
 
 def test_the_detector_finds_steps_and_drifts_in_plain_series_too() -> None:

@@ -28,8 +28,10 @@ from pytest_rnnperf.measure.gpu import read_gpu_info  # noqa: E402
 from pytest_rnnperf.model.cases import ModelCase  # noqa: E402
 from pytest_rnnperf.model.records import StoredRun  # noqa: E402
 from pytest_rnnperf.model.stats import Interval  # noqa: E402
-from pytest_rnnperf.report.html import PLOTLY_MISSING, run_page  # noqa: E402
-from pytest_rnnperf.report.rows import build_rows  # noqa: E402
+from pytest_rnnperf.judge.verdicts import judge  # noqa: E402
+from pytest_rnnperf.model.flags import FlagKind, WindowFlag  # noqa: E402
+from pytest_rnnperf.report.html import PLOTLY_MISSING, OUTCOME_COLOURS, log_ticks, outcome_colour, run_page  # noqa: E402
+from pytest_rnnperf.report.rows import NEEDS_GPU, build_rows, cudnn_not_run  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
 from pytest_rnnperf.store.runs import benchmark_extra, run_meta  # noqa: E402
 
@@ -82,6 +84,95 @@ def test_the_run_page_holds_every_case_in_the_table_and_in_a_panel_with_its_evid
     boxes = [t for t in specs[1]["data"] if t["type"] == "box"]
     assert {(t["name"], t["x"][0]) for t in boxes} >= {("now", "cudnn wall"), ("now", "cudnn device"),
                                                         ("baseline", "cudnn device"), ("now", "generic wall")}
+
+
+def _judged(flagged: bool = False) -> RnnperfSession:
+    """The run of ``_run`` with its first case judged against its stored record: 20% slower in device time, and a
+    kernel that appeared (its window flagged, so that it regresses without failing, where ``flagged``)."""
+    run = _run()
+    assert run.baseline is not None
+    base = next(iter(run.baseline.records.values()))
+    verdict = judge(base, run.results[0])
+    assert verdict is not None and verdict.fails
+    if flagged:
+        verdict = replace(verdict, flags=(WindowFlag(FlagKind.OVERLAP, "kernels overlapped differently"),))
+    run.verdicts = {verdict.case_id: verdict}
+    return run
+
+
+def test_the_page_opens_with_the_status_and_what_regressed_by_how_much_which_kernel_and_what_changed() -> None:
+    text = run_page([("", build_rows(_judged()))])
+    body = text.split("<body>", 1)[1]
+    # Status, then the environment diff and the regressions table, before any chart or the table of cases.
+    order = [body.index(x) for x in ('id="s0-status"', "Environment changes since the baseline",
+                                     'id="s0-regressions"', 'data-spec="spec-0"', 'id="s0-cases"')]
+    assert order == sorted(order)
+    assert "regressions found: 1 case(s) failed" in body
+    table = body.split('id="s0-regressions"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table, re.S)
+    assert "torch-lstm-train-fp32-T28-B128-I28-H128-L1" in cells[0] and cells[1] == "cudnn device time"
+    assert re.match(r"\+2\d\.\d% \[\+\d+\.\d%, \+\d+\.\d%\]", cells[2]) and cells[3] == "3%"
+    assert "appeared: RNN_blockPersist_fp_LSTM&lt;float&gt;" in cells[4] and "as above" in cells[5]
+    # The case table says the same change, and the first chart is the deciding metric with its threshold band.
+    assert re.search(r'<span title="cudnn device time \+2\d\.\d%[^"]*">\+2\d\.\d%</span>', body)
+    first = _spec_blocks(text)[0]
+    assert [t["name"] for t in first["data"]] == ["threshold band", "change now (95% CI)"]
+    band = first["data"][0]
+    assert band["base"] == [-3.0] and band["x"] == [6.0] and first["data"][1]["marker"]["color"] == ["#cf222e"]
+
+
+def test_a_regression_that_did_not_fail_is_amber_never_green_on_the_page_and_in_speedups_png(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    amber = OUTCOME_COLOURS["not failed"]
+    assert outcome_colour("regressed (not failed)") == outcome_colour("host overhead regressed (not failed)") == amber
+    assert outcome_colour("regressed") == "#cf222e" and outcome_colour("improved") == "#1a7f37"
+    rows = build_rows(_judged(flagged=True))
+    text = run_page([("", rows)])
+    assert re.search(r'<tr data-backend="torch"[^>]*data-cell="lstm"[^>]* class="warn">', text)
+    assert '<span class="warn" title="kernels overlapped differently">regressed (not failed)</span>' in text
+    speedups = _spec_blocks(text)[1]
+    assert speedups["data"][0]["marker"]["color"][0] == amber
+    # speedups.png writes each moved case's outcome beside it, in the same colour.
+    import matplotlib.axes
+
+    from pytest_rnnperf.report.plot import plot_speedups
+
+    written: list[tuple[str, str]] = []
+    annotate = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda ax, text, *a, **k: written.append((text, k["color"])) or annotate(ax, text, *a, **k))
+    assert plot_speedups(rows, tmp_path / "speedups.png")
+    assert written == [("regressed (not failed)", amber)]
+
+
+def test_log_axes_read_one_two_five_ten_each_tick_the_whole_value() -> None:
+    assert log_ticks(0.266, 13.6)[1] == ["0.2", "0.5", "1", "2", "5", "10", "20"]
+    assert log_ticks(0.001, 500)[1] == ["0.001", "0.01", "0.1", "1", "10", "100", "1000"]  # decades alone
+    assert log_ticks(0.25, 0.28)[1] == ["0.2", "0.25", "0.26", "0.28", "0.5"]  # a narrow range keeps its ends
+    rounds = _spec_blocks(run_page([("", build_rows(_judged()))]))[2]
+    axis = rounds["layout"]["yaxis"]
+    assert axis["type"] == "log" and axis["ticktext"] == [f"{v:g}" for v in axis["tickvals"]]
+    assert len(set(axis["ticktext"])) == len(axis["ticktext"]) and "0.2" in axis["ticktext"]
+
+
+def test_each_speedup_on_a_case_panel_is_labelled_by_what_it_is() -> None:
+    text = run_page([("", build_rows(_judged()))])
+    panel = text.split('id="s0-torch-lstm-train-fp32-T28-B128-I28-H128-L1"', 1)[1].split("</details>", 1)[0]
+    assert "speedup, wall (median generic / median cuDNN) <b>4.00x [3.80, 4.20]</b>" in panel
+    assert "the table below judges the speedup, median of rounds" in panel
+    assert "<td>speedup, median of rounds</td>" in panel and "<td>speedup</td>" not in panel
+
+
+def test_without_a_gpu_the_page_says_how_many_cudnn_cases_did_not_run_instead_of_all_passed() -> None:
+    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML(device_count=0)), software={})
+    run.results.append(record(cudnn_ms=None, seed=3))
+    run.skipped += [("a", f"{NEEDS_GPU}: no CUDA GPU visible to torch"), ("b", f"{NEEDS_GPU}: no CUDA GPU visible "
+                    "to torch"), ("c", "tensorflow is not installed")]
+    rows = build_rows(run)
+    assert rows.status == "all checks passed" and cudnn_not_run(rows) == 2
+    text = run_page([("", rows)])
+    assert '<div class="status warn" id="s0-status">2 cuDNN cases not run: no GPU</div>' in text
+    assert "all checks passed" not in text
 
 
 def test_the_run_page_needs_no_network() -> None:
@@ -179,6 +270,33 @@ def test_the_history_site_shows_each_series_and_the_change_with_its_diff_and_ker
     assert '<tr class="bad">' in night6 and "slower" in night6
     index = (tmp_path / "site" / "index.html").read_text()
     assert f'href="{GPU}.html"' in index and f'href="{GPU}-changes.html"' in index
+
+
+def test_the_terminal_and_the_site_give_one_count_each_change_point_labelled_with_its_series(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Night 6 moved device time, wall time and the speedup: one change point each, and one of them counted."""
+    _nights(tmp_path / "runs")
+    code = main(["history", str(tmp_path / "runs"), "--html", str(tmp_path / "site")])
+    counted = next(line for line in capsys.readouterr().out.splitlines() if "change point(s) toward slower" in line)
+    assert code == 1 and counted.startswith("1 case(s): 1 change point(s) toward slower in the device series")
+    index = (tmp_path / "site" / "index.html").read_text()
+    shown = re.search(r'<div class="status fail" id="h-count">(.*?)</div>', index)
+    assert shown and html.unescape(shown.group(1)) == counted  # the terminal's line, word for word
+    assert "<td>device 1 (1 slower), wall 1 (1 slower), speedup 1 (1 slower)</td>" in index
+    model = (tmp_path / "site" / f"{GPU}.html").read_text()
+    assert "<b>1 change point(s) toward slower in the device series</b>" in model
+    header = re.findall(r"<th>([^<]*)</th>", model.split('id="h-cases"', 1)[1].split("</thead>", 1)[0])
+    assert header[-3:] == ["device: change points", "wall: change points", "speedup: change points"]
+    assert re.search(r'<td class="num">1 \(1 slower\)</td><td class="num">1 \(1 slower\)</td>'
+                     r'<td class="num">1 \(1 slower\)</td></tr>', model)
+    # Each series is drawn with the band a shift must leave to be reported.
+    case = _spec_blocks(model)[1]
+    bands = [shape for shape in case["layout"]["shapes"] if shape["type"] == "rect" and shape["line"]["width"] == 0]
+    assert len(bands) == 3 and all(b["y1"] / b["y0"] == pytest.approx(1.01 / 0.99) for b in bands)
+    # With a window past night 6 the step is no longer counted, on the site as in the terminal.
+    assert main(["history", str(tmp_path / "runs"), "--since", "3", "--html", str(tmp_path / "later")]) == 0
+    later = (tmp_path / "later" / "index.html").read_text()
+    assert "; 1 earlier, outside the window (not counted)" in later and 'class="status ok"' in later
 
 
 def test_the_site_is_written_into_a_new_or_empty_folder_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
