@@ -78,6 +78,8 @@ case "$what" in
          # fresh virtualenv that sees the image's frameworks, run from a scratch folder holding a copy of baselines/
          # (without the evidence). The folder stays for later calls on this machine; its reports and kept runs go to $OUT.
          TEAM=${RNNPERF_TEAM:-/tmp/rnnperf-team}
+         # device-setup.sh puts this tree first on PYTHONPATH; the installed wheel must be what runs.
+         PYTHONPATH=$(printf '%s' "${PYTHONPATH:-}" | tr ':' '\n' | grep -vxF "$PWD" | paste -sd: -); export PYTHONPATH
          if [ ! -x "$TEAM/venv/bin/python" ]; then
            # The image's packages reach the virtualenv through a .pth line (its own .pth files stay unread).
            rm -rf build && python3 -m pip wheel -q --no-deps --no-build-isolation -w "$TEAM/dist" . \
