@@ -45,6 +45,34 @@ def as_number(value: Any, what: str, finite: bool = True) -> float:
     return float(value)
 
 
+# Plausible seconds for a stored time. A step is at least one kernel launch (microseconds) and CUPTI counts whole
+# nanoseconds, so a step under 1 ns was never measured; one over 1e5 s (28 hours) outlasts any run. A part of a step
+# (one kernel's share, the host overhead: differences and averages over many steps) may be 0 or far smaller, down
+# to 1e-15 s (a 1 ns kernel once in a million steps). Anything outside is a hand edit or corruption, and the
+# log-scale statistics of a history overflow on it (exp of a 1e300 s step's log noise), so the reader refuses it.
+MIN_STEP_S, MIN_PART_S, MAX_TIME_S = 1e-9, 1e-15, 1e5
+MAX_RATIO = MAX_TIME_S / MIN_STEP_S  # a ratio of two plausible step times (a speedup) lies within 1/MAX_RATIO..MAX_RATIO
+
+
+def as_time(value: Any, what: str, part: bool = False) -> float:
+    """``value`` as seconds if plausible: a step's time (``part``: a share of one, 0 allowed), else RecordError."""
+    seconds = as_number(value, what)
+    low = MIN_PART_S if part else MIN_STEP_S
+    if not (low <= seconds <= MAX_TIME_S or (part and seconds == 0)):
+        raise RecordError(f"{what} holds {value!r}: not a plausible time ({'0 or ' if part else ''}{low:g} s to "
+                          f"{MAX_TIME_S:g} s{' per step' if not part else ''})")
+    return seconds
+
+
+def as_ratio(value: Any, what: str) -> float:
+    """``value`` if it is a plausible ratio of two step times (a speedup), else RecordError."""
+    ratio = as_number(value, what)
+    if not 1 / MAX_RATIO <= ratio <= MAX_RATIO:
+        raise RecordError(f"{what} holds {value!r}: not a plausible ratio of two step times "
+                          f"({1 / MAX_RATIO:g} to {MAX_RATIO:g})")
+    return ratio
+
+
 def as_optional_number(value: Any, what: str) -> float | None:
     """A finite number or null."""
     return None if value is None else as_number(value, what)
