@@ -54,14 +54,15 @@ MIN_STEP_S, MIN_PART_S, MAX_TIME_S = 1e-9, 1e-15, 1e5
 MAX_RATIO = MAX_TIME_S / MIN_STEP_S  # a ratio of two plausible step times (a speedup) lies within 1/MAX_RATIO..MAX_RATIO
 
 
-def as_time(value: Any, what: str, part: bool = False) -> float:
-    """``value`` as seconds if plausible: a step's time (``part``: a share of one, 0 allowed), else RecordError."""
-    seconds = as_number(value, what)
-    low = MIN_PART_S if part else MIN_STEP_S
-    if not (low <= seconds <= MAX_TIME_S or (part and seconds == 0)):
-        raise RecordError(f"{what} holds {value!r}: not a plausible time ({'0 or ' if part else ''}{low:g} s to "
-                          f"{MAX_TIME_S:g} s{' per step' if not part else ''})")
-    return seconds
+def as_time(value: Any, what: str, part: bool = False, unit: str = "s") -> float:
+    """``value`` (in ``unit``, "s" or "ms") if it is a plausible step time (``part``: a share of one, 0 allowed), else
+    RecordError naming the field."""
+    number, scale = as_number(value, what), 1e3 if unit == "ms" else 1.0
+    low = (MIN_PART_S if part else MIN_STEP_S) * scale
+    if not (low <= number <= MAX_TIME_S * scale or (part and number == 0)):
+        raise RecordError(f"{what} holds {value!r}: not a plausible time ({'0 or ' if part else ''}{low:g} {unit} to "
+                          f"{MAX_TIME_S * scale:g} {unit}{'' if part else ' per step'})")
+    return number
 
 
 def as_ratio(value: Any, what: str) -> float:

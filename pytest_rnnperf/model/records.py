@@ -466,9 +466,8 @@ def _device_from_dict(data: Any, side: str) -> DeviceTiming | None:
     kernels = []
     for row in as_list(d.get("kernels", []), f"{side}_device.kernels"):
         k = as_mapping(row, f"{side}_device.kernels[]")
-        ms = as_number(k.get("ms_per_step"), "ms_per_step")
-        as_time(ms / 1e3, f"{side}_device.kernels[].ms_per_step / 1000", part=True)
-        kernels.append(KernelStat(as_text(k.get("name"), "kernel name"), ms,
+        kernels.append(KernelStat(as_text(k.get("name"), "kernel name"),
+                                  as_time(k.get("ms_per_step"), f"{side}_device.kernels[].ms_per_step", True, "ms"),
                                   as_number(k.get("launches_per_step"), "launches_per_step")))
     return DeviceTiming(busy=_measurement_from_dict(d.get("busy"), f"{side} device"),
                         work=_measurement_from_dict(d.get("work"), f"{side} device work"),

@@ -134,7 +134,7 @@ def _machine_files(folder: Path) -> list[Path]:
                                     f"deep, where it is never read: move it up into {folder}/")
         elif _LIKE.match(entry.name):
             raise BaselineError(f"{entry}: named like a baseline, but only NNNN_<tag>.json (four digits) is read: "
-                                f"rename it in {folder}/")
+                                f"rename it in {folder}/ (gzipped: NNNN_<tag>.json.gz)")
     return files
 
 
@@ -182,12 +182,13 @@ def root_problem(root: Path, given: str, gpu_slug: str = "") -> str | None:
 
 
 def machine_folder_problem(folder: Path) -> str | None:
-    """Why ``folder``, given where a GPU model's folder is wanted, is one of its machine folders instead, or None."""
-    try:
-        holds = _MACHINE.match(folder.name) and folder.is_dir() and any(_NAME.match(p.name) for p in folder.iterdir())
-    except OSError:  # what cannot be read is find_all's to report
-        return None
-    return f"{folder} is a machine folder; give the GPU model's folder: {folder.parent}" if holds else None
+    """Why ``folder``, given where a GPU model's folder is wanted, is one of its machine folders instead, or None.
+
+    The name tells: a machine id (Linux-CPython-3.12-64bit) has a shape no GPU model's slug has.
+    """
+    if _MACHINE.match(folder.name):
+        return f"{folder} is a machine folder; give the GPU model's folder: {folder.parent}"
+    return None
 
 
 def _model_folder_content(folder: Path) -> str | None:

@@ -174,10 +174,13 @@ def load_run(path: Path) -> StoredRun:
 
 
 def run_identity(run: StoredRun) -> tuple[Any, ...] | None:
-    """What makes two files the same run: its GPU model and every raw sample (None for a run without records)."""
+    """What makes two files the same run: its GPU model, start and every raw sample (None for a run without records).
+
+    The start tells apart two runs whose samples agree (a fake clock's, in tests); a copy keeps both.
+    """
     if not run.records:
         return None
-    return (run.gpu_slug, tuple(sorted((case_id, r.generic.samples, r.cudnn.samples if r.cudnn else ())
+    return (run.gpu_slug, run.datetime, tuple(sorted((case_id, r.generic.samples, r.cudnn.samples if r.cudnn else ())
                                        for case_id, r in run.records.items())))
 
 
