@@ -53,6 +53,15 @@ def path_given(text: str) -> Path:
     return Path(text)
 
 
+def text_given(what: str) -> Callable[[str], str]:
+    """An argparse type: text that is not empty (``what`` names what to give instead, e.g. "a case id")."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"empty; give {what}")
+        return text
+    return parse
+
+
 def prog() -> str:
     """How the user called us: ``rnnperf`` (the console script) or ``python -m pytest_rnnperf``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import DEFAULT, fraction, load
+from pytest_rnnperf.cli.args import DEFAULT, fraction, load, path_given
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import percent, thresholds
 
@@ -23,9 +23,9 @@ def _escaped(fraction_: float) -> str:
 def add_parser(subparsers: Any) -> None:
     """The ``compare`` subcommand and its options."""
     cmp = subparsers.add_parser("compare", help="verdict per case of NEW against the baseline OLD")
-    cmp.add_argument("old", type=Path, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json), or a "
+    cmp.add_argument("old", type=path_given, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json), or a "
                                             "GPU model's folder (baselines/NVIDIA_H200) to judge against its history")
-    cmp.add_argument("new", type=Path, help="run to judge (e.g. the --benchmark-json of tonight's run)")
+    cmp.add_argument("new", type=path_given, help="run to judge (e.g. the --benchmark-json of tonight's run)")
     cmp.add_argument("--min-effect", type=fraction(), default=DEFAULT.min_effect,
                      help=f"smallest change that counts (default {DEFAULT.min_effect})")
     cmp.add_argument("--host-bound-effect", type=fraction(), default=DEFAULT.host_bound_effect,
@@ -41,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
     cmp.add_argument("--any-order", action="store_true",
                      help="compare even where OLD was recorded after NEW (refused by default: swapped files read as "
                           "'improved')")
-    cmp.add_argument("--noise", type=Path, default=None,
+    cmp.add_argument("--noise", type=path_given, default=None,
                      help="per-case device-time thresholds of this GPU model (baselines/<gpu>/noise.json)")
 
 
@@ -62,8 +62,9 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     from pytest_rnnperf.judge.verdicts import Outcome, Verdict, compare_runs
 
     try:
+        notes: tuple[str, ...] = ()
         if old.is_dir():
-            runs, cur = history_runs(old, new)
+            runs, cur, notes = history_runs(old, new)
             base = runs[0]
         else:
             base, cur = load([old, new], allow_other_gpu, distinct=True)  # a run against itself always passes
@@ -101,25 +102,29 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     diff = format_diff(diff_environments(base.environment, cur.environment))
     lines.append("environment changes: " + ("; ".join(diff) if diff else "none"))
     lines.append(f"{len(verdicts)} case(s) compared: " + (verdict_counts(verdicts) or "none in common"))
+    lines += [f"note: {note}" for note in notes]
     return (1 if any(v.fails for v in verdicts) else 0), lines
 
 
-def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any]:
-    """The stored runs of a GPU model's folder (newest first) that came before ``new``, and ``new``; ValueError if none."""
-    from pytest_rnnperf.store.runs import load_run
-    from pytest_rnnperf.store.baselines import find_all, number_of
+def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any, tuple[str, ...]]:
+    """The stored runs of a GPU model's folder (newest first) that came before ``new``, ``new``, and notes on copies
+    counted once; ValueError if there is none."""
+    from pytest_rnnperf.store.runs import load_paths, load_run
+    from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of
 
+    if (machine := machine_folder_problem(folder)) is not None:
+        raise ValueError(machine)
     cur = load_run(new)
     inside = new.resolve().parent.parent == folder.resolve() and number_of(new) > 0
     paths = [p for p in find_all(folder.parent, folder.name)
              if p.resolve() != new.resolve() and not (inside and number_of(p) >= number_of(new))]
     if not paths:
         raise ValueError(f"{folder}: no stored run before {new.name} (expected {folder}/<machine id>/NNNN_<tag>.json)")
-    runs = [load_run(p) for p in paths]
-    other = [r for r in runs if r.gpu_slug != cur.gpu_slug]
+    loaded = load_paths(paths)
+    other = [r for r in loaded.runs if r.gpu_slug != cur.gpu_slug]
     if other:
         raise ValueError(f"{other[0].path} is a run of {other[0].gpu_slug}, {new} of {cur.gpu_slug}: a history is one GPU model's")
-    return runs, cur
+    return list(loaded.runs), cur, loaded.notes
 
 
 def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:

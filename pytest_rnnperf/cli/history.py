@@ -5,7 +5,6 @@ slower (within ``--since``, where given)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_rnnperf.cli.args import fraction, path_given
@@ -26,7 +25,7 @@ def add_parser(subparsers: Any) -> None:
                     f"way are a drift where one ramp explains them. Exit 0: no change point toward slower "
                     f"(longer time, lower speedup) in the --metric series; 1: one or more, however long ago, or "
                     f"only within --since; 2: unusable input; 3: internal error.")
-    his.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+    his.add_argument("paths", type=path_given, nargs="+", metavar="PATH",
                      help="stored runs, or folders searched for *.json (baselines/, nightly --benchmark-json files)")
     his.add_argument("--metric", choices=sorted(METRICS), default="device",
                      help="cuDNN device time per step (default), cuDNN wall time per step, or the wall speedup")

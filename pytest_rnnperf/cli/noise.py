@@ -7,15 +7,15 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.cli.args import DEFAULT, load
+from pytest_rnnperf.cli.args import DEFAULT, load, path_given
 
 
 def add_parser(subparsers: Any) -> None:
     """The ``noise`` subcommand and its options."""
     nse = subparsers.add_parser("noise", help="each case's device-time spread over null runs of one GPU model, "
                                               "written as its per-case thresholds")
-    nse.add_argument("runs", type=Path, nargs="+", help="two or more stored null runs (same GPU model and software)")
-    nse.add_argument("--out", type=Path, default=None,
+    nse.add_argument("runs", type=path_given, nargs="+", help="two or more stored null runs (same GPU model and software)")
+    nse.add_argument("--out", type=path_given, default=None,
                      help="write the thresholds here, e.g. baselines/<gpu>/noise.json (refuses to replace a file)")
 
 

@@ -7,39 +7,42 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import DEFAULT
+from pytest_rnnperf.cli.args import DEFAULT, path_given, text_given
 
 
 def add_parser(subparsers: Any) -> None:
     """The ``sensitivity`` subcommand and its options."""
     sen = subparsers.add_parser("sensitivity", help="per case, the smallest regression its stored history can detect")
-    sen.add_argument("folder", type=Path, help="a GPU model's folder of stored runs (baselines/<gpu>)")
-    sen.add_argument("--case", default=None, help="one case id: its kernels across the history, each with its noise")
+    sen.add_argument("folder", type=path_given, help="a GPU model's folder of stored runs (baselines/<gpu>)")
+    sen.add_argument("--case", type=text_given("a case id"), default=None, help="one case id: its kernels across the history, each with its noise")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``sensitivity`` for parsed arguments."""
     from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.store.runs import load_run
-    from pytest_rnnperf.store.baselines import find_all, gpus_with_baselines
+    from pytest_rnnperf.store.baselines import gpus_with_baselines, machine_folder_problem
+    from pytest_rnnperf.store.runs import load_model
 
     folder: Path = args.folder
     if not folder.is_dir():
         return 2, [f"error: {folder}: not a folder (give baselines/<gpu>)"]
+    if (machine := machine_folder_problem(folder)) is not None:
+        return 2, [f"error: {machine}"]
     try:  # a misplaced, misnamed or broken file is one line naming it, as in the run
-        paths = find_all(folder.parent, folder.name)
-        if not paths:
-            models = gpus_with_baselines(folder)
-            if models:  # the baselines folder itself: its GPU models' folders are one level down
-                return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
-                           f"of them: {', '.join(str(folder / m) for m in models)}"]
-            return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
-        runs = [load_run(p) for p in paths]
+        loaded = load_model(folder.parent, folder.name)
     except BaselineError as exc:
         return 2, [f"error: {exc}"]
-    if args.case is not None:
-        return kernel_table(runs, args.case)
-    return 0, case_table(runs)
+    if not loaded.runs:
+        models = gpus_with_baselines(folder)
+        if models:  # the baselines folder itself: its GPU models' folders are one level down
+            return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
+                       f"of them: {', '.join(str(folder / m) for m in models)}"]
+        return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
+    runs = list(loaded.runs)
+    code, lines = kernel_table(runs, args.case) if args.case is not None else (0, case_table(runs))
+    if code == 0:  # an error stays one line
+        lines += [f"note: {note}" for note in loaded.notes]
+    return code, lines
 
 
 def case_table(runs: list[Any]) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.cli.args import fraction, load, number
+from pytest_rnnperf.cli.args import fraction, load, number, path_given
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import at_least
 
@@ -14,7 +14,7 @@ from pytest_rnnperf.session.settings import at_least
 def add_parser(subparsers: Any) -> None:
     """The ``spread`` subcommand and its options."""
     spr = subparsers.add_parser("spread", help="run-to-run spread (max/min - 1) of each case's speedup and cuDNN time")
-    spr.add_argument("runs", type=Path, nargs="+", help="two or more stored runs of the same GPU model")
+    spr.add_argument("runs", type=path_given, nargs="+", help="two or more stored runs of the same GPU model")
     spr.add_argument("--target", type=fraction(), default=0.03, help="spread to aim for (default 0.03 = 3%%)")
     spr.add_argument("--min-step-ms", type=number(at_least(0)), default=1.0, help="cases with cuDNN steps "
                      "shorter than this are listed but not held to the target (default 1.0)")

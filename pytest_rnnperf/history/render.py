@@ -12,7 +12,7 @@ from pytest_rnnperf.history.runs import load_runs
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
 from pytest_rnnperf.model.records import BaselineError, StoredRun
 from pytest_rnnperf.report.text import text_table
-from pytest_rnnperf.store.baselines import output_problem, writable_problem, write_json
+from pytest_rnnperf.store.baselines import among_stored_runs, output_problem, writable_problem, write_json
 
 
 def _label(run: StoredRun) -> str:
@@ -186,8 +186,10 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
 
     if find_spec("ruptures") is None:  # an install problem, not a bug: say so instead of a traceback
         return 2, ["error: history needs ruptures: pip install 'ruptures>=1.1'"]
-    if json_path is not None and (problem := output_problem("--json", json_path, "history.json")):
+    if json_path is not None and (problem := output_problem("--json", json_path, "history.json", paths)):
         return 2, [f"error: {problem}"]  # before reading: a stored run (its own input, too) is never replaced
+    if plot_dir is not None and (problem := among_stored_runs("--plot", plot_dir, paths)):
+        return 2, [f"error: {problem}"]
     if plot_dir is not None and (problem := writable_problem(plot_dir)):
         return 2, [f"error: --plot {problem}"]  # a file named as the folder: said now, not "File exists" at the end
     if html_dir is not None:

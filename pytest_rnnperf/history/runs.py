@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from pytest_rnnperf.model.records import BaselineError, StoredRun
-from pytest_rnnperf.store.runs import load_run
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The stored runs found, and one-line notes on what was skipped or counted once."""
-
-    runs: tuple[StoredRun, ...]
-    notes: tuple[str, ...]
+from pytest_rnnperf.store.baselines import stored_run_files
+from pytest_rnnperf.store.runs import Loaded, distinct, load_run, read_json
 
 
 def _not_a_run(path: Path) -> str | None:
     """Why a JSON file found in a folder is clearly no pytest-rnnperf run, or None when it may be a broken one."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        data = read_json(path)
+    except BaselineError:
         return None  # a truncated nightly run reads the same as any broken file: an error, never skipped
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         return "not a pytest-benchmark run"
@@ -34,24 +25,16 @@ def _not_a_run(path: Path) -> str | None:
     return None
 
 
-def _identity(run: StoredRun) -> tuple[Any, ...] | None:
-    """What makes two files the same run: its GPU model and every raw sample (None for a run without records)."""
-    if not run.records:
-        return None
-    return (run.gpu_slug, tuple(sorted((case_id, r.generic.samples, r.cudnn.samples if r.cudnn else ())
-                                       for case_id, r in run.records.items())))
-
-
 def load_runs(paths: Sequence[Path]) -> Loaded:
-    """Every stored run under ``paths`` (files, or folders searched for *.json); BaselineError for a bad one."""
+    """Every stored run under ``paths`` (files, or folders searched for *.json and *.json.gz); BaselineError for a bad one."""
     runs: list[StoredRun] = []
     notes: list[str] = []
     seen: set[Path] = set()
     for given in map(Path, paths):
         if given.is_dir():
-            files = sorted(p for p in given.rglob("*.json") if p.is_file())
+            files = stored_run_files(given)
             if not files:
-                notes.append(f"{given}: no *.json file")
+                notes.append(f"{given}: no *.json or *.json.gz file")
         elif given.is_file():
             files = [given]
         else:
@@ -67,17 +50,7 @@ def load_runs(paths: Sequence[Path]) -> Loaded:
                 if reason is None:  # named on the command line, or a pytest-rnnperf run that cannot be read
                     raise
                 notes.append(f"skipped {path}: {reason}")
-    unique: list[StoredRun] = []
-    first: dict[tuple[Any, ...], StoredRun] = {}
-    for run in runs:
-        key = _identity(run)
-        if key is not None and key in first:
-            notes.append(f"{run.path} holds the same run as {first[key].path}: counted once")
-            continue
-        if key is not None:
-            first[key] = run
-        unique.append(run)
-    return Loaded(tuple(unique), tuple(notes))
+    return distinct(runs, notes)
 
 
 def _when(run: StoredRun) -> datetime | None:

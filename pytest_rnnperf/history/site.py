@@ -31,15 +31,12 @@ ROWS = ("device", "wall", "speedup")  # the series of each case, top to bottom
 
 def site_problem(folder: Path, inputs: Sequence[Path]) -> str | None:
     """Why ``folder`` cannot take a new site (it holds files, or lies among the stored runs read), or None."""
-    from pytest_rnnperf.store.baselines import writable_problem
+    from pytest_rnnperf.store.baselines import among_stored_runs, writable_problem
 
     if folder.exists() and not folder.is_dir():
         return f"--html {folder}: a file, not a folder"
-    target = folder.resolve()
-    for given in inputs:
-        source = Path(given).resolve()
-        if source.is_dir() and (target == source or source in target.parents):
-            return f"--html {folder}: inside {given}, a folder of stored runs that is read, never written"
+    if (among := among_stored_runs("--html", folder, inputs)) is not None:
+        return among
     if folder.is_dir() and any(folder.iterdir()):
         return f"--html {folder}: the folder holds files, which are never replaced; give a new or empty folder"
     why = writable_problem(folder)

@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pytest_rnnperf.model.fields import as_ratio, as_time
+
 # The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
 FOLDED = "(other kernels)"
 _FOLDED = re.compile(r"^\(\d+ other kernels\)$")
@@ -61,6 +63,13 @@ class ProcessSummary:
             if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value < 0:
                 raise ValueError(f"process summary of {data['case']}: metric {name!r} must be a finite number >= 0")
+            what = f"process summary of {data['case']}: metric {name!r}"
+            if name == SPEEDUP:
+                as_ratio(value, what)
+            elif name in (BUSY, WORK, WALL):
+                as_time(value, what)
+            elif name == HOST or name.startswith(KERNEL):  # parts of a step
+                as_time(value, what, part=True)
             out[name] = float(value)
         return cls(str(data["case"]), str(data.get("source", source)), out)
 

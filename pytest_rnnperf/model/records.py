@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_rnnperf.model.fields import (RecordError, as_list, as_mapping, as_number, as_optional_mapping,
-                                         as_optional_number, as_text, as_whole)
+                                         as_optional_number, as_ratio, as_text, as_time, as_whole)
 from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
@@ -275,6 +275,8 @@ def _metrics_from_dict(data: Any) -> dict[str, tuple[float, ...]]:
         numbers = tuple(as_number(v, f"metrics.{name}") for v in samples)
         if any(v < 0 for v in numbers):
             raise RecordError(f"metrics.{name} holds a negative time")
+        for v in numbers:
+            as_time(v, f"metrics.{name}", part=True)
         out[str(name)] = numbers
     return out
 
@@ -377,6 +379,8 @@ def _measurement_from_dict(data: Any, side: str) -> Measurement:
     bad = [v for v in values if v <= 0]
     if bad:
         raise RecordError(f"{side} samples_s holds {bad[0]!r}: times must be > 0 s")
+    for v in values:
+        as_time(v, f"{side} samples_s")
     steps = as_whole(d.get("steps_per_block", 1), f"{side} steps_per_block")
     if steps < 1:
         raise RecordError(f"{side} steps_per_block is {steps}: must be >= 1")
@@ -431,10 +435,10 @@ def _parity_from_dict(data: Any) -> ParityReport:
 
 
 def _interval_from_dict(data: Any, what: str) -> Interval:
-    """A stored interval: finite numbers with low <= estimate <= high."""
+    """A stored interval of a ratio (the speedup): plausible ratios with low <= estimate <= high."""
     d = as_mapping(data, what)
-    iv = Interval(estimate=as_number(d.get("estimate"), f"{what}.estimate"), low=as_number(d.get("low"), f"{what}.low"),
-                  high=as_number(d.get("high"), f"{what}.high"),
+    iv = Interval(estimate=as_ratio(d.get("estimate"), f"{what}.estimate"), low=as_ratio(d.get("low"), f"{what}.low"),
+                  high=as_ratio(d.get("high"), f"{what}.high"),
                   confidence=as_number(d.get("confidence", 0.95), f"{what}.confidence"))
     if not iv.low <= iv.estimate <= iv.high:
         raise RecordError(f"{what}: estimate {iv.estimate!r} is not within [{iv.low!r}, {iv.high!r}]")
@@ -462,7 +466,8 @@ def _device_from_dict(data: Any, side: str) -> DeviceTiming | None:
     kernels = []
     for row in as_list(d.get("kernels", []), f"{side}_device.kernels"):
         k = as_mapping(row, f"{side}_device.kernels[]")
-        kernels.append(KernelStat(as_text(k.get("name"), "kernel name"), as_number(k.get("ms_per_step"), "ms_per_step"),
+        kernels.append(KernelStat(as_text(k.get("name"), "kernel name"),
+                                  as_time(k.get("ms_per_step"), f"{side}_device.kernels[].ms_per_step", True, "ms"),
                                   as_number(k.get("launches_per_step"), "launches_per_step")))
     return DeviceTiming(busy=_measurement_from_dict(d.get("busy"), f"{side} device"),
                         work=_measurement_from_dict(d.get("work"), f"{side} device work"),

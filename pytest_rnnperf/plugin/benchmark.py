@@ -222,12 +222,13 @@ def configure(config: Any, session: Any, latest: Path | None) -> None:
     compare = config.getoption("benchmark_compare", None)
     if compare and len(session.planned_models()) > 1:
         # It compares every entry with one stored run, which holds one model's numbers.
-        config.option.benchmark_compare = compare = []
-        session.notes.append("--benchmark-compare: off: the pytest-xdist workers have GPUs of different models and "
-                         "pytest-benchmark compares with one stored run; the verdicts judge each model against its own")
-        if config.getoption("benchmark_compare_fail", None):
-            config.option.benchmark_compare_fail = None
-            session.notes.append("--benchmark-compare-fail: off with --benchmark-compare (GPUs of different models)")
+        compare = _compare_off(config, session, "the pytest-xdist workers have GPUs of different models and "
+                               "pytest-benchmark compares with one stored run; the verdicts judge each model against "
+                               "its own", "GPUs of different models")
+    if compare is True and latest is not None and latest.name.endswith(".gz"):
+        # pytest-benchmark reads plain JSON only: it would warn that it failed to load the file, and compare nothing.
+        compare = _compare_off(config, session, f"pytest-benchmark cannot read the gzipped {latest.name}; the "
+                               f"verdicts judge against it", "a gzipped baseline")
     folder = session.root / session.gpu.gpu_slug
     saving = session.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
@@ -245,6 +246,16 @@ def configure(config: Any, session: Any, latest: Path | None) -> None:
             # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
             config.option.benchmark_compare_fail = None
             session.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
+
+
+def _compare_off(config: Any, session: Any, why: str, short: str) -> list[str]:
+    """Turn pytest-benchmark's --benchmark-compare (and -fail with it) off, saying why in the notes; its new value."""
+    config.option.benchmark_compare = []
+    session.notes.append(f"--benchmark-compare: off: {why}")
+    if config.getoption("benchmark_compare_fail", None):
+        config.option.benchmark_compare_fail = None
+        session.notes.append(f"--benchmark-compare-fail: off with --benchmark-compare ({short})")
+    return []
 
 
 def machine_id() -> str:

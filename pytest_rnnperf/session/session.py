@@ -23,7 +23,7 @@ from pytest_rnnperf.backends import (
 )
 from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec
 from pytest_rnnperf.store.baselines import (
-    KEPT_TAG, find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
+    KEPT_TAG, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow
@@ -33,7 +33,7 @@ from pytest_rnnperf.measure.placement import Placement
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool, model_payload
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError, CaseRecord, CrossRecord, StoredRun
-from pytest_rnnperf.store.runs import load_run, records_problem, run_meta, timed_cases, without_cases
+from pytest_rnnperf.store.runs import load_model, records_problem, run_meta, timed_cases, without_cases
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.store.rechecks import Recheck
 from pytest_rnnperf.session.budget import Budget
@@ -223,33 +223,28 @@ class RnnperfSession:
         if wrong_root:  # baselines/<gpu> given as the root: <gpu>/<gpu>/ would be read and recorded into
             raise UsageProblem(f"--rnnperf-baselines / rnnperf_baselines: {wrong_root}")
         try:
-            paths = find_all(self.root, self.gpu.gpu_slug, self.machine_id)
+            loaded = load_model(self.root, self.gpu.gpu_slug, self.machine_id)
         except BaselineError as exc:
             raise UsageProblem(str(exc)) from None
-        if not paths:
+        if not loaded.runs:
             return None
-        runs = []
-        for path in paths:
-            try:
-                run = load_run(path)
-            except BaselineError as exc:
-                raise UsageProblem(str(exc)) from None
+        for run in loaded.runs:
+            path = run.path
             if not run.gpu_slug:
                 raise UsageProblem(f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be told "
                                    f"apart from another model's run; move it out of {self.root}")
             if run.gpu_slug != self.gpu.gpu_slug:
                 raise UsageProblem(f"{path}: recorded on {run.gpu_slug} but stored in the folder of "
                                    f"{self.gpu.gpu_slug}; move it to {self.root / run.gpu_slug / path.parent.name}/")
-            runs.append(run)
-        latest = paths[0]
-        self.baseline, self.older = runs[0], runs[1:]
+        self.notes += [note for note in loaded.notes if note not in self.notes]
+        self.baseline, self.older = loaded.runs[0], list(loaded.runs[1:])
         noise_file = self.root / self.gpu.gpu_slug / noise.FILE_NAME
         if noise_file.exists():
             try:
                 self.noise = noise.load(noise_file)
             except BaselineError as exc:
                 raise UsageProblem(str(exc)) from None
-        return latest
+        return self.baseline.path
 
     def record_problems(self) -> list[str]:
         """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""

@@ -3,9 +3,11 @@
 Layout (pytest-benchmark's own file storage, one folder per GPU model so that a model is never compared
 with another model's numbers):
 
-    baselines/<gpu_slug>/<pytest-benchmark machine id>/NNNN_<tag>.json
+    baselines/<gpu_slug>/<pytest-benchmark machine id>/NNNN_<tag>.json   (or .json.gz, gzipped by hand)
 
-Files are never overwritten: recording a baseline adds the next number, and the newest number is the
+Every stored run is found by the names here (``RUN_NAME``, ``stored_run_files``) and nowhere else, so a plugin
+run, the kept-run history, numbering the next file and every subcommand see the same files. Files are never
+overwritten: recording a baseline adds the next number, and the newest number is the
 baseline. A file named like a baseline where it is never read (one folder too high or too deep, misnamed, a
 broken symlink) stops the run. What is inside a file is ``records``'s business.
 """
@@ -18,15 +20,17 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_rnnperf.model.records import BaselineError
 
-_NAME = re.compile(r"^(\d{4})_(.+)\.json$")
+# A stored run, plain or gzipped (runs kept as evidence are compressed to a tenth of their size).
+RUN_NAME = re.compile(r"^.+\.json(\.gz)?$")
+_NAME = re.compile(r"^(\d{4})_(.+?)\.json(\.gz)?$")
 LAST = 9999  # four digits, as pytest-benchmark's file storage numbers its runs: reader and writer agree
 # What a user meant as a baseline: numbered (any width) or saying so. Such a file where it is never read stops
 # the run instead of being skipped; other files (notes, evidence) are left alone.
-_LIKE = re.compile(r"^(\d+_.*|.*baseline.*)\.json$", re.IGNORECASE)
+_LIKE = re.compile(r"^(\d+_.*|.*baseline.*)\.json(\.gz)?$", re.IGNORECASE)
 # pytest-benchmark's machine id (utils.get_machine_id), e.g. Linux-CPython-3.12-64bit: below a folder of that
 # shape only NNNN_<tag>.json is read, so a file named like a baseline there or deeper is misnamed or misplaced.
 _MACHINE = re.compile(r"^[^-]*-[^-]+-\d+\.\d+-\d+bit$")
@@ -36,10 +40,15 @@ KEPT_TAG = "run"  # name part of a run kept for the history (NNNN_run.json)
 
 
 def _files(folder: Path) -> list[Path]:
-    """Numbered JSON files directly under ``folder``/*/ (pytest-benchmark's machine-id subfolders)."""
+    """Numbered stored runs directly under ``folder``/*/ (pytest-benchmark's machine-id subfolders)."""
     if not folder.is_dir():
         return []
-    return [p for p in folder.glob("*/*.json") if _NAME.match(p.name) and p.is_file()]
+    return [p for p in folder.glob("*/*") if _NAME.match(p.name) and p.is_file()]
+
+
+def stored_run_files(folder: Path) -> list[Path]:
+    """Every file under ``folder`` (any depth) named like a stored run, plain or gzipped, sorted: what ``history`` reads."""
+    return sorted(p for p in folder.rglob("*") if RUN_NAME.match(p.name) and p.is_file())
 
 
 def _number(path: Path) -> int:
@@ -105,10 +114,15 @@ def _machine_files(folder: Path) -> list[Path]:
     """The NNNN_<tag>.json files of one machine-id folder; BaselineError as ``find_all``."""
     machine = bool(_MACHINE.match(folder.name))
     files = []
+    numbered: dict[int, Path] = {}
     for entry in _entries(folder):
         if _NAME.match(entry.name):
             if not entry.is_file():
                 raise BaselineError(f"{entry}: {_not_a_file(entry)}")
+            if (other := numbered.setdefault(_number(entry), entry)) != entry:
+                # The newest number is the baseline and the order is the history's: one number, one run.
+                raise BaselineError(f"{entry}: numbered {_number(entry):04d} like {other.name} beside it; one "
+                                    f"number is one stored run: renumber one, or move one out of {folder}/")
             files.append(entry)
         elif not machine:
             continue  # evidence/ and the like: only numbered files are read there, the rest is theirs
@@ -120,7 +134,7 @@ def _machine_files(folder: Path) -> list[Path]:
                                     f"deep, where it is never read: move it up into {folder}/")
         elif _LIKE.match(entry.name):
             raise BaselineError(f"{entry}: named like a baseline, but only NNNN_<tag>.json (four digits) is read: "
-                                f"rename it in {folder}/")
+                                f"rename it in {folder}/ (gzipped: NNNN_<tag>.json.gz)")
     return files
 
 
@@ -165,6 +179,16 @@ def root_problem(root: Path, given: str, gpu_slug: str = "") -> str | None:
         why = f"(it holds {held})"
     return (f"{root} is the folder of one GPU model {why}; give the baselines folder above it: "
             f"--rnnperf-baselines={Path(given).parent}")
+
+
+def machine_folder_problem(folder: Path) -> str | None:
+    """Why ``folder``, given where a GPU model's folder is wanted, is one of its machine folders instead, or None.
+
+    The name tells: a machine id (Linux-CPython-3.12-64bit) has a shape no GPU model's slug has.
+    """
+    if _MACHINE.match(folder.name):
+        return f"{folder} is a machine folder; give the GPU model's folder: {folder.parent}"
+    return None
 
 
 def _model_folder_content(folder: Path) -> str | None:
@@ -220,7 +244,7 @@ def write_new(folder: Path, tag: str, data: dict[str, Any]) -> Path:
 
 def _next_number(folder: Path) -> int:
     """The number the next baseline in ``folder`` takes."""
-    numbers = [_number(p) for p in folder.glob("*.json") if _NAME.match(p.name)] if folder.is_dir() else []
+    numbers = [_number(p) for p in folder.iterdir() if _NAME.match(p.name)] if folder.is_dir() else []
     return max(numbers, default=0) + 1
 
 
@@ -237,14 +261,34 @@ def record_problem(folder: Path) -> str | None:
     return writable_problem(folder) or _full_problem(folder) or None
 
 
-def output_problem(flag: str, path: Path, example: str) -> str | None:
-    """Why ``path`` cannot be a new output file (one that exists is never replaced), or None when it can."""
+def output_problem(flag: str, path: Path, example: str, inputs: Sequence[Path] = ()) -> str | None:
+    """Why ``path`` cannot be a new output file (one that exists is never replaced, none goes among the stored runs
+    ``inputs`` read), or None when it can."""
     if path.is_dir():
         return f"{flag} {path}: a folder, not a file (e.g. {flag} {path / example})"
     if path.exists() or path.is_symlink():
         return f"{flag} {path}: the file exists and is never replaced; give a new name"
+    if (among := among_stored_runs(flag, path, inputs)) is not None:
+        return among
+    if _LIKE.match(path.name) and _MACHINE.match(path.parent.name):
+        return (f"{flag} {path}: named like a stored run in a machine folder, where every run of pytest-rnnperf would "
+                f"read it as one; give a file outside the baselines folder")
     why = _write_blocker(path.parent)
     return None if why is None else f"{flag} {path}: {why}"
+
+
+def among_stored_runs(flag: str, path: Path, inputs: Sequence[Path]) -> str | None:
+    """Why the output ``path`` lies where stored runs are read (a folder of ``inputs``, or the GPU model's folder of a
+    stored run among them), or None: what a command reads is never written."""
+    target = path.resolve()
+    for given in map(Path, inputs):
+        if not given.is_dir() and _NAME.match(given.name) and _MACHINE.match(given.resolve().parent.name):
+            # baselines/<gpu>/<machine id>/NNNN_<tag>.json: its GPU model's folder, as typed where it can be
+            given = given.parent.parent if _MACHINE.match(given.parent.name) else given.resolve().parent.parent
+        source = given.resolve()
+        if source.is_dir() and (target == source or source in target.parents):
+            return f"{flag} {path}: inside {given}, a folder of stored runs that is read, never written"
+    return None
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

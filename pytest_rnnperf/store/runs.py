@@ -10,13 +10,15 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.model.fields import RecordError, as_list, json_kind
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import (BASELINE, FORMAT_VERSION, KEPT, BaselineError, CaseRecord, StoredRun,
                                           case_to_dict)
+from pytest_rnnperf.store.baselines import find_all
 from pytest_rnnperf.store.schema import formats, migrate_record, readable
 
 
@@ -111,9 +113,8 @@ def records_problem(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def load_run(path: Path) -> StoredRun:
-    """Read and validate one stored run; BaselineError (one line, naming the file) when it is unusable."""
-    path = Path(path)
+def read_json(path: Path) -> Any:
+    """The JSON of a stored run, plain or gzipped; BaselineError (one line, naming the file) when it does not parse."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -135,6 +136,13 @@ def load_run(path: Path) -> StoredRun:
                             f"(line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise BaselineError(f"{path}: not valid JSON (nested too deeply)") from None
+    return data
+
+
+def load_run(path: Path) -> StoredRun:
+    """Read and validate one stored run; BaselineError (one line, naming the file) when it is unusable."""
+    path = Path(path)
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise BaselineError(f"{path}: not a pytest-benchmark file (no 'benchmarks' list)")
     machine_info = data.get("machine_info")
@@ -163,3 +171,55 @@ def load_run(path: Path) -> StoredRun:
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
                      processes=processes, claims=tuple(claims))
+
+
+def run_identity(run: StoredRun) -> tuple[Any, ...] | None:
+    """What makes two files the same run: its GPU model, start and every raw sample (None for a run without records).
+
+    The start tells apart two runs whose samples agree (a fake clock's, in tests); a copy keeps both.
+    """
+    if not run.records:
+        return None
+    return (run.gpu_slug, run.datetime, tuple(sorted((case_id, r.generic.samples, r.cudnn.samples if r.cudnn else ())
+                                       for case_id, r in run.records.items())))
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Stored runs, each counted once, and one-line notes on what was skipped or counted once."""
+
+    runs: tuple[StoredRun, ...]
+    notes: tuple[str, ...] = ()
+
+
+def distinct(runs: Sequence[StoredRun], notes: Sequence[str] = ()) -> Loaded:
+    """``runs`` with a copy of a run already among them (another number, tag or name) left out, and a note saying so.
+
+    A copy counted twice would be one more process in a case's history and narrow the noise it is judged by.
+    """
+    unique: list[StoredRun] = []
+    first: dict[tuple[Any, ...], StoredRun] = {}
+    out = list(notes)
+    for run in runs:
+        key = run_identity(run)
+        if key is not None and key in first:
+            out.append(f"{run.path} holds the same run as {first[key].path}: counted once")
+            continue
+        if key is not None:
+            first[key] = run
+        unique.append(run)
+    return Loaded(tuple(unique), tuple(out))
+
+
+def load_paths(paths: Sequence[Path]) -> Loaded:
+    """The stored runs at ``paths`` (newest first, as ``find_all`` lists them), a copy counted once as its oldest file.
+
+    BaselineError (one line naming the file) for a file that cannot be used.
+    """
+    oldest_first = distinct([load_run(p) for p in reversed(paths)])
+    return Loaded(oldest_first.runs[::-1], oldest_first.notes)
+
+
+def load_model(root: Path, gpu_slug: str, machine_id: str | None = None) -> Loaded:
+    """Every stored run of one GPU model, newest first, each counted once; BaselineError as ``find_all`` and ``load_run``."""
+    return load_paths(find_all(root, gpu_slug, machine_id))
