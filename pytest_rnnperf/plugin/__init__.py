@@ -23,6 +23,7 @@ from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerR
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
+FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
 
 
@@ -427,8 +428,24 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 @pytest.fixture
 def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
     """Measure and check rnnperf cases or your own model; results reach pytest-benchmark and the rnnperf reports."""
-    return RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
-                          benchmark_session(request.config))
+    fixture = RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
+                             benchmark_session(request.config))
+    request.node.stash[FIXTURE_KEY] = fixture
+    return fixture
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Fail a test that returned without checking a record that fails, as ``rnnperf.check()`` would have.
+
+    Raised in the call phase, the failure is the test's own: reported, counted (no baseline, no kept run) and
+    turned into an expected failure by ``xfail`` exactly as a failing ``check()`` at the end of the test would be.
+    """
+    result = yield
+    fixture = pyfuncitem.stash.get(FIXTURE_KEY, None)
+    if fixture is not None:
+        fixture.check_forgotten()
+    return result
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@
         rnnperf.check(rnnperf.model(Encoder, inputs=lambda: torch.randn(64, 100, 32), floor=2.0))
 
 Every call measures through the run's session and returns the record; ``check`` fails the test with a
-table when a path proof, the parity, the floor or the baseline comparison does not hold.
+table when a path proof, the parity, the floor or the baseline comparison does not hold. A record the test never
+checked is checked when the test function returns (``check_forgotten``), so a forgotten ``check`` cannot pass a
+regression; a test that expects a failure says so with ``pytest.raises(pytest.fail.Exception)`` around ``check``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class RnnperfFixture:
         # What the test has run: "parity" (reference or cross checks only) or "timed" (a cuDNN case or a model).
         # Only a test that checked parity alone is remembered for a stored run to stand for it later.
         self._ran: set[str] = set()
+        self._unchecked: list[CaseRecord | CrossRecord] = []  # what the test measured and has not passed to check()
 
     @property
     def _disabled(self) -> bool:
@@ -75,7 +78,8 @@ class RnnperfFixture:
             pytest.skip("benchmarks are skipped (--benchmark-skip)")
 
     def _recorded(self, record: CaseRecord) -> CaseRecord:
-        """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare)."""
+        """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
+        self._unchecked.append(record)
         if self._bench is not None and not self._disabled:
             from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
@@ -191,23 +195,34 @@ class RnnperfFixture:
         self._not_a_case("cross", case)
         self._parity_only()
         try:
-            return self._session.measure_cross(case, other)
+            record = self._session.measure_cross(case, other)
         except Skipped as exc:
             pytest.skip(str(exc))
         except SubprocessFailed as exc:
             _fail(f"{case.id} against {other}: {exc}")
+        self._unchecked.append(record)
+        return record
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""
         if not isinstance(record, (CaseRecord, CrossRecord)):  # e.g. None from a helper that forgot to return
             _fail(f"{self._item.nodeid}: rnnperf.check(): got {type(record).__name__} {record!r:.60}; pass what "
                   f"rnnperf.model(), measure(), reference() or cross() returned")
-        problems = self._session.problems(record)
+        self._unchecked = [r for r in self._unchecked if r is not record]
+        self._fail_on(self._session.problems(record))
+        if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
+            self._session.claim_tests.append(self._item.name)
+
+    def check_forgotten(self) -> None:
+        """Fail the test as ``check`` would for every record it measured and never checked (called as it returns)."""
+        unchecked, self._unchecked = self._unchecked, []
+        self._fail_on([problem for record in unchecked for problem in self._session.problems(record)])
+
+    def _fail_on(self, problems: list[str]) -> None:
+        """Fail the test with the table of ``problems``, if any."""
         if problems:
             self._forget()  # an earlier check of this test may have held: the test as a whole did not
             pytest.fail("\n".join(problems), pytrace=False)
-        if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
-            self._session.claim_tests.append(self._item.name)
 
 
 class ClaimsFixture:

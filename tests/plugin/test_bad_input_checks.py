@@ -1,0 +1,97 @@
+"""Results a test measured are judged even where it forgot rnnperf.check(), and more inputs get one line.
+
+Each test names the input it guards; every test that could touch baselines/ proves that nothing stored changed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from conftest import TEST_FILE, run
+from test_bad_input import GPU_DIR, _model_failures, _record, _sha, _usage_error
+
+UNCHECKED = TEST_FILE.replace("FLOOR", "2.0").replace("rnnperf.check(rnnperf.measure(case))", "rnnperf.measure(case)")
+
+
+def _stored(project: pytest.Pytester) -> dict[Path, str]:
+    """The sha256 of every file under the project's baselines/, to prove that a run changed none of them."""
+    return {p: _sha(p) for p in sorted((project.path / "baselines").rglob("*")) if p.is_file()}
+
+
+def _failures(result: pytest.RunResult) -> str:
+    """The FAILURES section of a run's output: each failed test's header and report."""
+    section = result.stdout.str().split("=== FAILURES ===", 1)[1].splitlines()[1:]
+    return "\n".join(itertools.takewhile(lambda line: not line.startswith("="), section))
+
+
+def test_a_forgotten_check_fails_a_regressed_case_as_check_would(project: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """E1: rnnperf.measure(case) without check() at 2x the baseline's device time passed, exit 0."""
+    _record(project)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "1.0")
+    checked = run(project)
+    checked.assert_outcomes(failed=2)
+    project.makepyfile(test_cases=UNCHECKED)
+    forgotten = run(project)
+    forgotten.assert_outcomes(failed=2)
+    assert _failures(forgotten) == _failures(checked)
+    assert "cuDNN device time regressed" in _failures(forgotten)
+    reported = run(project, "--rnnperf-no-fail-regression")  # regressed, reported not failed: as with check()
+    reported.assert_outcomes(passed=2)
+    reported.stdout.fnmatch_lines(["*verdicts: 2 regressed*"])
+
+
+@pytest.mark.parametrize("option, line", [
+    ("--rnnperf-update-baseline", "baseline not recorded: 2 test(s) failed; a baseline must come from a clean run"),
+    ("--rnnperf-keep-run", "run not kept: 2 test(s) failed, 2 case(s) regressed; the history keeps clean runs only"),
+])
+def test_a_regressed_run_whose_check_was_forgotten_is_never_stored(project: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch, option: str,
+                                                                   line: str) -> None:
+    """E1: with --rnnperf-update-baseline the 2x slower run of an unchecked test became the next baseline."""
+    _record(project)
+    before = _stored(project)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "1.0")
+    project.makepyfile(test_cases=UNCHECKED)
+    result = run(project, option)
+    result.assert_outcomes(failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*{line}*"])
+    assert _stored(project) == before
+
+
+def test_a_failure_the_test_expects_is_still_its_own_to_declare(project: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """E1: an xfail test that forgot check() passed as XPASS; a check() inside pytest.raises stays the test's call."""
+    monkeypatch.setenv("FAKE_WRONG_PATH", "1")
+    project.makepyfile(test_cases="""
+        import pytest
+        from pytest_rnnperf.model.cases import Case, Shape
+
+        CASE = Case("torch", "lstm", Shape(4, 2, 3, 5))
+
+        @pytest.mark.xfail(reason="this GPU falls back", strict=True)
+        def test_falls_back(rnnperf):
+            rnnperf.measure(CASE)
+
+        def test_the_fallback_is_caught(rnnperf):
+            record = rnnperf.measure(CASE)
+            with pytest.raises(pytest.fail.Exception, match="the implementation that ran is not the one claimed"):
+                rnnperf.check(record)
+    """)
+    run(project).assert_outcomes(xfailed=1, passed=1)
+
+
+def test_an_unchecked_model_with_nan_inputs_fails_with_its_parity_table(pytester: pytest.Pytester) -> None:
+    """E1: rnnperf.model(...) on NaN inputs without check() showed "FAIL inf/5e-05" in its row and passed."""
+    result, reports = _model_failures(pytester, """
+def test_nan(rnnperf):
+    rnnperf.model(Encoder, inputs=lambda: torch.full((4, 2, 3), math.nan))
+""")
+    result.assert_outcomes(failed=1)
+    assert reports["test_nan"][0] == ("test_own_model.py::test_nan: parity out of tolerance (fp32: IEEE float32 in "
+                                      "cuDNN and matmul (TF32 off)):")
+    assert any("generic vs reference   output" in line and "inf" in line for line in reports["test_nan"])
