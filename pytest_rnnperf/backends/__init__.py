@@ -19,7 +19,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -78,6 +78,22 @@ class OutOfDeviceMemory(Exception):
 
 class ModelError(ValueError):
     """A team's model or inputs cannot be checked as given; the message says why in one line (a failure)."""
+
+
+def empty_input(shapes: Iterable[tuple[str, tuple[int, ...]]], batch_axis: int = 0) -> str | None:
+    """Why inputs of these (name, shape) pairs leave nothing to compare, or None: an empty tensor runs and matches.
+
+    ``batch_axis`` is 0 for batch-major inputs (Keras; torch with ``batch_first=True``), 1 for time-major ones.
+    """
+    for name, shape in shapes:
+        if 0 not in shape:
+            continue
+        if len(shape) >= 2 and shape[batch_axis] == 0:
+            return "inputs: batch of size 0: nothing to compare"
+        if len(shape) >= 2 and shape[1 - batch_axis] == 0:
+            return "inputs: sequence of length 0: nothing to compare"
+        return f"inputs: {name} of shape {tuple(shape)} holds no value: nothing to compare"
+    return None
 
 
 class Impl(Protocol):
@@ -336,6 +352,6 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
-    "ImplResult", "ModelBackend", "ModelError", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "register", "spec", "specs",
 ]

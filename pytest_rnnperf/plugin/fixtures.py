@@ -11,6 +11,7 @@ regression; a test that expects a failure says so with ``pytest.raises(pytest.fa
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, NoReturn
 
 import pytest
@@ -45,6 +46,21 @@ def _not_a_builder(build: Any) -> str | None:
         return f"got a built Keras {name}; pass the function that builds it: rnnperf.model(build_model, ...)"
     return (f"got an instance of {name}; pass what builds it: rnnperf.model({name}, ...) or "
             f"rnnperf.model(lambda: {name}(...), ...)")
+
+
+def _takes_arguments(value: Any) -> str | None:
+    """Why ``value`` cannot be called bare, as the plugin calls it (it asks for arguments); None where it can."""
+    if not callable(value):
+        return None
+    try:
+        params = inspect.signature(value).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a readable signature: left to the call itself
+        return None
+    asked = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not asked:
+        return None
+    name = getattr(value, "__name__", type(value).__name__)
+    return f"a callable must take no arguments; {name} asks for {', '.join(asked)}"
 
 
 class RnnperfFixture:
@@ -174,6 +190,9 @@ class RnnperfFixture:
         problem = _not_a_builder(build)
         if problem:
             _fail(f"{case_id}: rnnperf.model(): {problem}")
+        for what, given in (("build", build), ("inputs", inputs), ("targets", targets)):  # each is called bare
+            if (problem := _takes_arguments(given)) is not None:
+                _fail(f"{case_id}: rnnperf.model(): {what}: {problem}")
         if backend is not None and not isinstance(backend, str):
             _fail(f"{case_id}: rnnperf.model(): backend= takes a Keras backend name such as 'torch', got {backend!r}")
         options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_FILE, run
-from test_bad_input import GPU_DIR, _model_failures, _record, _sha, _usage_error
+from test_bad_input import GPU_DIR, _model_failures, _one_line, _record, _sha, _usage_error
 
 UNCHECKED = TEST_FILE.replace("FLOOR", "2.0").replace("rnnperf.check(rnnperf.measure(case))", "rnnperf.measure(case)")
 
@@ -95,3 +95,47 @@ def test_nan(rnnperf):
     assert reports["test_nan"][0] == ("test_own_model.py::test_nan: parity out of tolerance (fp32: IEEE float32 in "
                                       "cuDNN and matmul (TF32 off)):")
     assert any("generic vs reference   output" in line and "inf" in line for line in reports["test_nan"])
+
+
+def test_inputs_that_leave_nothing_to_compare_fail_in_one_line(pytester: pytest.Pytester) -> None:
+    """E9: a batch of size 0 passed with parity "ok 0.0e+00" (nothing compared); a sequence of length 0 is named too."""
+    result, reports = _model_failures(pytester, """
+class BatchFirst(Encoder):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 5, batch_first=True)
+
+def test_no_batch(rnnperf):
+    rnnperf.check(rnnperf.model(BatchFirst, inputs=lambda: torch.randn(0, 6, 3)))
+
+def test_no_batch_time_major(rnnperf):
+    rnnperf.check(rnnperf.model(Encoder, inputs=(torch.randn(4, 0, 3),)))
+
+def test_no_steps(rnnperf):
+    rnnperf.check(rnnperf.model(BatchFirst, inputs=lambda: torch.randn(2, 0, 3)))
+""")
+    result.assert_outcomes(failed=3)
+    for test in ("test_no_batch", "test_no_batch_time_major"):
+        _one_line(reports, test, "inputs: batch of size 0: nothing to compare")
+    _one_line(reports, "test_no_steps", "inputs: sequence of length 0: nothing to compare")
+
+
+def test_a_callable_that_asks_for_arguments_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """E10: inputs=lambda n: ... failed with a TypeError traceback through fixtures.py, session.py and runner.py."""
+    result, reports = _model_failures(pytester, """
+class Sized(Encoder):
+    def __init__(self, hidden):
+        super().__init__()
+
+def test_inputs(rnnperf):
+    rnnperf.check(rnnperf.model(Encoder, inputs=lambda n: torch.randn(4, n, 3)))
+
+def test_build(rnnperf):
+    rnnperf.check(rnnperf.model(Sized, inputs=x))
+
+def test_defaults_are_fine(rnnperf):
+    rnnperf.check(rnnperf.model(lambda hidden=5: Encoder(), inputs=lambda n=2: torch.randn(4, n, 3)))
+""")
+    result.assert_outcomes(failed=2, passed=1)
+    _one_line(reports, "test_inputs", "rnnperf.model(): inputs: a callable must take no arguments; <lambda> asks for n")
+    _one_line(reports, "test_build", "rnnperf.model(): build: a callable must take no arguments; Sized asks for hidden")
