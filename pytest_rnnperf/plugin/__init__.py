@@ -157,6 +157,7 @@ def compile_cache_folder(settings: Settings) -> Path | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
+    from pytest_rnnperf.report.files import foreign_files
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
     problems = _unknown_ini_keys(config)
@@ -175,6 +176,11 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
                             f"{root}, which holds stored runs only; give a folder outside it")
         elif (why := writable_problem(folder)) is not None:
             problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
+        elif not hasattr(config, "workerinput") and (foreign := foreign_files(folder)):  # workers: checked before them
+            shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {folder} holds files no rnnperf report wrote "
+                            f"({shown}); the report (rnnperf.json, summary.md, index.html, plots) would replace those "
+                            f"of its names: give an empty or new folder, or one an earlier run wrote its report to")
     if (why := _compile_cache_problem(settings, store, root)) is not None:
         problems.append(f"--rnnperf-compile-cache / rnnperf_compile_cache: {why}")
     for name, value in (("--rnnperf-markdown / rnnperf_markdown", settings.markdown),

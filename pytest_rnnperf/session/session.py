@@ -154,6 +154,10 @@ class RnnperfSession:
             folder = self.settings.report_dir
             if not folder or folder.lower() == "none":  # no report folder: the logs go to a temporary one
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
+            else:  # the logs alone make it a report folder, which the next run may write over
+                from pytest_rnnperf.report.files import mark_report_folder
+
+                mark_report_folder(Path(folder))
             if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
                 folder = str(Path(folder) / self.placement.worker)
             self._pool = SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,

@@ -139,3 +139,33 @@ def test_defaults_are_fine(rnnperf):
     result.assert_outcomes(failed=2, passed=1)
     _one_line(reports, "test_inputs", "rnnperf.model(): inputs: a callable must take no arguments; <lambda> asks for n")
     _one_line(reports, "test_build", "rnnperf.model(): build: a callable must take no arguments; Sized asks for hidden")
+
+
+def test_a_report_folder_holding_files_of_the_user_is_refused_before_the_run(project: pytest.Pytester) -> None:
+    """E4: --rnnperf-report-dir=. replaced the project's own summary.md and index.html, exit 0, no word."""
+    own = {"summary.md": "# our project\n", "index.html": "<p>our page</p>\n"}
+    for name, text in own.items():
+        (project.path / name).write_text(text)
+    _usage_error(run(project, "--rnnperf-report-dir=."), "--rnnperf-report-dir / rnnperf_report_dir: . holds files no "
+                 "rnnperf report wrote (index.html, summary.md, conftest.py, ...)", "give an empty or new folder")
+    assert {name: (project.path / name).read_text() for name in own} == own
+    (project.path / "out").mkdir()
+    (project.path / "out" / "notes.txt").write_text("mine")
+    _usage_error(run(project, "--rnnperf-report-dir=out"), "out holds files no rnnperf report wrote (notes.txt)")
+    (project.path / "out" / "notes.txt").unlink()
+    (project.path / "out" / ".gitkeep").write_text("")
+    for _ in range(2):  # an empty folder (but for a hidden file), then the report the first run wrote there
+        run(project, "--rnnperf-report-dir=out").assert_outcomes(passed=2)
+    assert (project.path / "out" / "summary.md").read_text().startswith("#")
+
+
+def test_a_report_folder_written_before_reports_were_marked_is_still_a_report_folder(project: pytest.Pytester) -> None:
+    """E4: a report folder of an earlier release (no marker, a report's rnnperf.json) is written over as before."""
+    run(project).assert_outcomes(passed=2)
+    (project.path / "rnnperf-report" / ".rnnperf-report").unlink()
+    run(project).assert_outcomes(passed=2)
+    (project.path / "rnnperf-report" / ".rnnperf-report").unlink()
+    (project.path / "rnnperf-report" / "rnnperf.json").write_text('{"results": []}')  # not a report's
+    _usage_error(run(project), "rnnperf-report holds files no rnnperf report wrote (index.html, rnnperf.json, "
+                 "speedups.png, ...)")
+
