@@ -213,6 +213,11 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
             parse_injection(os.environ.get(name, ""), name)
         except ValueError as exc:
             problems.append(str(exc))
+    stored = "--rnnperf-update-baseline" if settings.update_baseline else "--rnnperf-keep-run" if settings.keep_run else ""
+    injected = [name for name in INJECT_ENVS if os.environ.get(name, "").strip()]
+    if stored and injected:  # a run slowed on purpose would teach the baselines (or the history) its slowdown
+        problems.append(f"{stored}: {' and '.join(injected)} set: a run with injected faults is never stored; unset "
+                        f"{'them' if len(injected) > 1 else 'it'} to store the run")
     return problems
 
 

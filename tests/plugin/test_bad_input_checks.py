@@ -169,3 +169,15 @@ def test_a_report_folder_written_before_reports_were_marked_is_still_a_report_fo
     _usage_error(run(project), "rnnperf-report holds files no rnnperf report wrote (index.html, rnnperf.json, "
                  "speedups.png, ...)")
 
+
+@pytest.mark.parametrize("option", ["--rnnperf-update-baseline", "--rnnperf-keep-run"])
+@pytest.mark.parametrize("name", ["RNNPERF_INJECT_CUDNN_DELAY_US", "RNNPERF_INJECT_HOST_DELAY_US"])
+def test_storing_a_run_with_a_fault_injected_is_refused_before_the_run(project: pytest.Pytester,
+                                                                       monkeypatch: pytest.MonkeyPatch, option: str,
+                                                                       name: str) -> None:
+    """E5: an injected delay left set with --rnnperf-update-baseline or --rnnperf-keep-run was stored with the run."""
+    _record(project)
+    before = _stored(project)
+    monkeypatch.setenv(name, "torch-*=30")
+    _usage_error(run(project, option), f"{option}: {name} set: a run with injected faults is never stored; unset it")
+    assert _stored(project) == before
