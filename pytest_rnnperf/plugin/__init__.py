@@ -16,8 +16,8 @@ from typing import Any, Callable, Generator
 
 import pytest
 
-from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_without_our_section, configure, machine_id,
-                                             option_problems, storage_problem)
+from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_problems, compare_without_our_section,
+                                             configure, machine_id, option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
@@ -295,6 +295,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if problems:
             raise pytest.UsageError("\n".join(problems))
     configure(config, session, latest)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse a --benchmark-compare-fail gate that cannot fire, once pytest-benchmark has loaded what it compares with."""
+    bs = benchmark_session(session.config)
+    if bs is not None and not hasattr(session.config, "workerinput") and (problems := compare_fail_problems(bs)):
+        raise pytest.UsageError("\n".join(problems))
 
 
 def _connect_hooks(config: pytest.Config, session: RnnperfSession) -> None:

@@ -181,3 +181,21 @@ def test_storing_a_run_with_a_fault_injected_is_refused_before_the_run(project: 
     monkeypatch.setenv(name, "torch-*=30")
     _usage_error(run(project, option), f"{option}: {name} set: a run with injected faults is never stored; unset it")
     assert _stored(project) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--benchmark-compare=0099", "--benchmark-compare-fail=mean:5%"], "--benchmark-compare-fail: "
+     "--benchmark-compare=0099 matches no stored run in "),
+    (["--benchmark-compare", "--benchmark-compare-fail=mean:5"], "--benchmark-compare-fail=mean:5: an absolute "
+     "threshold is in seconds, more than the stored mean of every entry (at most 4 ms), so it fires only where a time "
+     "more than doubles; give a share (mean:5%) or seconds (mean:0.0002 is 5% of the slowest)"),
+], ids=["no stored run", "seconds"])
+def test_a_compare_fail_gate_that_cannot_fire_is_refused_before_the_run(project: pytest.Pytester, args: list[str],
+                                                                       message: str) -> None:
+    """A compare-fail gate against no stored run failed only after the whole run; mean:5 (seconds) never fired."""
+    _record(project)
+    before = _stored(project)
+    _usage_error(run(project, *args), message)
+    assert _stored(project) == before
+    run(project, "--benchmark-compare", "--benchmark-compare-fail=mean:0.0002").assert_outcomes(passed=2)
+
