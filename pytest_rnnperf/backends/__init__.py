@@ -61,6 +61,25 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
     return out
 
 
+def unmatched_injections(case_ids: Iterable[str], environ: Mapping[str, str]) -> list[str]:
+    """One line per injection variable of ``environ`` naming its globs that match none of ``case_ids`` (the timed cases).
+
+    Such a glob slows nothing: an evidence run would show no regression, and not because the gates missed one.
+    """
+    import fnmatch
+
+    ids = list(case_ids)
+    lines = []
+    for name in INJECT_ENVS:
+        globs = [glob for glob, _ in parse_injection(environ.get(name, ""), name)
+                 if not any(fnmatch.fnmatch(case_id, glob) for case_id in ids)]
+        if globs:
+            like = f" (case ids look like {ids[0]})" if ids else ""
+            lines.append(f"{name}: {', '.join(map(repr, globs))} matched no timed case of this run, so nothing was "
+                         f"injected there{like}")
+    return lines
+
+
 class BackendUnavailable(Exception):
     """The framework (or its GPU support) is not usable here; the message is a one-line skip reason."""
 
@@ -353,5 +372,5 @@ def cross_pairs() -> list[tuple[str, str]]:
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
-    "parse_injection", "problems", "register", "spec", "specs",
+    "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

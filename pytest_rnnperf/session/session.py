@@ -21,7 +21,7 @@ from pytest_rnnperf.judge import noise
 from pytest_rnnperf.backends import (
     INJECT_ENVS, Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, load_backend,
 )
-from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec
+from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec, unmatched_injections
 from pytest_rnnperf.store.baselines import (
     KEPT_TAG, find_all, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
@@ -750,6 +750,7 @@ class RnnperfSession:
                                   f"{self.settings.recheck_days:g} days; --rnnperf-recheck-days=0 runs them every run)")
         if self.budget is not None:
             self.notes.append(self.budget.line(time.monotonic() - self.started))
+        self.notes += unmatched_injections((r.id for r in self.results if r.cudnn is not None), os.environ)
         if self.results or self.cross or self.skipped or self.claims:
             collection_s = None if self.collected is None else self.collected - self.started
             self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started, collection_s=collection_s)

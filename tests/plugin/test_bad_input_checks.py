@@ -199,3 +199,13 @@ def test_a_compare_fail_gate_that_cannot_fire_is_refused_before_the_run(project:
     assert _stored(project) == before
     run(project, "--benchmark-compare", "--benchmark-compare-fail=mean:0.0002").assert_outcomes(passed=2)
 
+
+def test_an_injection_glob_that_matches_no_case_is_named(project: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNNPERF_INJECT_CUDNN_DELAY_US='lstm-*=30' (a case id starts with its framework) slowed nothing, silently."""
+    monkeypatch.setenv("RNNPERF_INJECT_CUDNN_DELAY_US", "lstm-*=30,torch-gru-*=30")
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["RNNPERF_INJECT_CUDNN_DELAY_US: 'lstm-[*]' matched no timed case of this run, so "
+                                 "nothing was injected there (case ids look like torch-lstm-train-fp32-T4-B2-I3-H5-L1)"])
+    assert "torch-gru-*'" not in result.stdout.str()
