@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_FILE, run
-from test_bad_input import GPU_DIR, _model_failures, _one_line, _record, _sha, _usage_error
+from test_bad_input import _model_failures, _one_line, _record, _sha, _usage_error
 
 UNCHECKED = TEST_FILE.replace("FLOOR", "2.0").replace("rnnperf.check(rnnperf.measure(case))", "rnnperf.measure(case)")
 
