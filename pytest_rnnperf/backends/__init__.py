@@ -19,7 +19,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -61,6 +61,25 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
     return out
 
 
+def unmatched_injections(case_ids: Iterable[str], environ: Mapping[str, str]) -> list[str]:
+    """One line per injection variable of ``environ`` naming its globs that match none of ``case_ids`` (the timed cases).
+
+    Such a glob slows nothing: an evidence run would show no regression, and not because the gates missed one.
+    """
+    import fnmatch
+
+    ids = list(case_ids)
+    lines = []
+    for name in INJECT_ENVS:
+        globs = [glob for glob, _ in parse_injection(environ.get(name, ""), name)
+                 if not any(fnmatch.fnmatch(case_id, glob) for case_id in ids)]
+        if globs:
+            like = f" (case ids look like {ids[0]})" if ids else ""
+            lines.append(f"{name}: {', '.join(map(repr, globs))} matched no timed case of this run, so nothing was "
+                         f"injected there{like}")
+    return lines
+
+
 class BackendUnavailable(Exception):
     """The framework (or its GPU support) is not usable here; the message is a one-line skip reason."""
 
@@ -78,6 +97,22 @@ class OutOfDeviceMemory(Exception):
 
 class ModelError(ValueError):
     """A team's model or inputs cannot be checked as given; the message says why in one line (a failure)."""
+
+
+def empty_input(shapes: Iterable[tuple[str, tuple[int, ...]]], batch_axis: int = 0) -> str | None:
+    """Why inputs of these (name, shape) pairs leave nothing to compare, or None: an empty tensor runs and matches.
+
+    ``batch_axis`` is 0 for batch-major inputs (Keras; torch with ``batch_first=True``), 1 for time-major ones.
+    """
+    for name, shape in shapes:
+        if 0 not in shape:
+            continue
+        if len(shape) >= 2 and shape[batch_axis] == 0:
+            return "inputs: batch of size 0: nothing to compare"
+        if len(shape) >= 2 and shape[1 - batch_axis] == 0:
+            return "inputs: sequence of length 0: nothing to compare"
+        return f"inputs: {name} of shape {tuple(shape)} holds no value: nothing to compare"
+    return None
 
 
 class Impl(Protocol):
@@ -336,6 +371,6 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
-    "ImplResult", "ModelBackend", "ModelError", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
-    "parse_injection", "problems", "register", "spec", "specs",
+    "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from pytest_rnnperf.backends import IMPLS, ModelError, ModelOptions, OutOfDeviceMemory
+from pytest_rnnperf.backends import IMPLS, ModelError, ModelOptions, OutOfDeviceMemory, empty_input
 from pytest_rnnperf.backends.keras_model import (
     FoundLayer, built_copy, capture_masks, case_framework, check_built, cudnn_units, description, find,
     flags_evidence, found_notes, host, judge_calls, leaves, loss_fn, loss_kind, loss_note, make_optimizer, no_rnn,
@@ -567,6 +567,8 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
     if build is None:
         raise ModelError("a Keras model is checked through the function that builds it (rnnperf.model(build, ...))")
     x = host(inputs, keras, "inputs")
+    if (why := empty_input((name, a.shape) for name, a in leaves(x, "inputs"))) is not None:
+        raise ModelError(why)
     y = None if options.targets is None else host(options.targets, keras, "targets")
     kind = loss_kind(model, options, case.mode == "train")
     notes: list[str] = []

@@ -22,7 +22,7 @@ from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, impor
 from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import (
     IMPLS, INJECT_ENV, INJECT_HOST_ENV, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory,
-    parse_injection, require_usable,
+    empty_input, parse_injection, require_usable,
 )
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -522,8 +522,11 @@ def _without_dropout(model: Any) -> list[str]:
     return changed
 
 
-def _model_inputs(inputs: Any) -> tuple[Any, ...]:
-    """The model's positional inputs: tensors or PackedSequences, one or a tuple/list, or a callable returning them."""
+def _model_inputs(inputs: Any, batch_first: bool) -> tuple[Any, ...]:
+    """The model's positional inputs: tensors or PackedSequences, one or a tuple/list, or a callable returning them.
+
+    ``batch_first``: the model's RNNs take batch-major inputs, which says which axis is the batch.
+    """
     torch = import_torch()
     packed = torch.nn.utils.rnn.PackedSequence
     value = inputs() if callable(inputs) else inputs
@@ -533,6 +536,10 @@ def _model_inputs(inputs: Any) -> tuple[Any, ...]:
     if bad or not value:
         raise ModelError(f"inputs must be torch tensors or PackedSequences (or a callable returning them), "
                          f"got {bad or 'nothing'}")
+    # A packed sequence holds no empty sequence (torch refuses length 0 when packing).
+    shapes = [(f"input[{i}]", tuple(v.shape)) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
+    if (why := empty_input(shapes, batch_axis=0 if batch_first else 1)) is not None:
+        raise ModelError(why)
     return value
 
 
@@ -649,7 +656,8 @@ class TorchBackend:
 
         torch = import_torch()
         torch.manual_seed(seed)
-        host_inputs = _model_inputs(inputs)
+        rnns = [m for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
+        host_inputs = _model_inputs(inputs, batch_first=rnns[0].batch_first)
         train = case.mode == "train"
         template = copy.deepcopy(model)
         dropped = _without_dropout(template)

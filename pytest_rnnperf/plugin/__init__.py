@@ -18,14 +18,15 @@ from typing import Any, Callable, Generator, Literal
 
 import pytest
 
-from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_without_our_section, configure, machine_id,
-                                             option_problems, storage_problem)
+from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_problems, compare_without_our_section,
+                                             configure, machine_id, option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
+FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
 
 
@@ -170,6 +171,7 @@ def compile_cache_folder(settings: Settings) -> Path | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
+    from pytest_rnnperf.report.files import foreign_files
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
     problems = _unknown_ini_keys(config)
@@ -188,6 +190,11 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
                             f"{root}, which holds stored runs only; give a folder outside it")
         elif (why := writable_problem(folder)) is not None:
             problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {why}")
+        elif not hasattr(config, "workerinput") and (foreign := foreign_files(folder)):  # workers: checked before them
+            shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            problems.append(f"--rnnperf-report-dir / rnnperf_report_dir: {folder} holds files no rnnperf report wrote "
+                            f"({shown}); the report (rnnperf.json, summary.md, index.html, plots) would replace those "
+                            f"of its names: give an empty or new folder, or one an earlier run wrote its report to")
     if (why := _compile_cache_problem(settings, store, root)) is not None:
         problems.append(f"--rnnperf-compile-cache / rnnperf_compile_cache: {why}")
     for name, value in (("--rnnperf-markdown / rnnperf_markdown", settings.markdown),
@@ -220,6 +227,11 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
             parse_injection(os.environ.get(name, ""), name)
         except ValueError as exc:
             problems.append(str(exc))
+    stored = "--rnnperf-update-baseline" if settings.update_baseline else "--rnnperf-keep-run" if settings.keep_run else ""
+    injected = [name for name in INJECT_ENVS if os.environ.get(name, "").strip()]
+    if stored and injected:  # a run slowed on purpose would teach the baselines (or the history) its slowdown
+        problems.append(f"{stored}: {' and '.join(injected)} set: a run with injected faults is never stored; unset "
+                        f"{'them' if len(injected) > 1 else 'it'} to store the run")
     return problems
 
 
@@ -297,6 +309,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if problems:
             raise pytest.UsageError("\n".join(problems))
     configure(config, session, latest)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse a --benchmark-compare-fail gate that cannot fire, once pytest-benchmark has loaded what it compares with."""
+    bs = benchmark_session(session.config)
+    if bs is not None and not hasattr(session.config, "workerinput") and (problems := compare_fail_problems(bs)):
+        raise pytest.UsageError("\n".join(problems))
 
 
 def _connect_hooks(config: pytest.Config, session: RnnperfSession) -> None:
@@ -454,8 +473,24 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 @pytest.fixture
 def rnnperf(request: pytest.FixtureRequest) -> RnnperfFixture:
     """Measure and check rnnperf cases or your own model; results reach pytest-benchmark and the rnnperf reports."""
-    return RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
-                          benchmark_session(request.config))
+    fixture = RnnperfFixture(_session(request.config), request.node, resolve(request.config, request.node),
+                             benchmark_session(request.config))
+    request.node.stash[FIXTURE_KEY] = fixture
+    return fixture
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Fail a test that returned without checking a record that fails, as ``rnnperf.check()`` would have.
+
+    Raised in the call phase, the failure is the test's own: reported, counted (no baseline, no kept run) and
+    turned into an expected failure by ``xfail`` exactly as a failing ``check()`` at the end of the test would be.
+    """
+    result = yield
+    fixture = pyfuncitem.stash.get(FIXTURE_KEY, None)
+    if fixture is not None:
+        fixture.check_forgotten()
+    return result
 
 
 @pytest.fixture

@@ -145,6 +145,32 @@ def option_problems(config: Any, settings: Settings, root: Path) -> list[str]:
     return problems
 
 
+def compare_fail_problems(bs: Any) -> list[str]:
+    """Why --benchmark-compare-fail is a gate that cannot fire, known once pytest-benchmark has loaded the compared run.
+
+    pytest-benchmark says "requires valid --benchmark-compare" only after the whole run, and reads an absolute
+    threshold (mean:5) in seconds: above the stored time of every entry it fires only where a time more than doubles.
+    """
+    checks = getattr(bs, "compare_fail", None) or []
+    if not checks or not bs.compare:  # no gate, or turned off by ``configure`` with a note
+        return []
+    if not bs.compared_mapping:
+        return [f"--benchmark-compare-fail: --benchmark-compare={bs.compare} matches no stored run in {bs.storage}; "
+                f"the gate would have nothing to compare with"]
+    problems = []
+    for check in checks:
+        if type(check).__name__ != "DifferenceRegressionCheck":  # a percentage scales with the time it judges
+            continue
+        stored = [b["stats"][check.field] for run in bs.compared_mapping.values() for b in run.values()
+                  if isinstance(b.get("stats", {}).get(check.field), (int, float))]
+        if stored and check.threshold > max(stored):
+            problems.append(f"--benchmark-compare-fail={check.field}:{check.threshold:g}: an absolute threshold is in "
+                            f"seconds, more than the stored {check.field} of every entry (at most {max(stored) * 1e3:.2g} "
+                            f"ms), so it fires only where a time more than doubles; give a share ({check.field}:5%) "
+                            f"or seconds ({check.field}:{max(stored) * 0.05:.2g} is 5% of the slowest)")
+    return problems
+
+
 def _opened_json_problems(path: Path, root: Path) -> list[str]:
     """--benchmark-json as pytest-benchmark before 5.3 gives it: a file it opened (and emptied) while parsing."""
     if path.resolve().is_relative_to(root.resolve()):

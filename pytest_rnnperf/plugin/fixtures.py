@@ -4,11 +4,14 @@
         rnnperf.check(rnnperf.model(Encoder, inputs=lambda: torch.randn(64, 100, 32), floor=2.0))
 
 Every call measures through the run's session and returns the record; ``check`` fails the test with a
-table when a path proof, the parity, the floor or the baseline comparison does not hold.
+table when a path proof, the parity, the floor or the baseline comparison does not hold. A record the test never
+checked is checked when the test function returns (``check_forgotten``), so a forgotten ``check`` cannot pass a
+regression; a test that expects a failure says so with ``pytest.raises(pytest.fail.Exception)`` around ``check``.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, NoReturn
 
 import pytest
@@ -45,6 +48,21 @@ def _not_a_builder(build: Any) -> str | None:
             f"rnnperf.model(lambda: {name}(...), ...)")
 
 
+def _takes_arguments(value: Any) -> str | None:
+    """Why ``value`` cannot be called bare, as the plugin calls it (it asks for arguments); None where it can."""
+    if not callable(value):
+        return None
+    try:
+        params = inspect.signature(value).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a readable signature: left to the call itself
+        return None
+    asked = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not asked:
+        return None
+    name = getattr(value, "__name__", type(value).__name__)
+    return f"a callable must take no arguments; {name} asks for {', '.join(asked)}"
+
+
 class RnnperfFixture:
     """Measure and check cases of the ready suite or a team's own model, bound to one test."""
 
@@ -58,6 +76,7 @@ class RnnperfFixture:
         # What the test has run: "parity" (reference or cross checks only) or "timed" (a cuDNN case or a model).
         # Only a test that checked parity alone is remembered for a stored run to stand for it later.
         self._ran: set[str] = set()
+        self._unchecked: list[CaseRecord | CrossRecord] = []  # what the test measured and has not passed to check()
 
     @property
     def _disabled(self) -> bool:
@@ -75,7 +94,8 @@ class RnnperfFixture:
             pytest.skip("benchmarks are skipped (--benchmark-skip)")
 
     def _recorded(self, record: CaseRecord) -> CaseRecord:
-        """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare)."""
+        """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
+        self._unchecked.append(record)
         if self._bench is not None and not self._disabled:
             from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
@@ -170,6 +190,9 @@ class RnnperfFixture:
         problem = _not_a_builder(build)
         if problem:
             _fail(f"{case_id}: rnnperf.model(): {problem}")
+        for what, given in (("build", build), ("inputs", inputs), ("targets", targets)):  # each is called bare
+            if (problem := _takes_arguments(given)) is not None:
+                _fail(f"{case_id}: rnnperf.model(): {what}: {problem}")
         if backend is not None and not isinstance(backend, str):
             _fail(f"{case_id}: rnnperf.model(): backend= takes a Keras backend name such as 'torch', got {backend!r}")
         options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,
@@ -191,23 +214,34 @@ class RnnperfFixture:
         self._not_a_case("cross", case)
         self._parity_only()
         try:
-            return self._session.measure_cross(case, other)
+            record = self._session.measure_cross(case, other)
         except Skipped as exc:
             pytest.skip(str(exc))
         except SubprocessFailed as exc:
             _fail(f"{case.id} against {other}: {exc}")
+        self._unchecked.append(record)
+        return record
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
         """Fail with a table when a path proof, the parity, the floor or the baseline comparison does not hold."""
         if not isinstance(record, (CaseRecord, CrossRecord)):  # e.g. None from a helper that forgot to return
             _fail(f"{self._item.nodeid}: rnnperf.check(): got {type(record).__name__} {record!r:.60}; pass what "
                   f"rnnperf.model(), measure(), reference() or cross() returned")
-        problems = self._session.problems(record)
+        self._unchecked = [r for r in self._unchecked if r is not record]
+        self._fail_on(self._session.problems(record))
+        if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
+            self._session.claim_tests.append(self._item.name)
+
+    def check_forgotten(self) -> None:
+        """Fail the test as ``check`` would for every record it measured and never checked (called as it returns)."""
+        unchecked, self._unchecked = self._unchecked, []
+        self._fail_on([problem for record in unchecked for problem in self._session.problems(record)])
+
+    def _fail_on(self, problems: list[str]) -> None:
+        """Fail the test with the table of ``problems``, if any."""
         if problems:
             self._forget()  # an earlier check of this test may have held: the test as a whole did not
             pytest.fail("\n".join(problems), pytrace=False)
-        if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
-            self._session.claim_tests.append(self._item.name)
 
 
 class ClaimsFixture:

@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pytest_rnnperf.report.rows import Rows, build_rows
 from pytest_rnnperf.report.view import RunView
+
+# Dropped in every folder a run writes its report (or its subprocesses' logs) to: a later run may replace its files.
+MARKER = ".rnnperf-report"
+WRITTEN = ("rnnperf.json", "summary.md", "index.html", "speedups*.png")  # what a report replaces, as globs
+
+
+def mark_report_folder(folder: Path) -> None:
+    """Make ``folder`` and mark it as a report folder, which later runs may write over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / MARKER
+    if not marker.exists():
+        marker.write_text("pytest-rnnperf writes its report here; each run replaces rnnperf.json, summary.md, "
+                          "index.html and the plots\n", encoding="utf-8")
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """The files of ``folder`` that no rnnperf report wrote, those a report would replace first.
+
+    None for a missing or empty folder, or one that holds an earlier report: marked, or (written before reports
+    were marked) holding an rnnperf.json of a report. Hidden files (.gitkeep) are never replaced and do not count.
+    """
+    import fnmatch
+
+    if not folder.is_dir() or (folder / MARKER).exists() or _is_report_json(folder / "rnnperf.json"):
+        return []
+    names = (p.name for p in folder.iterdir() if not p.name.startswith("."))
+    return sorted(names, key=lambda name: (not any(fnmatch.fnmatch(name, glob) for glob in WRITTEN), name))
+
+
+def _is_report_json(path: Path) -> bool:
+    """``path`` is the rnnperf.json of a report: a JSON object holding the run's fingerprint, results and table."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"format", "fingerprint", "results", "table"} <= data.keys()
 
 
 def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_summary: str = "",
@@ -16,7 +55,6 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
     so the summary and the other files are not lost with it.
     """
     import json
-    from pathlib import Path
 
     from pytest_rnnperf.report.markdown import markdown
     from pytest_rnnperf.report.plot import plot_speedups
@@ -28,7 +66,7 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
         folder = Path(report_dir)
         written = []
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            mark_report_folder(folder)
             data = dict(run.as_dict(), table=rows.as_dict())  # the rows as the summary shows them, for other tools
             (folder / "rnnperf.json").write_text(json.dumps(as_json_safe(data), indent=2), encoding="utf-8")
             written.append("rnnperf.json")

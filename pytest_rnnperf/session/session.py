@@ -21,7 +21,7 @@ from pytest_rnnperf.judge import noise
 from pytest_rnnperf.backends import (
     INJECT_ENVS, Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, load_backend,
 )
-from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec
+from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec, unmatched_injections
 from pytest_rnnperf.store.baselines import (
     KEPT_TAG, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
@@ -154,6 +154,10 @@ class RnnperfSession:
             folder = self.settings.report_dir
             if not folder or folder.lower() == "none":  # no report folder: the logs go to a temporary one
                 folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
+            else:  # the logs alone make it a report folder, which the next run may write over
+                from pytest_rnnperf.report.files import mark_report_folder
+
+                mark_report_folder(Path(folder))
             if self.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
                 folder = str(Path(folder) / self.placement.worker)
             self._pool = SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,
@@ -741,6 +745,7 @@ class RnnperfSession:
                                   f"{self.settings.recheck_days:g} days; --rnnperf-recheck-days=0 runs them every run)")
         if self.budget is not None:
             self.notes.append(self.budget.line(time.monotonic() - self.started))
+        self.notes += unmatched_injections((r.id for r in self.results if r.cudnn is not None), os.environ)
         if self.results or self.cross or self.skipped or self.claims:
             collection_s = None if self.collected is None else self.collected - self.started
             self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started, collection_s=collection_s)
