@@ -24,6 +24,7 @@ from typing import Any, Generator, Sequence
 
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.plugin.ids import stored_test_id
 from pytest_rnnperf.store.runs import benchmark_extra
 from pytest_rnnperf.session.settings import Settings
 
@@ -56,7 +57,7 @@ def _plain(value: Any) -> Any:
 def entry_source(item: Any) -> dict[str, Any]:
     """What names a test's entries (its name, node id and parameters), as plain JSON a pytest-xdist worker can hand over."""
     callspec = getattr(item, "callspec", None)
-    return {"name": item.name, "nodeid": item.nodeid,
+    return {"name": item.name, "nodeid": stored_test_id(item),
             "params": {k: _plain(v) for k, v in (callspec.params.items() if callspec is not None else ())},
             "callspec_id": callspec.id if callspec is not None else None}
 

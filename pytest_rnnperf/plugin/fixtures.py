@@ -23,6 +23,7 @@ from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.session.session import RnnperfSession, Skipped
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.measure.subprocesses import SubprocessFailed
+from pytest_rnnperf.plugin.ids import stored_test_id
 
 
 def _fail(message: str) -> NoReturn:
@@ -176,7 +177,7 @@ class RnnperfFixture:
         """
         self._skipped_by_benchmark()
         self._times()
-        case_id = self._item.nodeid + (f"::{name}" if name else "")
+        case_id = stored_test_id(self._item) + (f"::{name}" if name else "")
         if case_id in self._models:  # a stored run holds one record per case id
             named = f"named {name!r}" if name else "without a name"
             pytest.fail(f"{case_id}: rnnperf.model(): this test already checked a model {named}; give each model of "
