@@ -76,7 +76,7 @@ case "$what" in
          exit "$status" ;;
   packaged) # The suite as a team runs it from its own repository: the wheel built from this tree, installed into a
          # fresh virtualenv that sees the image's frameworks, run from a scratch folder holding a copy of baselines/
-         # (without the evidence). The folder stays for later calls on this machine; its reports and kept runs go to $OUT.
+         # (without the evidence). The folder stays for later calls on this machine; its page, summary and kept runs go to $OUT.
          TEAM=${RNNPERF_TEAM:-/tmp/rnnperf-team}
          # device-setup.sh puts this tree first on PYTHONPATH; the installed wheel must be what runs.
          PYTHONPATH=$(printf '%s' "${PYTHONPATH:-}" | tr ':' '\n' | grep -vxF "$PWD" | paste -sd: -); export PYTHONPATH
@@ -97,7 +97,8 @@ case "$what" in
          status=${PIPESTATUS[0]}
          (cd "$TEAM/repo" && comm -13 <(echo "$before") <(find baselines -name '*_run.json' | sort) \
             | while read -r kept; do cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"; done)
-         if [ -d "$TEAM/repo/rnnperf-report" ]; then cp -r "$TEAM/repo/rnnperf-report" "$OUT/"; fi
+         # The page and the summary only: a call brings back at most 8 files.
+         for f in index.html summary.md; do cp "$TEAM/repo/rnnperf-report/$f" "$OUT/" 2>/dev/null; done
          exit "$status" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
