@@ -42,7 +42,7 @@ from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
-from pytest_rnnperf.report.rows import Rows
+from pytest_rnnperf.report.rows import NEEDS_GPU, Rows
 
 RECORD_HINT = "record one with: pytest suites/ --rnnperf-update-baseline"
 
@@ -375,7 +375,7 @@ class RnnperfSession:
         reason = backend.unavailable_reason()
         if reason is None and cudnn:
             gpu = backend.gpu_unavailable_reason()
-            reason = f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+            reason = f"{NEEDS_GPU}: {gpu}" if gpu else self.parallel_reason()
         return reason
 
     def _judged(self, case_id: str, record: CaseRecord, remeasure: Callable[[], CaseRecord]) -> CaseRecord:
@@ -493,7 +493,7 @@ class RnnperfSession:
         if base is not None:
             return base, base
         gpu = backend.gpu_unavailable_reason()
-        return None, f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+        return None, f"{NEEDS_GPU}: {gpu}" if gpu else self.parallel_reason()
 
     def measure_model(self, case: ModelCase, build: Callable[[], Any], inputs: Any, settings: Settings,
                       disabled: bool = False, options: ModelOptions | None = None,
