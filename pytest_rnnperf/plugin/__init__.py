@@ -544,6 +544,7 @@ def _write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     session = _session(config)
     if not session.results and not session.cross and not session.skipped and not session.notes and not session.claims:
         return
+    terminalreporter.ensure_newline()  # else the first line of the section comes after a blank one
     terminalreporter.section("rnnperf summary")
     width = terminal_width(config.get_terminal_writer().fullwidth)
     for line in summary_lines(session, session.report_rows, width):

@@ -270,7 +270,9 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow]) -> tup
         v = row.verdict
         if not (v.fails or v.outcome is Outcome.REGRESSED_NOT_FAILED):
             continue
-        moved = [c for c in (v.time, v.work, v.host) if c is not None and c.verdict is Verdict.REGRESSED] or [v.time]
+        regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
+        # The summed kernel time only where the time itself held: else it repeats the time's regression.
+        moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [v.time]
         out += [AnswerRow(v.case_id, (v.case_id, c.metric, _change(c), f"{c.min_effect:.1%}", str(v.outcome)),
                           row.kernels if k == 0 else ()) for k, c in enumerate(moved)]
     for case in cases:

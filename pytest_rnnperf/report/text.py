@@ -149,8 +149,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     """A plain-text table drawn by rich: a header, a rule, one line per row (columns in ``right`` right-aligned).
 
     Within ``width`` (None: as wide as its cells) the free-text columns wrap first; where the rest is still too
-    wide, the widest column gives way: the first (what a row is, a case id) folds onto more lines, any other is
-    cut with an ellipsis.
+    wide, the widest column gives way: its cells wrap at their spaces, and a word still too long folds onto the
+    next line in the first column (what a row is, a case id) and is cut with an ellipsis in any other.
     """
     import io
 
@@ -159,13 +159,13 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     from rich.table import Table
     from rich.text import Text
 
-    natural = [max([len(str(name))] + [len(str(row[i])) for row in rows]) for i, name in enumerate(header)]
-    limits = _column_limits(natural, width)
+    natural = _widths(header, rows)
+    limits = _column_limits(natural, [_widths(header, rows, words=True)[i] for i in range(len(header))], width)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for i, name in enumerate(header):
-        wraps = i == 0 or natural[i] > FREE_TEXT
-        table.add_column(Text(name), justify="right" if i in right else "left", no_wrap=not wraps,
-                         overflow="fold" if wraps else "ellipsis", max_width=limits[i])
+        free = i == 0 or natural[i] > FREE_TEXT
+        table.add_column(Text(name), justify="right" if i in right else "left",
+                         overflow="fold" if free else "ellipsis", max_width=limits[i])
     for row in rows:
         table.add_row(*(Text(str(c)) for c in row))  # Text: "[window: ...]" is data, not rich markup
     out = io.StringIO()
@@ -174,7 +174,25 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
 
 
-def _column_limits(natural: list[int], width: int | None) -> list[int | None]:
+def _widths(header: Sequence[str], rows: Sequence[Sequence[str]], words: bool = False) -> list[int]:
+    """Each column's width as its cells ask (``words``: the longest word of each, what wrapping cannot go under).
+
+    A header wraps at its spaces ("cudnn ms" over "wall/dev"): only its longest word counts.
+    """
+    def size(text: str) -> int:
+        """The cell's length, or its longest word's."""
+        return max((len(w) for w in text.split()), default=0) if words else len(text)
+
+    return [max([len(w) for w in str(name).split()] + [size(str(row[i])) for row in rows])
+            for i, name in enumerate(header)]
+
+
+def fits(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> bool:
+    """The table fits ``width`` with its cells wrapped at their spaces at most."""
+    return sum(_widths(header, rows, words=True)) + 3 * (len(header) - 1) <= width
+
+
+def _column_limits(natural: list[int], words: list[int], width: int | None) -> list[int | None]:
     """Each column's largest width (None: its cells' own) so that the table fits ``width``.
 
     rich would shrink every wrapping column alike; this shares the room out: the first column and the free-text
@@ -197,7 +215,9 @@ def _column_limits(natural: list[int], width: int | None) -> list[int | None]:
         share -= limit
     excess = sum(widths.values()) + sum(limits[i] or 0 for i in free) + gaps - width
     while excess > 0:  # the others alone are too wide: the widest gives way, a character at a time
-        widest = max(widths, key=widths.__getitem__)
+        # First a column whose cells can still wrap at their spaces, the first column (what a row is) last.
+        wrapping = [i for i in widths if i > 0 and widths[i] > words[i]]
+        widest = max(wrapping or widths, key=widths.__getitem__)
         if widths[widest] <= NARROWEST_COLUMN:
             break  # nothing left to give: rich cuts what still sticks out
         widths[widest] -= 1
@@ -206,13 +226,29 @@ def _column_limits(natural: list[int], width: int | None) -> list[int | None]:
     return limits
 
 
+# The case table's columns a narrow terminal leaves out, the first first (summary.md and rnnperf.json keep them).
+OPTIONAL_COLUMNS = ("J/step", "TFLOP/s (of peak)", "dev", "generic ms wall/dev", "floor")
+
+
 def cases_table(rows: Sequence[CaseRow], width: int | None = None) -> list[str]:
-    """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path."""
+    """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path (within
+    ``width``, without the OPTIONAL_COLUMNS it has no room for, named in a line under it)."""
     if not rows:
         return []
     header = list(rows[0].cells)
-    return text_table(header, [[row.cells[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)),
-                      width=width)
+    left_out: list[str] = []
+    for name in OPTIONAL_COLUMNS:
+        if width is None or fits(header, [[row.cells[h] for h in header] for row in rows], width):
+            break
+        if name in header:
+            header.remove(name)
+            left_out.append(name)
+    numbers = [h for h in list(rows[0].cells)[1:-2]]  # the measured columns are right-aligned; parity and path not
+    lines = text_table(header, [[row.cells[h] for h in header] for row in rows],
+                       right={i for i, h in enumerate(header) if h in numbers}, width=width)
+    if left_out:
+        lines.append(f"(not shown at this width: {', '.join(left_out)}; all columns in summary.md and rnnperf.json)")
+    return lines
 
 
 def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
