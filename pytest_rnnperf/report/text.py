@@ -160,7 +160,10 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     from rich.text import Text
 
     natural = _widths(header, rows)
-    limits = _column_limits(natural, [_widths(header, rows, words=True)[i] for i in range(len(header))], width)
+    if width is None or sum(max(n, len(str(h))) for n, h in zip(natural, header)) + 3 * (len(header) - 1) <= width:
+        limits: list[int | None] = [None] * len(header)  # it fits with its headers on one line
+    else:
+        limits = _column_limits(natural, _widths(header, rows, words=True), width)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for i, name in enumerate(header):
         free = i == 0 or natural[i] > FREE_TEXT
@@ -192,16 +195,17 @@ def fits(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> bo
     return sum(_widths(header, rows, words=True)) + 3 * (len(header) - 1) <= width
 
 
-def _column_limits(natural: list[int], words: list[int], width: int | None) -> list[int | None]:
-    """Each column's largest width (None: its cells' own) so that the table fits ``width``.
+def _column_limits(natural: list[int], words: list[int], width: int) -> list[int | None]:
+    """Each column's largest width so that the table fits ``width`` (its headers wrapped at their spaces).
 
     rich would shrink every wrapping column alike; this shares the room out: the first column and the free-text
-    columns share what the others leave (the free text at least NARROWEST_COLUMN a column), then the widest of
-    the others gives way until it fits.
+    columns share what the others leave (the free text at least NARROWEST_COLUMN a column), then the others give
+    way, the widest first: a column whose cells wrap at their spaces, then the first column (its ids fold), then
+    any other (cut with an ellipsis).
     """
     gaps = 3 * (len(natural) - 1)  # one space of padding either side of the separator
-    limits: list[int | None] = [None] * len(natural)
-    if width is None or sum(natural) + gaps <= width:
+    limits: list[int | None] = list(natural)
+    if sum(natural) + gaps <= width:
         return limits
     free = [i for i, n in enumerate(natural) if i > 0 and n > FREE_TEXT]
     widths = {i: n for i, n in enumerate(natural) if i not in free}
@@ -214,12 +218,13 @@ def _column_limits(natural: list[int], words: list[int], width: int | None) -> l
         limits[i] = limit = min(natural[i], share // (len(free) - k))
         share -= limit
     excess = sum(widths.values()) + sum(limits[i] or 0 for i in free) + gaps - width
-    while excess > 0:  # the others alone are too wide: the widest gives way, a character at a time
-        # First a column whose cells can still wrap at their spaces, the first column (what a row is) last.
-        wrapping = [i for i in widths if i > 0 and widths[i] > words[i]]
-        widest = max(wrapping or widths, key=widths.__getitem__)
-        if widths[widest] <= NARROWEST_COLUMN:
+    while excess > 0:  # the others alone are too wide: one gives way, a character at a time
+        wrapping = [i for i in widths if i > 0 and widths[i] > max(words[i], NARROWEST_COLUMN)]
+        first = [0] if widths[0] > NARROWEST_COLUMN else []
+        pool = wrapping or first or [i for i in widths if widths[i] > NARROWEST_COLUMN]
+        if not pool:
             break  # nothing left to give: rich cuts what still sticks out
+        widest = max(pool, key=widths.__getitem__)
         widths[widest] -= 1
         limits[widest] = widths[widest]
         excess -= 1

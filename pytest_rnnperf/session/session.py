@@ -315,7 +315,7 @@ class RnnperfSession:
         if not self.gpu.available:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
-            line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+            line = f"baseline: {shown_path(self.baseline.path)} ({self.baseline.datetime or 'undated'})"
             # Only the cases this run judged: a -k selection must not list the files of cases it left out.
             ran = {r.id for r in self.results} or None
             earlier = {r.path.name: sum(1 for c in r.records if c not in self.baseline.records and self.stored_run(c) is r
@@ -647,10 +647,10 @@ class RnnperfSession:
             self.unrecorded = True
             return [f"run not kept: {exc}"]
         if not regressed:
-            return [f"run kept for the history: {path}"]
+            return [f"run kept for the history: {shown_path(path)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        return [f"run kept for the history: {path}, without the {len(regressed)} case(s) that regressed (reported, "
-                f"not failed), so that their history does not learn the change: {shown}"]
+        return [f"run kept for the history: {shown_path(path)}, without the {len(regressed)} case(s) that regressed "
+                f"(reported, not failed), so that their history does not learn the change: {shown}"]
 
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
         """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""
@@ -668,7 +668,7 @@ class RnnperfSession:
         except BaselineError as exc:
             self.unrecorded = True
             return f"baseline not recorded: {exc}"
-        return f"baseline recorded: {path}"
+        return f"baseline recorded: {shown_path(path)}"
 
     def _record_model(self, gpu_slug: str, workers: list[WorkerRun], benchmark_json: Callable[..., dict[str, Any]]) -> str:
         """The baseline file of one GPU model from its pytest-xdist workers; refused where they measured differently."""
@@ -908,3 +908,12 @@ def fingerprint_conflicts(workers: list[WorkerRun]) -> list[str]:
 
 
 __all__ = ["ModelError", "RnnperfSession", "Skipped", "UsageProblem", "WorkerRun"]
+
+
+def shown_path(path: Path) -> str:
+    """A path as the summary names it: relative to the current folder where it lies inside it (a CI log's lines
+    stay short), else as it is."""
+    try:
+        return str(path.relative_to(Path.cwd())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)

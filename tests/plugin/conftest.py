@@ -102,6 +102,8 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
                  "LIB_VERSIONS", "WHEELS", "SLOW_CASE"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # The widest terminal the summary draws for: tests match what a line says; test_terminal_e2e.py checks the fit.
+    monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the default compile cache goes under pytester's HOME
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake GPUs are all the run may use
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)

@@ -54,10 +54,8 @@ def test_the_rnnperf_summary_comes_after_pytest_benchmark_s_tables(project: pyte
     assert "Legend:" not in out.split(" rnnperf summary =")[1]
 
 
-def test_pytest_benchmark_s_tables_of_the_cases_go_to_the_report_folder(project: pytest.Pytester,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pytest_benchmark_s_tables_of_the_cases_go_to_the_report_folder(project: pytest.Pytester) -> None:
     """By default the per-case tables are in rnnperf-report/benchmark.txt, and one line of the summary says so."""
-    monkeypatch.setenv("COLUMNS", "200")  # the line whole
     result = run(project, "--benchmark-json=out.json")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
@@ -80,3 +78,16 @@ def test_without_a_gpu_the_summary_counts_the_cuDNN_cases_not_run_instead_of_pas
     assert (project.path / "summary.md").read_text().startswith("## pytest-rnnperf: 2 cuDNN cases not run: no GPU\n")
     table = load_json(project.path / "rnnperf-report" / "rnnperf.json")["table"]
     assert table["status"] == "2 cuDNN cases not run: no GPU" and table["no_gpu"] == 2
+
+
+def test_benchmark_compare_fail_still_fails_and_the_rnnperf_summary_still_prints(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables moved out, pytest-benchmark's own --benchmark-compare-fail still fails on its regression, and the
+    rnnperf summary is printed although pytest-benchmark raised in its summary."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.25")
+    result = run(project, "--benchmark-compare", "--benchmark-compare-fail=median:10%", "--rnnperf-no-fail-regression")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "Performance has regressed" in output and "benchmark 'torch-" not in output
+    assert _summary(result)[0].startswith("rnnperf: ")
