@@ -54,7 +54,8 @@ def table_lines(history: History, width: int | None = None) -> list[str]:
                 f"{_value(case.metric, first)} -> {_value(case.metric, last)}", f"{last / first - 1:+.1%}",
                 f"too few runs (< {MIN_RUNS})" if case.detection is None else changes or "none"])
     runs = sum(len(model.runs) for model in history.models)
-    models = f"{len(history.models)} GPU models" if several else f"{history.models[0].gpu}" if history.models else "no GPU model"
+    models = (f"{len(history.models)} GPU models" if several
+              else history.models[0].gpu if history.models else "no GPU model")
     lines = [f"{m.label} over {runs} stored run(s) of {models}, never mixed; change "
              f"points: ruptures PELT (L2 cost on log values), penalty {PENALTY:g}*noise^2*ln(runs); shifts under "
              f"{history.min_shift:.1%} not reported"]

@@ -27,7 +27,8 @@ ANSWER_HEADER = ("case", "metric", "change [95% CI]", "threshold", "verdict")
 NEEDS_GPU = "cuDNN case needs a GPU"  # how the reason a cuDNN side did not run for want of a GPU starts
 # The environment fields that explain most regressions, in the order a reader checks them (the rest follow).
 ENV_RANKS = (("driver", r"(^|\.)driver_version$"),
-             ("CUDA", r"(^|\.)(cuda_build|cuda_runtime|cuda_driver_version|cudart_library|cuda_plugin)$|^cuda_runtime_wheel$"),
+             ("CUDA", r"(^|\.)(cuda_build|cuda_runtime|cuda_driver_version|cudart_library|cuda_plugin)$"
+                      r"|^cuda_runtime_wheel$"),
              ("cuDNN", r"(^|\.)(cudnn_version|cudnn_library|cudnn_build|cudnn_runtime)$|^cudnn_wheel$"),
              ("framework", r"^(torch|tensorflow|keras|jax|jaxlib)$|(^|\.)([a-z_]+_)?version$"))
 
@@ -278,7 +279,8 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow]) -> tup
     for case in cases:
         s = case.speedup
         if case.cells.get("path") == "WRONG":
-            out.append(AnswerRow(case.id, (case.id, "path", "-", "-", "the implementation that ran is not the one claimed")))
+            out.append(AnswerRow(case.id, (case.id, "path", "-", "-",
+                                           "the implementation that ran is not the one claimed")))
         if case.cells.get("parity err/tol", "").startswith("FAIL"):
             out.append(AnswerRow(case.id, (case.id, "parity err/tol", case.cells["parity err/tol"][5:], "-", "failed")))
         if s is not None and s.estimate < case.floor:

@@ -216,8 +216,9 @@ def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytes
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*verdicts: 2 regressed (not failed)*"])
     verdicts = load_json(project.path / "rnnperf-report" / "rnnperf.json")["table"]["verdicts"]  # the cell unwrapped
-    assert all(fnmatch.fnmatch(v["verdict"], "regressed (not failed) [[]window: the host slowed both sides alike: "
-                                             "speedup *, unchanged[]] [[]host-bound: GPU busy 20%[]]") for v in verdicts)
+    verdict = ("regressed (not failed) [[]window: the host slowed both sides alike: speedup *, unchanged[]] "
+               "[[]host-bound: GPU busy 20%[]]")
+    assert all(fnmatch.fnmatch(v["verdict"], verdict) for v in verdicts), verdicts
     monkeypatch.setenv("FAKE_GENERIC_MS", "4")
     result = run(project, "--rnnperf-device-rounds=0")
     result.assert_outcomes(failed=2)

@@ -37,9 +37,10 @@ def test_no_line_of_a_subcommand_is_wider_than_the_terminal(
     """COLUMNS=120: tables share out the width, long lines wrap; every line fits (the stored runs had 996)."""
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     run = [str(baselines / MACHINE / f"00{n}_run.json") for n in (22, 23, 24, 25, 26)]
+    case = "torch-lstm-train-fp32-T28-B128-I28-H128-L1"
     args = {"compare": ["compare", str(baselines), run[-1]], "history": ["history", str(baselines)],
             "sensitivity": ["sensitivity", str(baselines)],
-            "sensitivity --case": ["sensitivity", str(baselines), "--case", "torch-lstm-train-fp32-T28-B128-I28-H128-L1"],
+            "sensitivity --case": ["sensitivity", str(baselines), "--case", case],
             "spread": ["spread", *run[2:]], "noise": ["noise", *run[:2]]}[command]
     _, lines = _run(capsys, *args)
     assert len(lines) > 5
