@@ -123,6 +123,18 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
 
 
+def unwrapped(text: str) -> list[str]:
+    """The lines of ``text`` with the lines the summary wrapped to the terminal (continued 2+ spaces in) joined."""
+    import re
+
+    return re.sub(r"\n {2,}", " ", text).splitlines()
+
+
+def whole_lines(result: pytest.RunResult) -> pytest.LineMatcher:
+    """A matcher over a run's stdout with each wrapped line whole again (for a line with long temporary paths)."""
+    return pytest.LineMatcher(unwrapped(result.stdout.str()))
+
+
 def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:
     """Skip unless ``modules`` are installed and torch sees no GPU (the test is about a machine without one)."""
     import importlib.util

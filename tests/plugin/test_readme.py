@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import REPO, torch_sees_a_gpu
+from conftest import REPO, torch_sees_a_gpu, whole_lines
 
 
 def _example(name: str = "test_my_model.py") -> str:
@@ -58,7 +58,7 @@ def test_the_readmes_keras_example_runs_as_printed_on_every_keras_backend(pytest
     lines += [f"{case}[[]{backend}[]] * - * ok * ok" for backend in ("tensorflow", "torch", "jax")]
     result.stdout.fnmatch_lines(lines)
     # The summary wraps a note longer than the terminal onto indented lines: read each note whole.
-    notes = pytest.LineMatcher(re.sub(r"\n {2,}", " ", result.stdout.str()).splitlines())
+    notes = whole_lines(result)
     for backend in ("tensorflow", "torch", "jax"):
         notes.fnmatch_lines([
             f"note: {case}[[]{backend}[]]: Keras on {backend}: 3 LSTM/GRU layer(s) found; on cuDNN in the cuDNN copy: "
