@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_json, run
+from conftest import load_json, run, whole_lines
 
 from pytest_rnnperf.model.records import FORMAT_VERSION
 
@@ -102,7 +102,7 @@ def test_a_case_within_its_measured_noise_is_not_failed(project: pytest.Pytester
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.54")
     result = run(project)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*verdicts: 2 unchanged*", "*device-time noise of 2 case(s) from 2 stored runs "
+    whole_lines(result).fnmatch_lines(["*verdicts: 2 unchanged*", "*device-time noise of 2 case(s) from 2 stored runs "
                                  "(noise.json): 2 judged above 3%*"])
 
 
