@@ -43,22 +43,31 @@ def add_parser(subparsers: Any) -> None:
                           "'improved')")
     cmp.add_argument("--noise", type=path_given, default=None,
                      help="per-case device-time thresholds of this GPU model (baselines/<gpu>/noise.json)")
+    cmp.add_argument("--changed", action="store_true",
+                     help="list only the cases that did not come out unchanged (the last line still counts them all)")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``compare`` for parsed arguments."""
+    from pytest_rnnperf.report.text import terminal_width
+
     policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
                     device_min_effect=args.device_effect, host_effect=args.host_effect, fail_host=args.fail_host)
-    return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise, args.any_order)
+    return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise, args.any_order, args.changed,
+                         terminal_width())
 
 
 def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_gpu: bool = False,
-                  noise_file: Path | None = None, any_order: bool = False) -> tuple[int, list[str]]:
-    """Exit code and the lines to print for ``compare`` (per-case device thresholds from ``noise_file``)."""
-    from pytest_rnnperf.measure.environment import diff_environments, format_diff
+                  noise_file: Path | None = None, any_order: bool = False, changed: bool = False,
+                  width: int | None = None) -> tuple[int, list[str]]:
+    """Exit code and the lines to print for ``compare`` (per-case device thresholds from ``noise_file``).
+
+    ``changed`` leaves out the cases that came out unchanged; ``width`` wraps the lines to it (None: as they are).
+    """
     from pytest_rnnperf.judge.noise import load as load_noise
     from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.report.rows import record_kernel_lines, verdict_counts
+    from pytest_rnnperf.report.rows import environment_changes, record_kernel_lines, verdict_counts
+    from pytest_rnnperf.report.text import fit
     from pytest_rnnperf.judge.verdicts import Outcome, Verdict, compare_runs
 
     try:
@@ -80,7 +89,8 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     if not verdicts:  # e.g. the night torch saw no GPU and skipped every cuDNN case: not a pass
         return 2, [f"error: nothing in common: none of the {len(base.records)} case(s) of {old.name} is in {new}"]
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); thresholds: {thresholds(policy)}"]
-    for v in verdicts:
+    shown = [v for v in verdicts if not (changed and v.outcome is Outcome.UNCHANGED)]
+    for v in shown:
         label = "FLAGGED" if v.outcome is Outcome.REGRESSED_NOT_FAILED else str(v.verdict).upper()
         if v.host_regressed and v.verdict is not Verdict.REGRESSED:
             label = "HOST" if v.fails else "HOST-FLAG"
@@ -91,6 +101,8 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
         if v.drift:
             lines.append(f"{'':<10} {v.drift}")
+        if v.verdict is Verdict.AMBIGUOUS and not v.processes:
+            lines.append(f"{'':<10} {_too_few_processes(v.case_id, runs, policy)}")
         if v.moved:
             kernels = [k.explain() for k in v.kernels] or record_kernel_lines(base.records.get(v.case_id),
                                                                                cur.records.get(v.case_id))
@@ -99,11 +111,25 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     missing = sorted(set(base.records) - set(cur.records))
     if missing:
         lines.append(f"not in {new.name}: {', '.join(missing)}")
-    diff = format_diff(diff_environments(base.environment, cur.environment))
+    diff = environment_changes(base.environment, cur.environment)
     lines.append("environment changes: " + ("; ".join(diff) if diff else "none"))
-    lines.append(f"{len(verdicts)} case(s) compared: " + (verdict_counts(verdicts) or "none in common"))
+    lines.append(f"{len(verdicts)} case(s) compared: " + (verdict_counts(verdicts) or "none in common")
+                 + (f" ({len(verdicts) - len(shown)} unchanged not listed: --changed)" if changed else ""))
     lines += [f"note: {note}" for note in notes]
-    return (1 if any(v.fails for v in verdicts) else 0), lines
+    code = 1 if any(v.fails for v in verdicts) else 0
+    return code, fit(lines, width, hang=11) if width else lines
+
+
+def _too_few_processes(case_id: str, runs: list[Any], policy: Policy) -> str:
+    """Why an ambiguous case was judged one process against one: the history it had, and what would decide it."""
+    from pytest_rnnperf.store.history import case_history
+
+    if not runs:
+        return ("ambiguous with too few processes: OLD is one run, judged one process against one; give its GPU "
+                "model's folder to judge against the processes stored there")
+    have = len(case_history(runs, case_id).processes)
+    return (f"ambiguous with too few processes: {have} stored, {policy.min_processes} needed to judge across "
+            f"processes (record with --rnnperf-record-processes, or keep nightly runs with --rnnperf-keep-run)")
 
 
 def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any, tuple[str, ...]]:

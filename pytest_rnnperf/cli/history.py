@@ -64,5 +64,7 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     for module, wanted in (("rich", True), ("matplotlib", args.plot is not None)):
         if wanted and (missing := missing_library(module)) is not None:  # an install problem, not a bug (exit 3)
             return 2, [f"error: history {missing}"]
+    from pytest_rnnperf.report.text import terminal_width
+
     return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json, args.html,
-                         args.since)
+                         args.since, terminal_width())

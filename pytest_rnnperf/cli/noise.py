@@ -21,13 +21,17 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``noise`` for parsed arguments."""
-    return noise_files(args.runs, args.out)
+    from pytest_rnnperf.report.text import terminal_width
+
+    return noise_files(args.runs, args.out, terminal_width())
 
 
-def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]]:
-    """Exit code and lines for ``noise``: per case, the device-time spread and the threshold it justifies."""
+def noise_files(paths: Sequence[Path], out: Path | None, width: int | None = None) -> tuple[int, list[str]]:
+    """Exit code and lines for ``noise``: per case, the device-time spread and the threshold it justifies (within
+    ``width``; None: as wide as its cells)."""
     from pytest_rnnperf.judge.noise import measure
     from pytest_rnnperf.model.records import BaselineError
+    from pytest_rnnperf.report.text import fit, text_table
 
     if len(paths) < 2:
         return 2, ["error: noise needs at least two stored runs"]
@@ -52,9 +56,9 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
         return 2, [f"error: {', '.join(f'{k} moved {v:.0%}' for k, v in wide)} between these runs: at most 100% for "
                    f"null runs; leave out the runs where something changed"]
     floor = DEFAULT.device_min_effect
-    lines = [f"{'case':<52} {'device spread':>13} {'threshold':>9}"]
-    for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1]):
-        lines.append(f"{case_id:<52} {value:>13.1%} {result.effect(case_id, floor):>9.1%}")
+    rows = [[case_id, f"{value:.1%}", f"{result.effect(case_id, floor):.1%}"]
+            for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1])]
+    lines = text_table(["case", "device spread", "threshold"], rows, right={1, 2}, width=width)
     lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {result.raised(floor)} judged above {floor:.0%}")
     if out is not None:
         from pytest_rnnperf.store.baselines import write_json
@@ -64,4 +68,4 @@ def noise_files(paths: Sequence[Path], out: Path | None) -> tuple[int, list[str]
         except OSError as exc:  # a read-only folder, a file where a folder should be, a file that appeared
             return 2, [f"error: cannot write {out}: {exc.strerror or exc}"]
         lines.append(f"written: {out}")
-    return 0, lines
+    return 0, fit(lines, width) if width else lines

@@ -38,17 +38,21 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
             return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
                        f"of them: {', '.join(str(folder / m) for m in models)}"]
         return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
+    from pytest_rnnperf.report.text import terminal_width
+
     runs = list(loaded.runs)
-    code, lines = kernel_table(runs, args.case) if args.case is not None else (0, case_table(runs))
+    code, lines = (kernel_table(runs, args.case, terminal_width()) if args.case is not None
+                   else (0, case_table(runs, terminal_width())))
     if code == 0:  # an error stays one line
         lines += [f"note: {note}" for note in loaded.notes]
     return code, lines
 
 
-def case_table(runs: list[Any]) -> list[str]:
-    """One row per case: processes, noise between them, the smallest regression a new process is failed for."""
+def case_table(runs: list[Any], width: int | None = None) -> list[str]:
+    """One row per case: processes, noise between them, the smallest regression a new process is failed for
+    (within ``width``; None: as wide as its cells)."""
     from pytest_rnnperf.judge.sensitivity import sensitivity
-    from pytest_rnnperf.report.text import text_table
+    from pytest_rnnperf.report.text import fit, text_table
     from pytest_rnnperf.store.history import case_history, case_ids
 
     rows, found = [], []
@@ -60,40 +64,48 @@ def case_table(runs: list[Any]) -> list[str]:
         found.append(s)
         rows.append([case_id, str(s.processes), s.metric, "-" if s.noise is None else f"{s.noise:.2%}",
                      "-" if s.smallest is None else f"{s.smallest:.1%}", history.since, s.status])
-    lines = text_table(["case", "processes", "metric", "noise", "smallest", "since", "status"], rows, right={1, 3, 4})
+    lines = text_table(["case", "processes", "metric", "noise", "smallest", "since", "status"], rows, right={1, 3, 4},
+                       width=width)
     few = [s.case_id for s in found if s.smallest is None]
     noisy = [s.case_id for s in found if s.smallest is not None and s.smallest > s.floor]
     lines.append(f"{len(found)} case(s): {len(found) - len(few) - len(noisy)} resolve their floor, {len(noisy)} limited by "
                  f"their own noise, {len(few)} need {DEFAULT.min_processes} processes (record with "
                  f"--rnnperf-record-processes, or keep nightly runs with --rnnperf-keep-run)")
-    return lines
+    return fit(lines, width) if width else lines
 
 
-def kernel_table(runs: list[Any], case_id: str) -> tuple[int, list[str]]:
-    """The cuDNN side's kernels of one case in every process of its history (ms/step), center and noise."""
+def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tuple[int, list[str]]:
+    """The cuDNN side's kernels of one case in every process of its history (ms/step), center and noise; within
+    ``width``, the newest processes that fit (the center and noise still count them all)."""
     from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
-    from pytest_rnnperf.report.text import text_table
+    from pytest_rnnperf.report.text import fit, text_table
     from pytest_rnnperf.store.history import case_history
 
     history = case_history(runs, case_id)
     if not history.processes:
         return 2, [f"error: no stored run holds {case_id}"]
+    # A process's column is about 10 characters wide with its gap; the kernel name, median and noise keep ~60.
+    shown = len(history.processes) if width is None else max(1, min(len(history.processes), (width - 60) // 11))
     names = list(dict.fromkeys(n for s in history.processes for n in s.kernels))
     rows = []
     for name in names:
         values = [s.kernels.get(name, 0.0) for s in history.processes]
         present = [v for v in values if v > 0]
         noise = spread(present).noise if len(present) >= 3 else None
-        rows.append([name[:60]] + [f"{v * 1e3:.4f}" if v else "-" for v in values]
+        rows.append([name[:60]] + [f"{v * 1e3:.4f}" if v else "-" for v in values[-shown:]]
                     + [_median_ms(present), "-" if noise is None else f"{noise:.2%}"])
     busy = [s.get("busy") or 0.0 for s in history.processes]
     timed = [b for b in busy if b > 0]  # a process without device time (no CUPTI) has no busy time to show
-    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" if v else "-" for v in busy]
+    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" if v else "-" for v in busy[-shown:]]
                 + [_median_ms(timed), f"{spread(timed).noise:.2%}" if len(timed) >= 3 else "-"])
-    header = ["kernel (ms/step)"] + [s.source for s in history.processes] + ["median", "noise"]
+    header = ["kernel (ms/step)"] + [s.source for s in history.processes[-shown:]] + ["median", "noise"]
     lines = [f"{case_id}: {len(history.processes)} processes since {history.since} (noise: 1.4826 x MAD of the logs, "
              f"at least {NOISE_FLOOR:.1%}; '-' = did not run)"]
-    return 0, lines + text_table(header, rows, right=set(range(1, len(header))))
+    if shown < len(history.processes):
+        lines.append(f"the newest {shown} processes shown (a wider terminal shows more); median and noise of all "
+                     f"{len(history.processes)}")
+    table = text_table(header, rows, right=set(range(1, len(header))), width=width)
+    return 0, fit(lines, width) + table if width else lines + table
 
 
 def _median_ms(values: list[float]) -> str:

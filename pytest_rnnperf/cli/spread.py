@@ -23,16 +23,20 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``spread`` for parsed arguments."""
-    return spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu)
+    from pytest_rnnperf.report.text import terminal_width
+
+    return spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu, terminal_width())
 
 
 def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
-                 allow_other_gpu: bool = False) -> tuple[int, list[str]]:
-    """Exit code (0 within target, 1 not) and lines: per case, the speedup and cuDNN-time spread across runs."""
+                 allow_other_gpu: bool = False, width: int | None = None) -> tuple[int, list[str]]:
+    """Exit code (0 within target, 1 not) and lines: per case, the speedup and cuDNN-time spread across runs (the
+    table within ``width``; None: as wide as its cells)."""
     import numpy as np
 
     from pytest_rnnperf.model.records import BaselineError
     from pytest_rnnperf.model.stats import spread
+    from pytest_rnnperf.report.text import fit, text_table
 
     if len(paths) < 2:
         return 2, ["error: spread needs at least two runs"]
@@ -44,7 +48,7 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     if not common:
         return 2, ["error: the runs share no cuDNN case"]
     below = Policy().host_bound_below
-    lines = [f"{'case':<48} {'speedups':>28} {'spread':>7} {'cuDNN ms':>26} {'spread':>7}"]
+    rows: list[list[str]] = []
     held: list[float] = []
     time_spread: dict[bool, list[float]] = {True: [], False: []}  # host-bound? -> cuDNN-time spreads
     for case_id in common:
@@ -58,8 +62,9 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
         busy = [b for b in (rec.gpu_busy for rec in recs) if b is not None]
         if busy:
             time_spread[min(busy) < below].append(s_t)
-        lines.append(f"{case_id:<48} {' '.join(f'{v:.2f}x' for v in speedups):>28} {s_sp:>6.1%}{'' if counted else '*'} "
-                     f"{' '.join(f'{v:.3f}' for v in times):>26} {s_t:>6.1%}")
+        rows.append([case_id, " ".join(f"{v:.2f}x" for v in speedups), f"{s_sp:.1%}" + ("" if counted else "*"),
+                     " ".join(f"{v:.3f}" for v in times), f"{s_t:.1%}"])
+    lines = text_table(["case", "speedups", "spread", "cuDNN ms", "spread"], rows, right={1, 2, 3, 4}, width=width)
     within = sum(v <= target for v in held)
     if held:
         lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
@@ -74,4 +79,4 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
         if values:
             lines.append(f"cuDNN-time spread, {label}: {len(values)} cases, median {np.median(values):.1%}, max "
                          f"{max(values):.1%}; {sum(v <= target for v in values)}/{len(values)} within {target:.0%}")
-    return (0 if within == len(held) else 1), lines
+    return (0 if within == len(held) else 1), fit(lines, width) if width else lines

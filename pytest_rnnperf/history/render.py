@@ -11,7 +11,7 @@ from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseHist
 from pytest_rnnperf.history.runs import load_runs
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
 from pytest_rnnperf.model.records import BaselineError, StoredRun
-from pytest_rnnperf.report.text import text_table
+from pytest_rnnperf.report.text import fit, text_table
 from pytest_rnnperf.store.baselines import among_stored_runs, output_problem, writable_problem, write_json
 
 
@@ -52,41 +52,45 @@ def count_line(history: History, window: Window | None = None) -> str:
     return line + (f"; {earlier} earlier, outside the window (not counted)" if earlier else "")
 
 
-def table_lines(history: History, window: Window | None = None) -> list[str]:
-    """The table: per GPU model and case, the series' ends, its noise and each change point on a line."""
+def _slower(model: ModelHistory, case: CaseHistory, cp: ChangePoint, window: Window | None) -> str:
+    """How a change point is marked: toward slower (inside the window, or before it), or not at all."""
+    if not case.regressing(cp):
+        return ""
+    return " (slower, before the window)" if window is not None and not window.holds(model, case.at(cp)) else " (slower)"
+
+
+def table_lines(history: History, window: Window | None = None, width: int | None = None) -> list[str]:
+    """The table: per GPU model and case, the series' ends, its noise and its change points (within ``width``;
+    None: as wide as its cells), then the one count."""
     m = history.metric
-    header = ["GPU model", "case", "runs", "noise", f"first {m.unit}", f"last {m.unit}", "total", "kind",
-              "change point (run, start)", "before", "after", "shift"]
+    several = len(history.models) > 1  # one model: named in the first line, not on every row
+    header = ["case", "runs", "noise", f"first -> last {m.unit}", "total", "change points (run, start)"]
     rows: list[list[str]] = []
     for model in history.models:
         for case in model.cases:
             name = case.case_id + (f" [{case.metric}]" if case.metric != m.name else "")
             first, last = case.values[0], case.values[-1]
-            head = [model.gpu, name, str(len(case.values)),
-                    "-" if case.detection is None else f"{case.detection.noise:.2%}",
-                    _value(case.metric, first), _value(case.metric, last), f"{last / first - 1:+.1%}"]
-            if case.detection is None:
-                rows.append(head + ["-", f"too few runs (< {MIN_RUNS})", "", "", ""])
-            elif not case.change_points:
-                rows.append(head + ["-", "none", "", "", ""])
-            for k, cp in enumerate(case.change_points):
-                outside = window is not None and not window.holds(model, case.at(cp))
-                kind = cp.kind + ((" (slower, before the window)" if outside else " (slower)")
-                                  if case.regressing(cp) else "")
-                rows.append((head if k == 0 else [""] * len(head))
-                            + [kind, _where(model, case, cp), _value(case.metric, cp.before),
-                               _value(case.metric, cp.after), f"{cp.shift:+.1%}"])
+            changes = "; ".join(f"{cp.kind}{_slower(model, case, cp, window)} {cp.shift:+.1%} at "
+                                f"{_where(model, case, cp)}: {_value(case.metric, cp.before)} -> "
+                                f"{_value(case.metric, cp.after)}" for cp in case.change_points)
+            rows.append([model.gpu] * several + [
+                name, str(len(case.values)), "-" if case.detection is None else f"{case.detection.noise:.2%}",
+                f"{_value(case.metric, first)} -> {_value(case.metric, last)}", f"{last / first - 1:+.1%}",
+                f"too few runs (< {MIN_RUNS})" if case.detection is None else changes or "none"])
     runs = sum(len(model.runs) for model in history.models)
-    lines = [f"{m.label} over {runs} stored run(s) of {len(history.models)} GPU model(s), never mixed; change "
+    models = (f"{len(history.models)} GPU models" if several
+              else history.models[0].gpu if history.models else "no GPU model")
+    lines = [f"{m.label} over {runs} stored run(s) of {models}, never mixed; change "
              f"points: ruptures PELT (L2 cost on log values), penalty {PENALTY:g}*noise^2*ln(runs); shifts under "
              f"{history.min_shift:.1%} not reported"]
-    lines += text_table(header, rows, right={2, 3, 4, 5, 6, 9, 10, 11})
+    right = {1, 2, 3, 4}
+    lines += text_table(["GPU model"] * several + header, rows, right={i + several for i in right}, width=width)
     for note in history.notes:
         lines.append(f"note: {note}")
     for model in history.models:
         lines += [f"note: {model.gpu}: {note}" for note in model.notes]
     lines.append(count_line(history, window))
-    return lines
+    return fit(lines, width) if width else lines
 
 
 def to_dict(history: History, window: Window | None = None) -> dict[str, Any]:
@@ -176,9 +180,9 @@ def plot(history: History, folder: Path) -> list[Path]:
 def history_files(paths: Sequence[Path], metric: str = "device", fallback: str = "skip",
                   min_shift: float = DEFAULT_MIN_SHIFT, plot_dir: Path | None = None,
                   json_path: Path | None = None, html_dir: Path | None = None,
-                  since: Window | None = None) -> tuple[int, list[str]]:
+                  since: Window | None = None, width: int | None = None) -> tuple[int, list[str]]:
     """Exit code (0 no change toward slower within ``since``, 1 one, 2 bad input) and the lines to print for
-    ``history``."""
+    ``history`` (the table within ``width``)."""
     from importlib.util import find_spec
 
     from pytest_rnnperf.history.site import site_problem
@@ -205,7 +209,7 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
         return 2, [f"error: history needs at least two stored runs, found {len(loaded.runs)} in "
                    f"{', '.join(map(str, paths))}"] + [f"note: {n}" for n in loaded.notes]
     history = analyse(loaded.runs, metric, fallback, min_shift, loaded.notes)
-    lines = table_lines(history, since)
+    lines = table_lines(history, since, width)
     code = 1 if history.slower(since) else 0
     if plot_dir is not None:
         try:

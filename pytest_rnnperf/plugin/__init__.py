@@ -597,15 +597,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     ours.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
     _report_files(config, ours)
+    if not ours.settings.benchmark_tables:
+        from pytest_rnnperf.plugin.benchmark import move_tables
+
+        line = move_tables(benchmark_session(config), ours.settings.report_dir)
+        if line is not None:
+            ours.notes.append(line)
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Summary table of every measured case, the framework environment, and the report files written."""
-    from pytest_rnnperf.report.text import summary_lines
+@pytest.hookimpl(wrapper=True)  # around every plugin's summary: ours prints after pytest-benchmark's, whatever
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,  # the order plugins were loaded in
+                            config: pytest.Config) -> Generator[None, None, None]:
+    """The rnnperf summary as the last block: what failed or regressed and what changed, then every case's table."""
+    try:
+        return (yield)
+    finally:  # also when pytest-benchmark's --benchmark-compare-fail raised in its own summary
+        _write_summary(terminalreporter, config)
+
+
+def _write_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Write the rnnperf summary within the terminal's width (80 to 200 columns)."""
+    from pytest_rnnperf.report.text import summary_lines, terminal_width
 
     session = _session(config)
     if not session.results and not session.cross and not session.skipped and not session.notes and not session.claims:
         return
+    terminalreporter.ensure_newline()  # else the first line of the section comes after a blank one
     terminalreporter.section("rnnperf summary")
-    for line in summary_lines(session, session.report_rows):
+    width = terminal_width(config.get_terminal_writer().fullwidth)
+    for line in summary_lines(session, session.report_rows, width):
         terminalreporter.write_line(line)

@@ -320,3 +320,68 @@ def compare_without_our_section(benchmarksession: Any, machine_info: dict[str, A
         else:
             machine_info["rnnperf"] = ours
 
+
+
+TABLES_FILE = "benchmark.txt"  # pytest-benchmark's tables of the rnnperf timings, beside rnnperf.json
+
+
+class _TextWriter:
+    """The terminal reporter's methods pytest-benchmark's table writes through, collecting the text instead."""
+
+    def __init__(self) -> None:
+        """Start with no text."""
+        self.parts: list[str] = []
+
+    def write(self, text: str, **markup: Any) -> None:
+        """Text as it is (colours dropped)."""
+        self.parts.append(text)
+
+    def write_line(self, line: str, **markup: Any) -> None:
+        """A line of text."""
+        self.parts.append(line + "\n")
+
+    def rewrite(self, line: str, **markup: Any) -> None:
+        """A progress line: nothing for a file."""
+
+
+def _tables_text(bs: Any, groups: list[Any]) -> str:
+    """pytest-benchmark's terminal tables of ``groups``, as text (its histograms drawn as usual, if asked for)."""
+    from functools import partial
+
+    from pytest_benchmark.table import TableResults
+    from pytest_benchmark.utils import report_noprogress
+
+    writer = _TextWriter()
+    TableResults(columns=bs.columns, sort=bs.sort, histogram=bs.histogram, name_format=bs.name_format,
+                 logger=bs.logger, scale_unit=partial(bs.config.hook.pytest_benchmark_scale_unit, config=bs.config),
+                 ).display(writer, groups, progress_reporter=report_noprogress)
+    return "".join(writer.parts)
+
+
+def move_tables(bs: Any, report_dir: str) -> str | None:
+    """Take pytest-benchmark's tables of the rnnperf timings out of the terminal, into ``report_dir``/benchmark.txt.
+
+    Each case prints a table of its own there, about ten lines: hundreds of lines that pushed the rnnperf summary
+    off the screen. A user's own benchmarks keep theirs. Returns the summary's line about it (None: nothing moved).
+    """
+    if bs is None or not bs.groups:
+        return None
+    ours = [g for g in bs.groups if all("rnnperf" in (b.get("extra_info") or {}) for b in g[1])]
+    if not ours:
+        return None
+    where = "not written (--rnnperf-report-dir=none)"
+    if report_dir and report_dir.lower() != "none":
+        path = Path(report_dir) / TABLES_FILE
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_tables_text(bs, ours), encoding="utf-8")
+            where = f"in {path}"
+        except OSError as exc:
+            where = f"not written to {path}: {exc.strerror or exc}"
+    rest = [g for g in bs.groups if not any(g is o for o in ours)]
+    if rest:
+        bs.groups = rest
+    else:  # no groups would skip its --benchmark-compare-fail check too; quiet skips the tables only
+        bs.quiet = True
+    return (f"pytest-benchmark: its tables of {len(ours)} case(s) {where} (--rnnperf-benchmark-tables prints them "
+            f"here; --benchmark-json keeps every timing)")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
-                                        CaseRow, Rows, Samples, VerdictRow, change_text, cudnn_not_run)
+                                        CaseRow, Rows, Samples, VerdictRow, change_text, not_run)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
@@ -499,9 +499,8 @@ def status_line(rows: Rows) -> tuple[str, str]:
         failed = sum(outcome_kind(w) == "failed" for w in words)
         held = sum(outcome_kind(w) == "not failed" for w in words)
         return f"{status}: {failed} case(s) failed" + (f", {held} regressed without failing" if held else ""), "fail"
-    missing = cudnn_not_run(rows)
-    if status == STATUSES[2] and missing:
-        return f"{missing} cuDNN case{'s' if missing != 1 else ''} not run: no GPU", "warn"
+    if rows.no_gpu and status == not_run(rows.no_gpu):
+        return status, "warn"
     return status, "ok" if status == STATUSES[2] else "fail"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pytest_rnnperf.report.rows import CROSS_HEADER, STATUSES, CaseRow, Rows, build_rows, shown as _v
+from pytest_rnnperf.report.rows import CROSS_HEADER, CaseRow, Rows, build_rows, shown as _v, status_of
 from pytest_rnnperf.report.text import device_lines, xdist_line, model_title
 from pytest_rnnperf.report.view import RunView
 
@@ -38,9 +38,9 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
     """The Markdown summary for CI job pages: verdict counts, the results table, what changed."""
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: one section per model
-        parts = [markdown(view).splitlines() for view in views]
-        worst = min(STATUSES.index(p[0].split(": ", 1)[1]) for p in parts)
-        grouped = [f"## pytest-rnnperf: {STATUSES[worst]}", ""] + _worker_markdown(run)
+        view_rows = [build_rows(view) for view in views]
+        parts = [markdown(view, r).splitlines() for view, r in zip(views, view_rows)]
+        grouped = [f"## pytest-rnnperf: {status_of(view_rows)}", ""] + _worker_markdown(run)
         for view, part in zip(views, parts):
             grouped += [f"## GPU model {model_title(run, view)}", ""] + part[2:] + [""]
         return "\n".join(grouped) + "\n"

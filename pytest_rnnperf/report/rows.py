@@ -23,9 +23,16 @@ VERDICT_HEADER = ("case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95%
                   "verdict")
 STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
 COMPARISON_HEADER = ("metric", "baseline", "now", "ratio [95% CI]", "p", "threshold", "verdict")
+ANSWER_HEADER = ("case", "metric", "change [95% CI]", "threshold", "verdict")
 # How the session says why a cuDNN case (or a model's cuDNN side) did not run: no GPU visible to its framework.
 NEEDS_GPU = "cuDNN case needs a GPU"
 ROUND_SPEEDUP = "speedup, median of rounds"  # the judged speedup: each round's generic/cuDNN, their median
+# The environment fields that explain most regressions, in the order a reader checks them (the rest follow).
+ENV_RANKS = (("driver", r"(^|\.)driver_version$"),
+             ("CUDA", r"(^|\.)(cuda_build|cuda_runtime|cuda_driver_version|cudart_library|cuda_plugin)$"
+                      r"|^cuda_runtime_wheel$"),
+             ("cuDNN", r"(^|\.)(cudnn_version|cudnn_library|cudnn_build|cudnn_runtime)$|^cudnn_wheel$"),
+             ("framework", r"^(torch|tensorflow|keras|jax|jaxlib)$|(^|\.)([a-z_]+_)?version$"))
 
 
 def shown(value: str) -> str:
@@ -163,6 +170,8 @@ class Rows:
     baseline: str = ""
     skipped: tuple[tuple[str, int], ...] = ()  # each reason cases were skipped for, and how many
     time: TimeSpent | None = None  # where the time went: each phase, per backend, and the run's wall time
+    no_gpu: int = 0  # cuDNN cases (or sides of a model's check) not run for want of a GPU
+    answer: tuple[AnswerRow, ...] = ()  # the failed and regressed cases, what the summary leads with
 
     @property
     def paired(self) -> tuple[CaseRow, ...]:
@@ -175,18 +184,21 @@ class Rows:
         return tuple(r for r in self.cases if not r.paired)
 
     @property
+    def gates_failed(self) -> bool:
+        """A case, a cross-framework check or a claims row broke what it promises."""
+        return (not all(r.gates_ok for r in self.cases) or not self.cross_ok
+                or any(c.failure for c in self.claims))  # a claims row that broke a promise of the product
+
+    @property
     def status(self) -> str:
-        """"regressions found", "gate failures" or "all checks passed"."""
-        if any(v.verdict.fails for v in self.verdicts):
-            return STATUSES[0]
-        bad = (not all(r.gates_ok for r in self.cases) or not self.cross_ok
-               or any(c.failure for c in self.claims))  # a claims row that broke a promise of the product
-        return STATUSES[1] if bad else STATUSES[2]
+        """"regressions found", "gate failures", "N cuDNN cases not run: no GPU" or "all checks passed"."""
+        return status_of([self])
 
     def as_dict(self) -> dict[str, Any]:
         """The rows as JSON: each table's header and cells, as the terminal and Markdown show them."""
         return {
             "status": self.status,
+            "no_gpu": self.no_gpu,
             "cases": [dict(r.cells, verdict="-" if r.verdict is None else str(r.verdict.outcome)) for r in self.cases],
             "cross": [dict(zip(CROSS_HEADER, row)) for row in self.cross],
             "verdicts": [dict(zip(VERDICT_HEADER, v.cells), kernels=list(v.kernels)) for v in self.verdicts],
@@ -195,19 +207,51 @@ class Rows:
         }
 
 
+@dataclass(frozen=True)
+class AnswerRow:
+    """A failed or regressed case as the summary leads with it: what moved, by how much, against which threshold."""
+
+    case: str
+    cells: tuple[str, ...]  # ANSWER_HEADER
+    kernels: tuple[str, ...] = ()  # the cuDNN side's kernels that moved
+
+
+def status_of(parts: Sequence[Rows]) -> str:
+    """The worst status of one run's rows (or of each GPU model's rows of a pytest-xdist run)."""
+    if any(v.verdict.fails for rows in parts for v in rows.verdicts):
+        return STATUSES[0]
+    if any(rows.gates_failed for rows in parts):
+        return STATUSES[1]
+    # Skipped cuDNN cases are no pass: a CPU runner checked the generic paths only.
+    return not_run(sum(rows.no_gpu for rows in parts)) or STATUSES[2]
+
+
+def not_run(count: int) -> str:
+    """e.g. "12 cuDNN cases not run: no GPU" (empty for none)."""
+    return f"{count} cuDNN case{'s' if count != 1 else ''} not run: no GPU" if count else ""
+
+
+def no_gpu_count(run: RunView) -> int:
+    """The cuDNN cases skipped for want of a GPU, and the models checked without their cuDNN side for that reason."""
+    skipped = sum(reason.startswith(NEEDS_GPU) for _, reason in run.skipped)
+    return skipped + sum(any(n.startswith(f"cuDNN side not run: {NEEDS_GPU}") for n in r.notes) for r in run.results)
+
+
 def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None) -> Rows:
     """Walk the run once: every renderer draws these rows instead of reading the results itself.
 
     ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run; ``collection_s``:
     how much of it collection took.
     """
+    cases = tuple(case_row(r, run) for r in run.results)
+    verdicts = tuple(verdict_row(v, run) for v in run.verdicts.values())
     return Rows(
         gpu=run.gpu.name if run.gpu.available else "no GPU",
-        cases=tuple(case_row(r, run) for r in run.results),
+        cases=cases,
         cross=tuple(tuple(row) for row in cross_rows(run.cross)),
         cross_ok=all(c.paths_ok and c.parity.ok for c in run.cross),
         claims=tuple(run.claims),
-        verdicts=tuple(verdict_row(v, run) for v in run.verdicts.values()),
+        verdicts=verdicts,
         env_diff=tuple(env_diff_lines(run)),
         unjudged=unjudged_line(run),
         fingerprint=run.fingerprint(),
@@ -215,7 +259,36 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.skipped)),
         time=time_spent(run.results, wall_s, collection_s),
+        no_gpu=no_gpu_count(run),
+        answer=answer_rows(cases, verdicts),
     )
+
+
+def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow]) -> tuple[AnswerRow, ...]:
+    """The regressed cases (each comparison that regressed, and its kernels), then the cases that broke a gate."""
+    from pytest_rnnperf.judge.verdicts import Outcome, Verdict
+
+    out = []
+    for row in verdicts:
+        v = row.verdict
+        if not (v.fails or v.outcome is Outcome.REGRESSED_NOT_FAILED):
+            continue
+        regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
+        # The summed kernel time only where the time itself held: else it repeats the time's regression.
+        moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [v.time]
+        out += [AnswerRow(v.case_id, (v.case_id, c.metric, change_text(c), f"{c.min_effect:.1%}", str(v.outcome)),
+                          row.kernels if k == 0 else ()) for k, c in enumerate(moved)]
+    for case in cases:
+        s = case.speedup
+        if case.cells.get("path") == "WRONG":
+            out.append(AnswerRow(case.id, (case.id, "path", "-", "-",
+                                           "the implementation that ran is not the one claimed")))
+        if case.cells.get("parity err/tol", "").startswith("FAIL"):
+            out.append(AnswerRow(case.id, (case.id, "parity err/tol", case.cells["parity err/tol"][5:], "-", "failed")))
+        if s is not None and s.estimate < case.floor:
+            out.append(AnswerRow(case.id, (case.id, "speedup", f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
+                                           f"floor {case.floor:.1f}x", "below its floor")))
+    return tuple(out)
 
 
 def _count(items: Iterable[str]) -> list[tuple[str, int]]:
@@ -351,14 +424,6 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
     return rows
 
 
-def cudnn_not_run(rows: Rows) -> int:
-    """How many cuDNN cases did not run for want of a GPU: skipped ones, and models timed on their generic side only."""
-    skipped = sum(n for reason, n in rows.skipped if reason.startswith(NEEDS_GPU))
-    halves = sum(any(r.startswith(f"cuDNN side not run: {NEEDS_GPU}") for r in c.detail.remarks)
-                 for c in rows.cases if c.detail is not None)
-    return skipped + halves
-
-
 def change_text(c: Comparison) -> str:
     """A comparison's change with its interval, e.g. "+5.2% [+3.9%, +6.6%]"."""
     return f"{c.ratio.estimate - 1:+.1%} [{c.ratio.low - 1:+.1%}, {c.ratio.high - 1:+.1%}]"
@@ -403,13 +468,24 @@ def unjudged_line(run: RunView) -> str | None:
 
 def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
-    from pytest_rnnperf.measure.environment import diff_environments, format_diff
-
     stored = run.baseline if case_id is None else run.stored_run(case_id)
     if stored is None:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
-    return format_diff(diff_environments(dict(stored.environment), run.environment()))
+    return environment_changes(dict(stored.environment), run.environment())
+
+
+def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """What changed from ``old`` to ``new``, driver, CUDA, cuDNN and framework versions first (ENV_RANKS)."""
+    import re
+
+    from pytest_rnnperf.measure.environment import diff_environments, format_diff
+
+    def rank(change: tuple[str, str, str]) -> int:
+        """The change's place in ENV_RANKS (after them all where it is none of them)."""
+        return next((i for i, (_, pattern) in enumerate(ENV_RANKS) if re.search(pattern, change[0])), len(ENV_RANKS))
+
+    return format_diff(sorted(diff_environments(dict(old), dict(new)), key=rank))  # stable: fingerprint order kept
 
 
 def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]:

@@ -3,17 +3,47 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_rnnperf.judge.verdicts import Verdict
-from pytest_rnnperf.report.rows import (CROSS_HEADER, UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows,
-                                        TimeSpent, build_rows, env_diff_lines, kernel_lines, below_floor,
-                                        shown as _v, time_spent, verdict_counts)
+from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, STATUSES, UNAVAILABLE, VERDICT_HEADER, CaseRow,
+                                        PhaseTotals, Rows, TimeSpent, build_rows, env_diff_lines, kernel_lines,
+                                        below_floor, not_run, shown as _v, time_spent, verdict_counts)
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
     from pytest_rnnperf.model.records import CaseRecord
+
+# The terminal's width is followed within these bounds: below 80 nothing reads well, above 200 lines get hard to
+# follow; the report files keep every column at full width.
+NARROWEST, WIDEST = 80, 200
+FREE_TEXT = 24  # a column with longer cells (after the first) holds free text: it wraps before others give way
+NARROWEST_COLUMN = 12  # no column is made narrower than this to fit
+ENV_SHOWN = 6  # environment changes the summary names before it points to the report files
+
+
+def terminal_width(columns: int | None = None) -> int:
+    """The width to draw for: ``columns`` (pytest's terminal writer), else the terminal's (or $COLUMNS), clamped."""
+    import shutil
+
+    return max(NARROWEST, min(WIDEST, shutil.get_terminal_size().columns if columns is None else columns))
+
+
+def fit(lines: Iterable[str], width: int, hang: int = 2) -> list[str]:
+    """Each line (and each line inside one) wrapped at spaces to ``width``, continued two past its own indent (at
+    least ``hang``: under the case of a line that opens with a label)."""
+    import textwrap
+
+    out: list[str] = []
+    for line in (part for text in lines for part in text.split("\n")):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * max(len(line) - len(line.lstrip(" ")) + 2, hang)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
+    return out
+
 
 def header_lines(run: RunView, scale: str) -> list[str]:
     """The pytest header: GPU fingerprint, software versions, scale (cheap: no framework is imported)."""
@@ -114,8 +144,14 @@ def gate_failures(result: CaseRecord) -> list[str]:
     return problems
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """A plain-text table drawn by rich: a header, a rule, one line per row (columns in ``right`` right-aligned)."""
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int],
+               width: int | None = None) -> list[str]:
+    """A plain-text table drawn by rich: a header, a rule, one line per row (columns in ``right`` right-aligned).
+
+    Within ``width`` (None: as wide as its cells) the free-text columns wrap first; where the rest is still too
+    wide, the widest column gives way: its cells wrap at their spaces, and a word still too long folds onto the
+    next line in the first column (what a row is, a case id) and is cut with an ellipsis in any other.
+    """
     import io
 
     from rich import box
@@ -123,23 +159,101 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     from rich.table import Table
     from rich.text import Text
 
+    natural = _widths(header, rows)
+    if width is None or sum(max(n, len(str(h))) for n, h in zip(natural, header)) + 3 * (len(header) - 1) <= width:
+        limits: list[int | None] = [None] * len(header)  # it fits with its headers on one line
+    else:
+        limits = _column_limits(natural, _widths(header, rows, words=True), width)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for i, name in enumerate(header):
-        table.add_column(Text(name), justify="right" if i in right else "left", no_wrap=True)
+        free = i == 0 or natural[i] > FREE_TEXT
+        table.add_column(Text(name), justify="right" if i in right else "left",
+                         overflow="fold" if free else "ellipsis", max_width=limits[i])
     for row in rows:
         table.add_row(*(Text(str(c)) for c in row))  # Text: "[window: ...]" is data, not rich markup
     out = io.StringIO()
-    # No colour, no wrapping: the lines go to pytest's terminal writer, CI logs and tests as they are.
-    Console(file=out, width=100_000, color_system=None, force_terminal=False, highlight=False).print(table)
+    # No colour: the lines go to pytest's terminal writer, CI logs and tests as they are.
+    Console(file=out, width=width or 100_000, color_system=None, force_terminal=False, highlight=False).print(table)
     return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
 
 
-def cases_table(rows: Sequence[CaseRow]) -> list[str]:
-    """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path."""
+def _widths(header: Sequence[str], rows: Sequence[Sequence[str]], words: bool = False) -> list[int]:
+    """Each column's width as its cells ask (``words``: the longest word of each, what wrapping cannot go under).
+
+    A header wraps at its spaces ("cudnn ms" over "wall/dev"): only its longest word counts.
+    """
+    def size(text: str) -> int:
+        """The cell's length, or its longest word's."""
+        return max((len(w) for w in text.split()), default=0) if words else len(text)
+
+    return [max([len(w) for w in str(name).split()] + [size(str(row[i])) for row in rows])
+            for i, name in enumerate(header)]
+
+
+def fits(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> bool:
+    """The table fits ``width`` with its cells wrapped at their spaces at most."""
+    return sum(_widths(header, rows, words=True)) + 3 * (len(header) - 1) <= width
+
+
+def _column_limits(natural: list[int], words: list[int], width: int) -> list[int | None]:
+    """Each column's largest width so that the table fits ``width`` (its headers wrapped at their spaces).
+
+    rich would shrink every wrapping column alike; this shares the room out: the first column and the free-text
+    columns share what the others leave (the free text at least NARROWEST_COLUMN a column), then the others give
+    way, the widest first: a column whose cells wrap at their spaces, then the first column (its ids fold), then
+    any other (cut with an ellipsis).
+    """
+    gaps = 3 * (len(natural) - 1)  # one space of padding either side of the separator
+    limits: list[int | None] = list(natural)
+    if sum(natural) + gaps <= width:
+        return limits
+    free = [i for i, n in enumerate(natural) if i > 0 and n > FREE_TEXT]
+    widths = {i: n for i, n in enumerate(natural) if i not in free}
+    room = width - gaps - sum(widths.values()) + widths[0]  # what the first column and the free text share
+    if free and widths[0] + sum(natural[i] for i in free) > room:
+        # The first column (what a row is) keeps up to two thirds of it, more where the free text needs less.
+        widths[0] = limits[0] = max(min(widths[0], room * 2 // 3), room - sum(natural[i] for i in free))
+    share = max(room - widths[0], NARROWEST_COLUMN * len(free))
+    for k, i in enumerate(sorted(free, key=natural.__getitem__)):  # the narrowest take their own width first
+        limits[i] = limit = min(natural[i], share // (len(free) - k))
+        share -= limit
+    excess = sum(widths.values()) + sum(limits[i] or 0 for i in free) + gaps - width
+    while excess > 0:  # the others alone are too wide: one gives way, a character at a time
+        wrapping = [i for i in widths if i > 0 and widths[i] > max(words[i], NARROWEST_COLUMN)]
+        first = [0] if widths[0] > NARROWEST_COLUMN else []
+        pool = wrapping or first or [i for i in widths if widths[i] > NARROWEST_COLUMN]
+        if not pool:
+            break  # nothing left to give: rich cuts what still sticks out
+        widest = max(pool, key=widths.__getitem__)
+        widths[widest] -= 1
+        limits[widest] = widths[widest]
+        excess -= 1
+    return limits
+
+
+# The case table's columns a narrow terminal leaves out, the first first (summary.md and rnnperf.json keep them).
+OPTIONAL_COLUMNS = ("J/step", "TFLOP/s (of peak)", "dev", "generic ms wall/dev", "floor")
+
+
+def cases_table(rows: Sequence[CaseRow], width: int | None = None) -> list[str]:
+    """The per-case table: medians, speedup with its interval, floor, TFLOP/s, energy, parity, path (within
+    ``width``, without the OPTIONAL_COLUMNS it has no room for, named in a line under it)."""
     if not rows:
         return []
     header = list(rows[0].cells)
-    return text_table(header, [[row.cells[h] for h in header] for row in rows], right=set(range(1, len(header) - 2)))
+    left_out: list[str] = []
+    for name in OPTIONAL_COLUMNS:
+        if width is None or fits(header, [[row.cells[h] for h in header] for row in rows], width):
+            break
+        if name in header:
+            header.remove(name)
+            left_out.append(name)
+    numbers = [h for h in list(rows[0].cells)[1:-2]]  # the measured columns are right-aligned; parity and path not
+    lines = text_table(header, [[row.cells[h] for h in header] for row in rows],
+                       right={i for i, h in enumerate(header) if h in numbers}, width=width)
+    if left_out:
+        lines.append(f"(not shown at this width: {', '.join(left_out)}; all columns in summary.md and rnnperf.json)")
+    return lines
 
 
 def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
@@ -185,14 +299,36 @@ def _comparison_row(c: Comparison) -> str:
     return f"  {c.metric:<19} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
 
 
-def verdict_lines(rows: Rows) -> list[str]:
-    """The verdict table against the baseline, the cases it cannot judge, and the environment diff when anything moved."""
+def answer_lines(rows: Rows, width: int | None = None) -> list[str]:
+    """What the summary leads with: the status, the failed and regressed cases with the kernels that moved, and
+    what changed in the environment (driver, CUDA, cuDNN and framework versions first)."""
+    lines = [f"rnnperf: {headline(rows)}"]
+    if rows.answer:
+        lines += text_table(ANSWER_HEADER, [a.cells for a in rows.answer], right={2, 3}, width=width)
+        lines += [f"  kernels of {a.case} that moved: " + "; ".join(a.kernels) for a in rows.answer if a.kernels]
+    if rows.answer or any(row.verdict.moved for row in rows.verdicts) or rows.env_diff:
+        shown = list(rows.env_diff[:ENV_SHOWN])
+        if len(rows.env_diff) > ENV_SHOWN:
+            shown.append(f"and {len(rows.env_diff) - ENV_SHOWN} more (rnnperf.json, summary.md)")
+        lines.append("environment changes since the baseline: " + ("; ".join(shown) or "none"))
+    return lines
+
+
+def headline(rows: Rows) -> str:
+    """The run's status, with the cuDNN cases that did not run where the status does not already say so."""
+    missing = not_run(rows.no_gpu)
+    return rows.status + (f"; {missing}" if missing and missing != rows.status else "")
+
+
+def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
+    """The verdict table against the baseline, the cases it cannot judge, and the kernels of the other cases that
+    moved (the failed and regressed ones lead the summary: ``answer_lines``)."""
     unjudged = [rows.unjudged] if rows.unjudged else []
     if not rows.verdicts:
         return [""] + unjudged if unjudged else []
     lines = ["", "against the history (xN: the median of N stored processes; else the newest stored record) -- cuDNN "
                  "device time decides, wall time where either has none; see docs/judging.md:"]
-    lines += text_table(VERDICT_HEADER, [row.cells for row in rows.verdicts], right={2, 3, 4})
+    lines += text_table(VERDICT_HEADER, [row.cells for row in rows.verdicts], right={2, 3, 4}, width=width)
     lines.append("verdicts: " + verdict_counts(row.verdict for row in rows.verdicts))
     lines += unjudged
     for row in rows.verdicts:
@@ -200,9 +336,9 @@ def verdict_lines(rows: Rows) -> list[str]:
         if v.host_regressed and not v.fails:
             lines.append(f"host overhead of {v.case_id}: {v.host_line()} (reported, not failed; --rnnperf-fail-host "
                          f"fails on it)")
-    lines += [f"kernels of {row.verdict.case_id}: " + "; ".join(row.kernels) for row in rows.verdicts if row.kernels]
-    if any(row.verdict.moved for row in rows.verdicts) or rows.env_diff:
-        lines.append("environment changes since the baseline: " + ("; ".join(rows.env_diff) or "none"))
+    answered = {a.case for a in rows.answer}
+    lines += [f"kernels of {row.verdict.case_id}: " + "; ".join(row.kernels) for row in rows.verdicts
+              if row.kernels and row.verdict.case_id not in answered]
     return lines
 
 
@@ -256,37 +392,38 @@ def model_title(run: RunView, view: RunView) -> str:
     return f"{view.gpu.name} ({', '.join(w.id for w in run.models().get(view.gpu.gpu_slug, []))})"
 
 
-def summary_lines(run: RunView, rows: Rows | None = None) -> list[str]:
-    """Everything the terminal summary prints: environment, the tables, verdicts, skips, warnings, notes."""
+def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = None) -> list[str]:
+    """Everything the terminal summary prints, within ``width``: first the answer (status, what failed or regressed,
+    what changed), then the environment, the tables, verdicts, skips, warnings and notes."""
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: each model's tables against its own baselines
         grouped = [xdist_line(run)]
         for view in views:
-            grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view)
-        return grouped + ([""] + list(run.notes) if run.notes else [])
-    lines: list[str] = [xdist_line(run), ""] if run.worker_runs else []
+            grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view, width=width)
+        grouped += [""] + list(run.notes) if run.notes else []
+        return fit(grouped, width) if width else grouped
+    rows = rows or build_rows(run)
+    lines: list[str] = answer_lines(rows, width) + [""]
+    lines += [xdist_line(run), ""] if run.worker_runs else []
     for name, fields in sorted(run.runtime.items()):
         lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
     lines += [f"warning: {w}" for w in library_warnings(run)]
-    rows = rows or build_rows(run)
     if rows.paired:
         lines += ["", "cuDNN vs generic (medians per step, wall/device ms; speedup = generic/cuDNN):"]
-        lines += cases_table(rows.paired)
+        lines += cases_table(rows.paired, width)
     if rows.alone:
-        lines += ["", "generic path vs float64 reference:"] + cases_table(rows.alone)
+        lines += ["", "generic path vs float64 reference:"] + cases_table(rows.alone, width)
     if rows.cross:
         lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
-        lines += text_table(CROSS_HEADER, rows.cross, right=set())
+        lines += text_table(CROSS_HEADER, rows.cross, right=set(), width=width)
     if rows.claims:
         from pytest_rnnperf.judge.claims import HEADER, table_rows
 
-        lines += ["", "claims (the folklore, measured on this machine):"] + text_table(HEADER, table_rows(rows.claims), set())
+        lines += ["", "claims (the folklore, measured on this machine):"]
+        lines += text_table(HEADER, table_rows(rows.claims), set(), width=width)
     if run.skipped:
-        reasons: dict[str, int] = {}
-        for _, reason in run.skipped:
-            reasons[reason] = reasons.get(reason, 0) + 1
-        lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in reasons.items()]
-    lines += verdict_lines(rows)
+        lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in rows.skipped]
+    lines += verdict_lines(rows, width)
     # Window flags are warnings (the measurement may be off); notes are facts about the case (compile time, a side
     # that did not run, an energy window too short to mean much).
     warned = [f"warning: {r.id}: {w}" for r in run.results for w in r.warnings if w not in r.notes]
@@ -295,6 +432,8 @@ def summary_lines(run: RunView, rows: Rows | None = None) -> list[str]:
         lines += [""] + warned + noted
     lines += device_lines(run, rows.time)
     lines += ["", run.baseline_status()] + list(run.notes)
+    if rows.status != STATUSES[2]:  # the block's last line repeats the answer for a reader at the bottom
+        lines += ["", f"rnnperf: {headline(rows)}"]
     while lines and not lines[0]:
         lines.pop(0)  # sections open with a blank line; the first needs none
-    return lines
+    return fit(lines, width) if width else lines

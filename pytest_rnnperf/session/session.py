@@ -42,7 +42,7 @@ from pytest_rnnperf.model.timing import Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
-from pytest_rnnperf.report.rows import Rows
+from pytest_rnnperf.report.rows import NEEDS_GPU, Rows
 
 RECORD_HINT = "record one with: the same pytest command plus --rnnperf-update-baseline"
 
@@ -314,7 +314,7 @@ class RnnperfSession:
         if not self.gpu.available:
             return "baselines: none compared (no GPU)"
         if self.baseline is not None:
-            line = f"baseline: {self.baseline.path} ({self.baseline.datetime or 'undated'})"
+            line = f"baseline: {shown_path(self.baseline.path)} ({self.baseline.datetime or 'undated'})"
             # Only the cases this run judged: a -k selection must not list the files of cases it left out.
             ran = {r.id for r in self.results} or None
             earlier = {r.path.name: sum(1 for c in r.records if c not in self.baseline.records and self.stored_run(c) is r
@@ -374,7 +374,7 @@ class RnnperfSession:
         reason = backend.unavailable_reason()
         if reason is None and cudnn:
             gpu = backend.gpu_unavailable_reason()
-            reason = f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+            reason = f"{NEEDS_GPU}: {gpu}" if gpu else self.parallel_reason()
         return reason
 
     def _judged(self, case_id: str, record: CaseRecord, remeasure: Callable[[], CaseRecord]) -> CaseRecord:
@@ -492,7 +492,7 @@ class RnnperfSession:
         if base is not None:
             return base, base
         gpu = backend.gpu_unavailable_reason()
-        return None, f"cuDNN case needs a GPU: {gpu}" if gpu else self.parallel_reason()
+        return None, f"{NEEDS_GPU}: {gpu}" if gpu else self.parallel_reason()
 
     def measure_model(self, case: ModelCase, build: Callable[[], Any], inputs: Any, settings: Settings,
                       disabled: bool = False, options: ModelOptions | None = None,
@@ -646,10 +646,10 @@ class RnnperfSession:
             self.unrecorded = True
             return [f"run not kept: {exc}"]
         if not regressed:
-            return [f"run kept for the history: {path}"]
+            return [f"run kept for the history: {shown_path(path)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        return [f"run kept for the history: {path}, without the {len(regressed)} case(s) that regressed (reported, "
-                f"not failed), so that their history does not learn the change: {shown}"]
+        return [f"run kept for the history: {shown_path(path)}, without the {len(regressed)} case(s) that regressed "
+                f"(reported, not failed), so that their history does not learn the change: {shown}"]
 
     def _write_baseline(self, gpu_slug: str, data: dict[str, Any]) -> str:
         """Write ``data`` as the next baseline file of ``gpu_slug``; the summary's line."""
@@ -667,7 +667,7 @@ class RnnperfSession:
         except BaselineError as exc:
             self.unrecorded = True
             return f"baseline not recorded: {exc}"
-        return f"baseline recorded: {path}"
+        return f"baseline recorded: {shown_path(path)}"
 
     def _record_model(self, gpu_slug: str, workers: list[WorkerRun], benchmark_json: Callable[..., dict[str, Any]]) -> str:
         """The baseline file of one GPU model from its pytest-xdist workers; refused where they measured differently."""
@@ -908,3 +908,12 @@ def fingerprint_conflicts(workers: list[WorkerRun]) -> list[str]:
 
 
 __all__ = ["ModelError", "RnnperfSession", "Skipped", "UsageProblem", "WorkerRun"]
+
+
+def shown_path(path: Path) -> str:
+    """A path as the summary names it: relative to the current folder where it lies inside it (a CI log's lines
+    stay short), else as it is."""
+    try:
+        return str(path.relative_to(Path.cwd())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)

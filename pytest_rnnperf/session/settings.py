@@ -255,6 +255,9 @@ SETTINGS: tuple[Setting, ...] = (
             "('none' to write nothing)", path=True, check=not_empty),
     Setting("markdown", "", to_str, "also append the Markdown summary to this file ($GITHUB_STEP_SUMMARY is "
             "used when set)", path=True),
+    Setting("benchmark_tables", False, to_bool, "also print pytest-benchmark's tables of the rnnperf timings in the "
+            "terminal (off: they go to benchmark.txt in the report folder; the rnnperf summary comes last either "
+            "way)", switch=True),
     # Kept between runs so a nightly skips most of its compiling; never inside the baselines folder.
     Setting("compile_cache", "", to_str, "folder of the compile cache kept between runs (XLA's for JAX and Keras "
             "on JAX in DIR/xla, Inductor's in DIR/inductor); empty: $XDG_CACHE_HOME/pytest-rnnperf or "
@@ -292,6 +295,7 @@ class Settings:
     no_fail_regression: bool
     report_dir: str
     markdown: str
+    benchmark_tables: bool
     compile_cache: str
 
     @classmethod

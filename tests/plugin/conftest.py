@@ -102,6 +102,8 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
                  "LIB_VERSIONS", "WHEELS", "SLOW_CASE"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # The widest terminal the summary draws for: tests match what a line says; test_terminal_e2e.py checks the fit.
+    monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the default compile cache goes under pytester's HOME
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake GPUs are all the run may use
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
@@ -119,6 +121,18 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Run pytest in a subprocess (the fakes patch modules; they must not leak into this process)."""
     return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
+
+
+def unwrapped(text: str) -> list[str]:
+    """The lines of ``text`` with the lines the summary wrapped to the terminal (continued 2+ spaces in) joined."""
+    import re
+
+    return re.sub(r"\n {2,}", " ", text).splitlines()
+
+
+def whole_lines(result: pytest.RunResult) -> pytest.LineMatcher:
+    """A matcher over a run's stdout with each wrapped line whole again (for a line with long temporary paths)."""
+    return pytest.LineMatcher(unwrapped(result.stdout.str()))
 
 
 def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:

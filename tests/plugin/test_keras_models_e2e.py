@@ -7,6 +7,12 @@ import pytest
 
 from conftest import needs_a_cpu_machine_with
 
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary's widest: these tests match what its lines say (test_terminal_e2e.py checks the fit)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 # Models of every shape the check takes, each on TensorFlow (this process), torch and JAX (subprocesses).
 MODELS = '''
 import keras

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import REPO, torch_sees_a_gpu
+from conftest import REPO, torch_sees_a_gpu, whole_lines
 
 OWN_MODEL_PAGE = "docs/own-model.md"
 
@@ -21,8 +21,10 @@ def _example(name: str = "test_my_model.py", page: str = "README.md") -> str:
     return match.group(1)
 
 
-def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester) -> None:
+def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU both sides run and are checked; without one the generic copy is checked against float64."""
+    monkeypatch.setenv("COLUMNS", "200")  # the summary's widest: every column of the table on one line
     gpu = torch_sees_a_gpu()
     if gpu is None:
         pytest.skip("the example needs torch (pip install 'pytest-rnnperf[torch]')")
@@ -38,9 +40,11 @@ def test_the_readmes_own_model_example_runs_as_printed(pytester: pytest.Pytester
                                      f"note: {case}: cuDNN side not run: cuDNN case needs a GPU: *"])
 
 
-def test_the_own_model_pages_torch_example_runs_as_printed(pytester: pytest.Pytester) -> None:
+def test_the_own_model_pages_torch_example_runs_as_printed(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Two named models in one test and a tf32 predict: each is its own case, checked (the generic copy against
     float64 without a GPU)."""
+    monkeypatch.setenv("COLUMNS", "200")  # each case's row on one line
     gpu = torch_sees_a_gpu()
     if gpu is None:
         pytest.skip("the example needs torch (pip install 'pytest-rnnperf[torch]')")
@@ -53,9 +57,11 @@ def test_the_own_model_pages_torch_example_runs_as_printed(pytester: pytest.Pyte
     result.stdout.fnmatch_lines_random([f"{case} *" for case in cases])
 
 
-def test_the_own_model_pages_keras_example_runs_as_printed_on_every_keras_backend(pytester: pytest.Pytester) -> None:
+def test_the_own_model_pages_keras_example_runs_as_printed_on_every_keras_backend(pytester: pytest.Pytester,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """TensorFlow in this process, torch and JAX in subprocesses: without a GPU each generic copy is checked against
     float64 and the cuDNN side is skipped with the reason; on a GPU both sides run."""
+    monkeypatch.setenv("COLUMNS", "200")  # the summary's widest: every column of the table on one line
     missing = [m for m in ("keras", "tensorflow", "torch", "jax") if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"the Keras example runs on TensorFlow, torch and JAX: {', '.join(missing)} not installed")
@@ -71,8 +77,10 @@ def test_the_own_model_pages_keras_example_runs_as_printed_on_every_keras_backen
     lines = ["generic path vs float64 reference:"]
     lines += [f"{case}[[]{backend}[]] * - * ok * ok" for backend in ("tensorflow", "torch", "jax")]
     result.stdout.fnmatch_lines(lines)
+    # The summary wraps a note longer than the terminal onto indented lines: read each note whole.
+    notes = whole_lines(result)
     for backend in ("tensorflow", "torch", "jax"):
-        result.stdout.fnmatch_lines([
+        notes.fnmatch_lines([
             f"note: {case}[[]{backend}[]]: Keras on {backend}: 3 LSTM/GRU layer(s) found; on cuDNN in the cuDNN copy: "
             f"bidirectional/backward_lstm LSTM(128), bidirectional/forward_lstm LSTM(128), lstm* LSTM(128)",
             f"note: {case}[[]{backend}[]]: train step: forward, gradients of the compiled loss, then Adam updates the "

@@ -61,6 +61,12 @@ def _nightly(folder: Path, levels: Sequence[float], gpu: str = H100, base_ms: fl
                    seed=seed * 1000 + night) for night, level in enumerate(levels)]
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The widest terminal the commands draw for: these tests read what a row says, not how it wraps."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 def _history(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], list[str]]:
     """Exit code, stdout lines and stderr lines of ``python -m pytest_rnnperf history ARGS``."""
     code = main(["history", *args])
@@ -184,7 +190,7 @@ def test_runs_of_two_gpu_models_in_one_folder_are_two_series(capsys: pytest.Capt
         assert len(case["values"]) == 12 and case["change_points"] == []
         assert all(abs(v * 1e3 / ms - 1) < 0.03 for v in case["values"])
         assert all(f"fleet/runner-{'a' if gpu == H100 else 'b'}/" in r["path"] for r in _model(result, gpu)["runs"])
-    assert lines[0].startswith("cuDNN device time per step over 24 stored run(s) of 2 GPU model(s), never mixed")
+    assert lines[0].startswith("cuDNN device time per step over 24 stored run(s) of 2 GPU models, never mixed")
 
 
 def test_a_broken_run_is_refused_in_one_line_naming_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -211,8 +217,9 @@ def test_a_folder_skips_what_is_clearly_not_a_run_and_counts_a_run_stored_twice_
     nightly.write_bytes(paths[-1].read_bytes())  # the recorded baseline and its --benchmark-json
     code, result, lines = _json(capsys, tmp_path, str(tmp_path / "baselines"), str(tmp_path / "nightly"))
     assert code == 0 and len(_case(result)["values"]) == 8
-    assert f"note: skipped {tmp_path / 'baselines' / H100 / 'noise.json'}: not a pytest-benchmark run" in lines
-    assert f"note: {nightly} holds the same run as {paths[-1]}: counted once" in lines
+    notes = result["notes"]  # printed as "note: ..." lines, wrapped where the temporary paths run long
+    assert f"skipped {tmp_path / 'baselines' / H100 / 'noise.json'}: not a pytest-benchmark run" in notes
+    assert f"{nightly} holds the same run as {paths[-1]}: counted once" in notes
 
 
 def test_a_run_without_device_time_is_left_out_or_the_case_followed_in_wall_time(

@@ -31,7 +31,7 @@ from pytest_rnnperf.model.stats import Interval  # noqa: E402
 from pytest_rnnperf.judge.verdicts import judge  # noqa: E402
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag  # noqa: E402
 from pytest_rnnperf.report.html import PLOTLY_MISSING, OUTCOME_COLOURS, log_ticks, outcome_colour, run_page  # noqa: E402
-from pytest_rnnperf.report.rows import NEEDS_GPU, build_rows, cudnn_not_run  # noqa: E402
+from pytest_rnnperf.report.rows import NEEDS_GPU, build_rows  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
 from pytest_rnnperf.store.runs import benchmark_extra, run_meta  # noqa: E402
 
@@ -169,7 +169,7 @@ def test_without_a_gpu_the_page_says_how_many_cudnn_cases_did_not_run_instead_of
     run.skipped += [("a", f"{NEEDS_GPU}: no CUDA GPU visible to torch"), ("b", f"{NEEDS_GPU}: no CUDA GPU visible "
                     "to torch"), ("c", "tensorflow is not installed")]
     rows = build_rows(run)
-    assert rows.status == "all checks passed" and cudnn_not_run(rows) == 2
+    assert rows.status == "2 cuDNN cases not run: no GPU" and rows.no_gpu == 2
     text = run_page([("", rows)])
     assert '<div class="status warn" id="s0-status">2 cuDNN cases not run: no GPU</div>' in text
     assert "all checks passed" not in text
@@ -273,8 +273,9 @@ def test_the_history_site_shows_each_series_and_the_change_with_its_diff_and_ker
 
 
 def test_the_terminal_and_the_site_give_one_count_each_change_point_labelled_with_its_series(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Night 6 moved device time, wall time and the speedup: one change point each, and one of them counted."""
+    monkeypatch.setenv("COLUMNS", "200")  # the count on one terminal line, to read it whole
     _nights(tmp_path / "runs")
     code = main(["history", str(tmp_path / "runs"), "--html", str(tmp_path / "site")])
     counted = next(line for line in capsys.readouterr().out.splitlines() if "change point(s) toward slower" in line)

@@ -57,7 +57,7 @@ def test_a_bimodal_case_is_not_failed_for_landing_in_its_other_mode(tmp_path: Pa
 def test_the_noise_command_writes_once_and_never_replaces(tmp_path: Path) -> None:
     out = tmp_path / "gpu" / "noise.json"
     code, lines = noise_files(_runs(tmp_path), out)
-    assert code == 0 and lines[1].startswith("bimodal") and lines[-1] == f"written: {out}"
+    assert code == 0 and lines[2].startswith("bimodal") and lines[-1] == f"written: {out}"
     assert noise.load(out).spread.keys() == {"steady", "bimodal"}
     before = out.read_bytes()
     code, lines = noise_files(_runs(tmp_path), out)

@@ -149,3 +149,16 @@ def test_the_markdown_summary_lists_each_backend_s_time_as_an_item() -> None:
     text = markdown(run, build_rows(run, wall_s=95.4))
     assert "where the time went (3 case(s), 38 s of a 95 s run)" in text
     assert "\n- tf: 2 case(s) 32 s: build 22 s, parity 10 s\n" in text
+
+
+def test_environment_changes_name_the_driver_cuda_cudnn_and_framework_before_the_rest() -> None:
+    """A framework upgrade that brought its own CUDA and cuDNN: the likely causes lead, flags and the rest follow."""
+    from pytest_rnnperf.report.rows import environment_changes
+
+    old = {"torch": "2.11.0", "numpy": "2.3.0", "torch.cudnn_allow_tf32": "True", "torch.version": "2.11.0",
+           "torch.cudnn_version": "9.19.0", "torch.cuda_build": "12.8", "gpu.driver_version": "580.95.05"}
+    new = {"torch": "2.12.0", "numpy": "2.4.0", "torch.cudnn_allow_tf32": "False", "torch.version": "2.12.0",
+           "torch.cudnn_version": "9.20.0", "torch.cuda_build": "13.0", "gpu.driver_version": "590.10"}
+    fields = [line.split(":")[0] for line in environment_changes(old, new)]
+    assert fields == ["gpu.driver_version", "torch.cuda_build", "torch.cudnn_version", "torch", "torch.version",
+                      "torch.cudnn_allow_tf32", "numpy"]  # the rest in the fingerprint's order

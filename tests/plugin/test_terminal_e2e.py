@@ -1,0 +1,93 @@
+"""End-to-end: what the terminal shows at the end of a run: the rnnperf summary last, the answer first, within width."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import load_json, run
+
+WIDTH = 120
+
+
+def _summary(result: pytest.RunResult) -> list[str]:
+    """The lines of the rnnperf summary section (up to pytest's short test summary or its closing line)."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("=") and "rnnperf summary" in line) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("=")), len(lines))
+    return lines[start:end]
+
+
+def test_a_regression_leads_the_summary_and_no_line_is_wider_than_the_terminal(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """COLUMNS=120 and cuDNN 50% slower after a driver and cuDNN update: the summary opens with each case, its
+    metric, change, threshold and kernel, then the driver before cuDNN, and fits 120 columns all the way down."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.25")
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "9.20.0")
+    monkeypatch.setenv("FAKE_DRIVER", "590.10")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    summary = _summary(result)
+    assert summary[0] == "rnnperf: regressions found"
+    assert summary[1].split() == ["case", "metric", "change", "[95%", "CI]", "threshold", "verdict"]
+    lstm = next(line for line in summary[3:6] if line.startswith("torch-lstm-train-fp32-T4-B2-I3-H5-L1"))
+    assert "cudnn device time" in lstm and "+50." in lstm and "3.0%" in lstm and lstm.endswith("regressed")
+    text = "\n".join(summary)
+    assert "kernels of torch-lstm-train-fp32-T4-B2-I3-H5-L1 that moved: RNN_blockPersist_fp_LSTM 0.500 -> 0.750" in text
+    changes = next(i for i, line in enumerate(summary) if line.startswith("environment changes since the baseline:"))
+    assert changes < next(i for i, line in enumerate(summary) if line.startswith("cuDNN vs generic"))
+    assert text.index("driver_version: 580.95.05 -> 590.10") < text.index("torch.cudnn_version: 9.19.0 -> 9.20.0")
+    assert summary[-1] == "rnnperf: regressions found"  # and the block's last line says it again
+    wide = [line for line in summary if len(line) > WIDTH]
+    assert not wide, "\n".join(wide)
+
+
+def test_the_rnnperf_summary_comes_after_pytest_benchmark_s_tables(project: pytest.Pytester) -> None:
+    """--rnnperf-benchmark-tables prints pytest-benchmark's tables as before, and the rnnperf summary after them."""
+    result = run(project, "--rnnperf-benchmark-tables")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "benchmark 'torch-lstm-train-fp32-T4-B2-I3-H5-L1'" in out
+    assert out.rindex("benchmark 'torch-") < out.index(" rnnperf summary =")
+    assert "Legend:" not in out.split(" rnnperf summary =")[1]
+
+
+def test_pytest_benchmark_s_tables_of_the_cases_go_to_the_report_folder(project: pytest.Pytester) -> None:
+    """By default the per-case tables are in rnnperf-report/benchmark.txt, and one line of the summary says so."""
+    result = run(project, "--benchmark-json=out.json")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "benchmark 'torch-" not in out and "Legend:" not in out
+    result.stdout.fnmatch_lines(["pytest-benchmark: its tables of 2 case(s) in rnnperf-report/benchmark.txt "
+                                 "(--rnnperf-benchmark-tables prints them here;*"])
+    tables = (project.path / "rnnperf-report" / "benchmark.txt").read_text()
+    assert "benchmark 'torch-gru-train-fp32-T4-B2-I3-H5-L1'" in tables and "Name (time in" in tables
+    assert len(load_json(project.path / "out.json")["benchmarks"]) == 4  # pytest-benchmark's own JSON: every timing
+
+
+def test_without_a_gpu_the_summary_counts_the_cuDNN_cases_not_run_instead_of_passing(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU runner: the terminal and the Markdown for CI pages say how many cuDNN cases did not run, not 'passed'."""
+    monkeypatch.setenv("FAKE_GPU_NAME", "none")
+    monkeypatch.setenv("FAKE_NO_GPU", "no CUDA GPU visible to torch")
+    result = run(project, "--rnnperf-markdown=summary.md")
+    result.assert_outcomes(skipped=2)
+    assert _summary(result)[0] == "rnnperf: 2 cuDNN cases not run: no GPU"
+    assert (project.path / "summary.md").read_text().startswith("## pytest-rnnperf: 2 cuDNN cases not run: no GPU\n")
+    table = load_json(project.path / "rnnperf-report" / "rnnperf.json")["table"]
+    assert table["status"] == "2 cuDNN cases not run: no GPU" and table["no_gpu"] == 2
+
+
+def test_benchmark_compare_fail_still_fails_and_the_rnnperf_summary_still_prints(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables moved out, pytest-benchmark's own --benchmark-compare-fail still fails on its regression, and the
+    rnnperf summary is printed although pytest-benchmark raised in its summary."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_MS", "1.25")
+    result = run(project, "--benchmark-compare", "--benchmark-compare-fail=median:10%", "--rnnperf-no-fail-regression")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "Performance has regressed" in output and "benchmark 'torch-" not in output
+    assert _summary(result)[0].startswith("rnnperf: ")

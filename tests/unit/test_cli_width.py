@@ -1,0 +1,66 @@
+"""The subcommands on stored H100 runs: every line within the terminal's width, and compare's filter."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_rnnperf.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+H100 = "NVIDIA_H100_80GB_HBM3"
+MACHINE = "Linux-CPython-3.12-64bit"
+WIDTH = 120
+
+
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the stored H100 runs (the commands read them only; a copy keeps baselines/ out of reach)."""
+    folder = tmp_path_factory.mktemp("baselines") / H100
+    shutil.copytree(REPO / "baselines" / H100 / MACHINE, folder / MACHINE)
+    return folder
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    """Exit code and stdout lines of ``python -m pytest_rnnperf ARGS``."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return code, out.splitlines()
+
+
+@pytest.mark.parametrize("command", ["compare", "history", "sensitivity", "sensitivity --case", "spread", "noise"])
+def test_no_line_of_a_subcommand_is_wider_than_the_terminal(
+        baselines: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """COLUMNS=120: tables share out the width, long lines wrap; every line fits (the stored runs had 996)."""
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    run = [str(baselines / MACHINE / f"00{n}_run.json") for n in (22, 23, 24, 25, 26)]
+    case = "torch-lstm-train-fp32-T28-B128-I28-H128-L1"
+    args = {"compare": ["compare", str(baselines), run[-1]], "history": ["history", str(baselines)],
+            "sensitivity": ["sensitivity", str(baselines)],
+            "sensitivity --case": ["sensitivity", str(baselines), "--case", case],
+            "spread": ["spread", *run[2:]], "noise": ["noise", *run[:2]]}[command]
+    _, lines = _run(capsys, *args)
+    assert len(lines) > 5
+    wide = [line for line in lines if len(line) > WIDTH]
+    assert not wide, "\n".join(wide)
+
+
+def test_compare_changed_lists_only_the_cases_that_did_not_come_out_unchanged(
+        baselines: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--changed hides the unchanged cases and says how many; an ambiguous case says it had too few processes."""
+    monkeypatch.setenv("COLUMNS", "200")
+    old, new = (str(baselines / MACHINE / f"00{n}_run.json") for n in (25, 26))
+    _, every = _run(capsys, "compare", old, new)
+    _, changed = _run(capsys, "compare", old, new, "--changed")
+    labels = [line.split()[0] for line in every if line[:1].isupper() and line.split()[0].isupper()]
+    assert "UNCHANGED" in labels and {"AMBIGUOUS"} <= set(labels)
+    assert not any(line.startswith("UNCHANGED") for line in changed)
+    kept = [line for line in every if line[:1].isupper() and not line.startswith("UNCHANGED")]
+    assert all(line in changed for line in kept)
+    assert changed[-1] == every[-1] + f" ({labels.count('UNCHANGED')} unchanged not listed: --changed)"
+    ambiguous = changed.index(next(line for line in changed if line.startswith("AMBIGUOUS")))
+    follow = [line.strip() for line in changed[ambiguous + 1:ambiguous + 4]]  # the verdict wraps onto 1-2 lines
+    assert any(line.startswith("ambiguous with too few processes: OLD is one run") for line in follow)
