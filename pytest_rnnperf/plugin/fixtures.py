@@ -78,6 +78,7 @@ class RnnperfFixture:
         # Only a test that checked parity alone is remembered for a stored run to stand for it later.
         self._ran: set[str] = set()
         self._unchecked: list[CaseRecord | CrossRecord] = []  # what the test measured and has not passed to check()
+        self.case_ids: list[str] = []  # every case the test measured, to tell a known issue's (xfail) apart
 
     @property
     def _disabled(self) -> bool:
@@ -97,6 +98,7 @@ class RnnperfFixture:
     def _recorded(self, record: CaseRecord) -> CaseRecord:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
         self._unchecked.append(record)
+        self.case_ids.append(record.id)
         if self._bench is not None and not self._disabled:
             from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
@@ -221,6 +223,7 @@ class RnnperfFixture:
         except SubprocessFailed as exc:
             _fail(f"{case.id} against {other}: {exc}")
         self._unchecked.append(record)
+        self.case_ids.append(record.id)
         return record
 
     def check(self, record: CaseRecord | CrossRecord) -> None:

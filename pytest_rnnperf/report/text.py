@@ -306,6 +306,9 @@ def answer_lines(rows: Rows, width: int | None = None) -> list[str]:
     if rows.answer:
         lines += text_table(ANSWER_HEADER, [a.cells for a in rows.answer], right={2, 3}, width=width)
         lines += [f"  kernels of {a.case} that moved: " + "; ".join(a.kernels) for a in rows.answer if a.kernels]
+    if rows.expected:
+        lines.append(f"known issues: {len(rows.expected)} case(s) failed as their tests are marked to (xfail), not "
+                     f"counted above: {', '.join(rows.expected)}")
     if rows.answer or any(row.verdict.moved for row in rows.verdicts) or rows.env_diff:
         shown = list(rows.env_diff[:ENV_SHOWN])
         if len(rows.env_diff) > ENV_SHOWN:

@@ -45,6 +45,7 @@ class RunView(Protocol):
     verdicts: dict[str, CaseVerdict]
     unjudged: list[str]
     notes: list[str]
+    expected: list[str]
 
     @property
     def worker_runs(self) -> Mapping[str, WorkerView]:

@@ -124,6 +124,7 @@ class RnnperfSession:
     notes: list[str] = field(default_factory=list)  # one-line facts the summary prints last
     rechecks: dict[str, Recheck] = field(default_factory=dict)  # case id -> full or sampled checks tonight, why
     failed: int = 0  # tests that failed (a baseline is only recorded from a clean run)
+    expected: list[str] = field(default_factory=list)  # cases of tests that failed as marked (xfail): known issues
     unrecorded: bool = False  # a baseline or kept run was asked for and not written (the run must not exit 0)
     # pytest-xdist worker: records and the pytest-benchmark entries they make, which the controller adds
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = field(default_factory=list)
@@ -795,6 +796,7 @@ class RnnperfSession:
             "skipped": self.skipped, "runtime": self.runtime, "notes": self.notes,
             "verdicts": [v.as_dict() for v in self.verdicts.values()], "unjudged": self.unjudged,
             "failed": self.failed,
+            "expected": list(self.expected),
             "processes": {c: [p.to_dict() for p in ps] for c, ps in self.processes.items()},
             "benchmarks": [{"source": s, "result": position[id(r)]} for s, r in self.bench_sources if id(r) in position],
         }))
@@ -831,6 +833,7 @@ class RnnperfSession:
             self.runtime.setdefault(name, fields)
         self.notes += [n for n in data.get("notes", []) if n not in self.notes]
         self.failed += int(data.get("failed", 0))
+        self.expected += [str(c) for c in data.get("expected", [])]
         for case_id, rows in data.get("processes", {}).items():
             self.processes[case_id] = [ProcessSummary.from_dict(row, "worker") for row in rows]
         if add_entries is not None:

@@ -91,3 +91,26 @@ def test_benchmark_compare_fail_still_fails_and_the_rnnperf_summary_still_prints
     assert result.ret != pytest.ExitCode.OK
     assert "Performance has regressed" in output and "benchmark 'torch-" not in output
     assert _summary(result)[0].startswith("rnnperf: ")
+
+
+def test_a_known_issue_marked_xfail_is_listed_apart_and_a_quiet_run_reads_as_one(project: pytest.Pytester) -> None:
+    """The LSTM case, marked as a known issue (strict xfail), misses its floor: the run passes, the status is not
+    'gate failures', and the case is named as a known issue instead of leading the answer."""
+    project.makepyfile(test_cases='''
+import pytest
+from pytest_rnnperf.model.cases import Case, Shape
+
+@pytest.mark.xfail(strict=True, reason="a known framework issue")
+def test_known(rnnperf):
+    rnnperf.check(rnnperf.measure(Case("torch", "lstm", Shape(4, 2, 3, 5), floor=1000.0)))
+
+def test_fine(rnnperf):
+    rnnperf.check(rnnperf.measure(Case("torch", "gru", Shape(4, 2, 3, 5), floor=2.0)))
+''')
+    result = run(project)
+    result.assert_outcomes(passed=1, xfailed=1)
+    summary = _summary(result)
+    assert summary[0] == "rnnperf: all checks passed"
+    assert summary[1] == ("known issues: 1 case(s) failed as their tests are marked to (xfail), not counted above: "
+                          "torch-lstm-train-fp32-T4-B2-I3-H5-L1")
+    assert not any("below its floor" in line for line in summary)
