@@ -286,7 +286,8 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
     lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
     stored = run.stored_run(verdict.case_id)
     lines.append(f"  baseline: {stored.path if stored else '-'}")
-    lines.append("  if the change is intended, record a new baseline: pytest suites/ --rnnperf-update-baseline")
+    lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
+                 "--rnnperf-update-baseline")
     return "\n".join(lines)
 
 

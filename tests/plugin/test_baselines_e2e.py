@@ -148,7 +148,7 @@ def test_slower_cudnn_fails_and_names_the_kernel_and_what_changed(project: pytes
         "*cudnn device time*regressed*",
         "*kernels of the cuDNN side: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step, +50.0% *of the step*regressed*",
         "*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*",
-        "*record a new baseline: pytest suites/ --rnnperf-update-baseline*"])
+        "*record a new baseline: the same pytest command plus --rnnperf-update-baseline*"])
 
 
 def test_a_slower_launch_path_is_named_as_host_overhead_not_cudnn(project: pytest.Pytester,
