@@ -51,7 +51,8 @@ span.warn { color: #b35300; font-weight: 600; } tr.warn td { background: #fff4e5
 .status.warn { background: #fff4e5; color: #b35300; }
 li, table.wrap td { overflow-wrap: anywhere; } table.cases td:not(:first-child):not(:last-child) { white-space: nowrap; }
 table.cases { font-size: 13px; } table.cases td:first-child .mono { font-size: 12px; } th { white-space: normal; }
-table.regressions td { font-size: 13px; } table.regressions td:nth-child(-n+4) { white-space: nowrap; }
+table.regressions td { font-size: 13px; overflow-wrap: anywhere; }
+table.regressions td:is(:nth-child(1), :nth-child(3), :nth-child(4)) { white-space: nowrap; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 8px; font-size: 12px; border: 1px solid currentColor; }
 .status { padding: 6px 12px; border-radius: 6px; display: inline-block; font-weight: 600; margin: 6px 0; }
 .status.ok { background: #dafbe1; color: #1a7f37; } .status.fail { background: #ffebe9; color: #cf222e; }
