@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
-                                        CaseRow, Rows, Samples, VerdictRow, change_text, not_run)
+                                        CaseRow, Rows, Samples, VerdictRow, change_text, deciding,
+                                        not_run)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
@@ -325,17 +326,6 @@ def speedup_figure(rows: Sequence[CaseRow]) -> Any:
                      rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
     return fig
-
-
-def deciding(v: CaseVerdict) -> Comparison:
-    """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else the host overhead."""
-    from pytest_rnnperf.judge.compare import Verdict
-
-    if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
-        return v.regressed_kernels[0]
-    if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
-        return v.host
-    return v.time
 
 
 def time_figure(verdicts: Sequence[VerdictRow]) -> Any:

@@ -281,7 +281,7 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
             continue
         regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
         # The summed kernel time only where the time itself held: else it repeats the time's regression.
-        moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [v.time]
+        moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [deciding(v)]
         out += [AnswerRow(v.case_id, (v.case_id, c.metric, change_text(c), f"{c.min_effect:.1%}", str(v.outcome)),
                           row.kernels if k == 0 else ()) for k, c in enumerate(moved)]
     for case in cases:
@@ -429,6 +429,17 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
                                                       f" {worst.error:.1e}/{worst.tolerance:.0e} ({worst.quantity})")
         rows.append([c.id, " vs ".join(c.sides), parity, "ok" if c.paths_ok else "WRONG"])
     return rows
+
+
+def deciding(v: CaseVerdict) -> Comparison:
+    """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else the host overhead."""
+    from pytest_rnnperf.judge.compare import Verdict
+
+    if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
+        return v.regressed_kernels[0]
+    if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
+        return v.host
+    return v.time
 
 
 def change_text(c: Comparison) -> str:

@@ -182,3 +182,20 @@ def test_environment_changes_name_the_driver_cuda_cudnn_and_framework_before_the
     fields = [line.split(":")[0] for line in environment_changes(old, new)]
     assert fields == ["gpu.driver_version", "torch.cuda_build", "torch.cudnn_version", "torch", "torch.version",
                       "torch.cudnn_allow_tf32", "numpy"]  # the rest in the fingerprint's order
+
+
+def test_a_case_failed_by_a_kernel_alone_leads_the_answer_with_that_kernel() -> None:
+    """The step's time held but a kernel appeared: the answer names the kernel and its share of the step, not the
+    time that did not move."""
+    from pytest_rnnperf.judge.compare import Comparison, Verdict
+    from pytest_rnnperf.judge.verdicts import CaseVerdict
+    from pytest_rnnperf.model.stats import Interval
+    from pytest_rnnperf.report.rows import VerdictRow, answer_rows
+
+    time = Comparison("cudnn device time", 1e-3, 0.98e-3, Interval(0.98, 0.97, 1.08, 0.95), None, 0.167,
+                      Verdict.UNCHANGED)
+    spin = Comparison("kernel/spin_kernel", 0.0, 0.014e-3, Interval(1.054, 1.054, 1.054, 0.95), None, 0.03,
+                      Verdict.REGRESSED)
+    verdict = CaseVerdict("torch-lstm-train-fp32-T60-B4700-I32-H256-L1", {"cudnn_time": time}, kernels=(spin,))
+    (row,) = answer_rows((), (VerdictRow(verdict, (), ("appeared: spin_kernel",)),))
+    assert row.cells == (verdict.case_id, "kernel/spin_kernel", "+5.4% [+5.4%, +5.4%]", "3.0%", "regressed")
