@@ -97,8 +97,7 @@ class RnnperfFixture:
 
     def _recorded(self, record: CaseRecord) -> CaseRecord:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
-        self._unchecked.append(record)
-        self.case_ids.append(record.id)
+        self._measured(record)
         if self._bench is not None and not self._disabled:
             from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
@@ -222,8 +221,7 @@ class RnnperfFixture:
             pytest.skip(str(exc))
         except SubprocessFailed as exc:
             _fail(f"{case.id} against {other}: {exc}")
-        self._unchecked.append(record)
-        self.case_ids.append(record.id)
+        self._measured(record)
         return record
 
     def check(self, record: CaseRecord | CrossRecord) -> None:
@@ -235,6 +233,11 @@ class RnnperfFixture:
         self._fail_on(self._session.problems(record))
         if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
             self._session.claim_tests.append(self._item.name)
+
+    def _measured(self, record: CaseRecord | CrossRecord) -> None:
+        """Remember a record until ``check`` sees it, and its case for the known-issue count (xfail)."""
+        self._unchecked.append(record)
+        self.case_ids.append(record.id)
 
     def check_forgotten(self) -> None:
         """Fail the test as ``check`` would for every record it measured and never checked (called as it returns)."""

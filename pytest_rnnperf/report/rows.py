@@ -285,9 +285,9 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
         out += [AnswerRow(v.case_id, (v.case_id, c.metric, change_text(c), f"{c.min_effect:.1%}", str(v.outcome)),
                           row.kernels if k == 0 else ()) for k, c in enumerate(moved)]
     for case in cases:
-        s = case.speedup
         if case.id in expected:
             continue
+        s = case.speedup
         if case.cells.get("path") == "WRONG":
             out.append(AnswerRow(case.id, (case.id, "path", "-", "-", "wrong path ran")))
         if case.cells.get("parity err/tol", "").startswith("FAIL"):
@@ -469,8 +469,8 @@ def comparison_cells(c: Comparison) -> tuple[str, ...]:
     fmt = (lambda x: f"{x:.2f}x") if c.metric == "speedup" else (lambda x: f"{x * 1e3:.4f} ms")
     p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
     r = c.ratio
-    return (ROUND_SPEEDUP if c.metric == "speedup" else c.metric, fmt(c.baseline_median), fmt(c.current_median), f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]",
-            p, f"{c.min_effect:.1%}", str(c.verdict))
+    return (ROUND_SPEEDUP if c.metric == "speedup" else c.metric, fmt(c.baseline_median), fmt(c.current_median),
+            f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]", p, f"{c.min_effect:.1%}", str(c.verdict))
 
 
 def unjudged_line(run: RunView) -> str | None:
