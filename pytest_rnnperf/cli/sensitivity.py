@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
         if models:  # the baselines folder itself: its GPU models' folders are one level down
             return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
                        f"of them: {', '.join(str(folder / m) for m in models)}"]
+        if loaded.notes:  # an accepted change with no run kept after it yet
+            return 2, [f"error: {folder}: no stored run to judge against; {loaded.notes[-1]}"]
         return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
     from pytest_rnnperf.report.text import terminal_width
 

@@ -22,6 +22,7 @@ from pytest_rnnperf.backends import (
     INJECT_ENVS, Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, load_backend,
 )
 from pytest_rnnperf.backends import compile_cache, keras_spec, model_backend_for, spec, unmatched_injections
+from pytest_rnnperf.store import accepts
 from pytest_rnnperf.store.baselines import (
     KEPT_TAG, gpus_with_baselines, record_problem, root_problem, writable_problem, write_new,
 )
@@ -331,6 +332,9 @@ class RnnperfSession:
                 line += (f"; device-time noise of {len(self.noise.spread)} case(s) from {self.noise.runs} stored runs "
                          f"({noise.FILE_NAME}): {self.noise.raised(floor)} judged above {floor:.0%}")
             return line
+        if (accepted := accepts.restarted(self.root / self.gpu.gpu_slug)) is not None:
+            return (f"baseline: none since the change accepted {accepted.accepted_at} ({accepted.reason}); the next run "
+                    f"kept with --rnnperf-keep-run starts the history")
         others = [g for g in gpus_with_baselines(self.root) if g != self.gpu.gpu_slug and g not in self.siblings]
         where = f"; baselines exist for {', '.join(others)} but are never compared with another model" if others else ""
         return f"baseline: none for {self.gpu.gpu_slug} yet{where}; {RECORD_HINT}"
@@ -628,7 +632,7 @@ class RnnperfSession:
         if self.failed:
             return [f"run not kept: {self.failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
-        if self.baseline is None:
+        if self.baseline is None and accepts.restarted(self.root / self.gpu.gpu_slug) is None:
             return [f"run not kept: no baseline of {self.gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
         folder = self.root / self.gpu.gpu_slug / self.machine_id
