@@ -1,4 +1,4 @@
-"""Stopping criteria and the one loop of timed rounds, on a fake clock: the same decisions for wall and device rounds."""
+"""Stopping criteria and the one loop of timed rounds, on a fake clock: one set of decisions, wall or device."""
 
 from __future__ import annotations
 
