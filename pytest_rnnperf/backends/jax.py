@@ -62,6 +62,16 @@ _DOT_PRECISION = re.compile(r"precision = \[(\w+)|#stablehlo<precision (\w+)>")
 
 # XLA on a GPU runs float32 matmuls in TF32 unless told otherwise: every trace is pinned to one of these.
 _MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
+# The CPU thread limit a pytest-xdist worker adds to XLA_FLAGS (measure/threads.py): left out of the fingerprint,
+# as it changes no GPU timing and a run with -n must match one without.
+XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen=", "intra_op_parallelism_threads=")
+
+
+def given_xla_flags(value: str) -> str:
+    """XLA_FLAGS without the CPU thread limit: what the fingerprint records."""
+    return " ".join(flag for flag in value.split() if not flag.startswith(XLA_THREAD_FLAGS))
+
+
 # jax's cuDNN LSTM reads its math type from `precision`: HIGHEST -> CUDNN_FMA_MATH (fp32), HIGH -> TF32.
 _LSTM_PRECISION = {"fp32": "HIGHEST", "tf32": "HIGH"}
 
@@ -549,7 +559,7 @@ def _jax_info(jax: Any) -> dict[str, str]:
         "jax.default_matmul_precision": get_value(lambda: jax.config.jax_default_matmul_precision),
         "jax.enable_x64": get_value(lambda: jax.config.jax_enable_x64),
         "jax.preallocate": preallocate if preallocate is not None else "unset (jax default: true)",
-        "jax.xla_flags": os.environ.get("XLA_FLAGS") or "unset",
+        "jax.xla_flags": given_xla_flags(os.environ.get("XLA_FLAGS", "")) or "unset",
         **loaded_libraries("jax."),
     }
 

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_problems, compare_without_our_section,
                                              configure, machine_id, option_problems, storage_problem)
+from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_worker
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
@@ -28,6 +29,8 @@ SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
 FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
+THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
+SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -42,6 +45,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     """Before a conftest.py or test module imports Keras: an installed backend where its default, TensorFlow, is not."""
     from pytest_rnnperf.backends.keras_layers import keras_backend_choice
 
+    share = limit_worker(os.environ)  # a pytest-xdist worker's CPU threads, before a conftest imports a framework
+    if share is not None:
+        early_config.stash[THREADS_KEY] = share
     backend, line = keras_backend_choice(os.environ)
     if backend is not None:  # this process's Keras; the backends' subprocesses set their own
         os.environ["KERAS_BACKEND"] = backend
@@ -285,6 +291,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
+        if THREADS_KEY in config.stash:  # torch imported before the environment was set (by another plugin)
+            limit_imported(config.stash[THREADS_KEY].threads)
     from pytest_rnnperf.backends import compile_cache
 
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
@@ -296,6 +304,10 @@ def pytest_configure(config: pytest.Config) -> None:
     session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
     config.stash[SESSION_KEY] = session
+    if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
+        from pytest_rnnperf.plugin.schedule import Sharding, record_cost
+
+        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored_record(case))), SHARDING)
     _connect_hooks(config, session)
     problem = storage_problem(config, session)
     if problem:
@@ -583,6 +595,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[WORKER_KEY] = ours.worker_output()  # type: ignore[attr-defined]
         return
+    if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
+        ours.notes.append(line)
     if ours.settings.update_baseline:
         from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
