@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from pytest_rnnperf.backends.jax import given_xla_flags
+from pytest_rnnperf.measure import threads
 from pytest_rnnperf.measure.threads import THREAD_VARIABLES, limit_imported, limit_worker, share_env, thread_share
 
 LIMIT = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=8"
@@ -56,3 +59,34 @@ def test_torch_imported_before_the_limit_is_limited_all_the_same() -> None:
     limit_imported(4, {"torch": torch})
     limit_imported(4, {})  # torch not imported: nothing to do
     assert calls == [("intra", 4)]
+
+
+@pytest.mark.parametrize("line, cpus", [("3200000 100000\n", 32), ("150000 100000", 2), ("max 100000", None),
+                                        ("", None), ("50000 0", None)])
+def test_a_containers_cpu_quota_is_read_as_whole_cpus(line: str, cpus: int | None) -> None:
+    """cgroup v2 cpu.max: 32 CPUs' worth of quota is 32, 1.5 rounds up to 2, no quota (or nonsense) is none."""
+    assert threads.quota_cpus(line) == cpus
+
+
+def test_the_host_cpus_are_the_affinity_within_the_quota(tmp_path: Path) -> None:
+    """A 2-CPU quota caps what the affinity allows; a missing cpu.max leaves the affinity."""
+    (tmp_path / "cpu.max").write_text("200000 100000\n")
+    allowed = len(os.sched_getaffinity(0))
+    assert threads.host_cpus(tmp_path / "cpu.max") == min(allowed, 2)
+    assert threads.host_cpus(tmp_path / "absent") == allowed
+
+
+def test_numpys_blas_loaded_before_the_share_is_limited_all_the_same() -> None:
+    """NumPy (and its BLAS pool) is imported with the plugin, before the worker knows its share: limited after."""
+    import numpy
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    if not blas:
+        pytest.skip("this NumPy loads no BLAS that threadpoolctl can see")
+    before = max(p["num_threads"] for p in blas)
+    try:
+        threads.limit_imported(1, {"numpy": numpy})
+        assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == [1] * len(blas)
+    finally:
+        threadpool_limits(limits=before)
