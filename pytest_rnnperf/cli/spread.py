@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from pytest_rnnperf.cli.args import fraction, load, number, path_given
 from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.model.metrics import DURATION, HINTS, WALL, WALL_SPEEDUP, show
 from pytest_rnnperf.session.settings import at_least
 
 
@@ -54,17 +55,17 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     for case_id in common:
         recs = [r.records[case_id] for r in runs]
         speedups = [float(rec.generic.median / rec.cudnn.median) for rec in recs]  # type: ignore[union-attr]
-        times = [float(rec.cudnn.median) * 1e3 for rec in recs]  # type: ignore[union-attr]
+        times = [float(rec.cudnn.median) for rec in recs]  # type: ignore[union-attr]
         s_sp, s_t = spread(speedups), spread(times)
-        counted = min(times) >= min_step_ms
+        counted = min(times) * HINTS[DURATION].scale >= min_step_ms
         if counted:
             held.append(s_sp)
         busy = [b for b in (rec.gpu_busy for rec in recs) if b is not None]
         if busy:
             time_spread[min(busy) < below].append(s_t)
-        rows.append([case_id, " ".join(f"{v:.2f}x" for v in speedups), f"{s_sp:.1%}" + ("" if counted else "*"),
-                     " ".join(f"{v:.3f}" for v in times), f"{s_t:.1%}"])
-    lines = text_table(["case", "speedups", "spread", "cuDNN ms", "spread"], rows, right={1, 2, 3, 4}, width=width)
+        rows.append([case_id, " ".join(show(WALL_SPEEDUP, v) for v in speedups), f"{s_sp:.1%}" + ("" if counted else "*"),
+                     " ".join(show(WALL, v) for v in times), f"{s_t:.1%}"])
+    lines = text_table(["case", "speedups", "spread", f"cuDNN {HINTS[DURATION].unit}", "spread"], rows, right={1, 2, 3, 4}, width=width)
     within = sum(v <= target for v in held)
     if held:
         lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "

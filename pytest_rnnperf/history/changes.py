@@ -40,14 +40,14 @@ from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: his
     DEFAULT_MIN_SHIFT, MIN_RUNS, MIN_SIZE, PENALTY, SIGMA_FLOOR, ChangePoint, Detection, detect, noise_sigma,
 )
 from pytest_rnnperf.history.runs import order_runs
-from pytest_rnnperf.model.metrics import BUSY, SPEEDUP, WALL, Metric, metric
+from pytest_rnnperf.model.metrics import BUSY, WALL, WALL_SPEEDUP, Metric, metric
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 
 FALLBACKS = ("skip", "wall")
 
 
 # --metric's series, by the names users pass -> their entries in the metric table.
-SERIES: Mapping[str, str] = {"device": BUSY, "wall": WALL, "speedup": SPEEDUP}
+SERIES: Mapping[str, str] = {"device": BUSY, "wall": WALL, "speedup": WALL_SPEEDUP}
 METRICS: Mapping[str, Metric] = {series: metric(tag) for series, tag in SERIES.items()}
 
 

@@ -22,6 +22,7 @@ from pytest_rnnperf.history.changes import (METRICS, CaseSeries, ChangePoint, Hi
                                             analyse)
 from pytest_rnnperf.history.render import count_line
 from pytest_rnnperf.judge.changepoints import DEFAULT_MIN_SHIFT, MIN_RUNS, PENALTY
+from pytest_rnnperf.model.metrics import KERNEL, from_ms, show
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 from pytest_rnnperf.report.html import COLOURS, Charts, Raw, anchor, bullet_list, esc, filters, page, table
 
@@ -68,7 +69,7 @@ def kernel_mix(record: CaseRecord, rows: int = 3) -> str:
     if dev is None:
         return "no device time"
     named = [k for k in dev.kernels if not k.name.startswith("(")][:rows]
-    return "<br>".join(f"{k.ms_per_step:.3f} ms {esc(k.name[:70])}" for k in named)
+    return "<br>".join(f"{show(KERNEL, from_ms(k.ms_per_step), unit=True)} {esc(k.name[:70])}" for k in named)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
     for row, metric in enumerate(present, start=1):
         case = site.series[metric][case_id]
         m, scale = METRICS[metric], METRICS[metric].display.scale
-        template = (f"<b>%{{y:.4g}} {m.display.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>%{{customdata[2]}}<br>"
+        template = (f"<b>%{{y:.4g}} {m.display.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>"
+                    "%{customdata[2]}<br>"
                     "<b>kernels of the cuDNN side</b><br>%{customdata[3]}<extra></extra>")
         fig.add_trace(go.Scatter(x=[axis[i] for i in case.runs], y=[v * scale for v in case.values],
                                  mode="lines+markers", name=metric, showlegend=False,
@@ -324,7 +326,8 @@ def changes_page(site: ModelSite) -> str:
             kernels = record_kernel_lines(c.before.records.get(c.case), c.after.records.get(c.case), rows=4)
             span = "" if c.point.kind == "step" else f" over {c.point.end - c.point.start + 1} runs"
             rows.append([Raw(f'<a href="{esc(model_file(site.gpu))}#{esc(anchor("h", c.case))}">{esc(c.case)}</a>'),
-                         c.metric, c.point.kind + span, f"{m.show(c.point.before, '.4g')} -> {m.show(c.point.after, '.4g', unit=True)}", f"{c.point.shift:+.1%}", "slower" if c.regressing else "faster",
+                         c.metric, c.point.kind + span,
+                         f"{m.show(c.point.before, '.4g')} -> {m.show(c.point.after, '.4g', unit=True)}", f"{c.point.shift:+.1%}", "slower" if c.regressing else "faster",
                          "; ".join(kernels) or "-"])
             attrs.append(' class="bad"' if c.regressing else "")
         body.append(f"<h2>{esc(run_label(first.after))}: {esc(first.after.path.name)}</h2>"
