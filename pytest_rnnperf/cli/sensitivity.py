@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rnnperf.cli.args import DEFAULT, path_given, text_given
-from pytest_rnnperf.model.metrics import BUSY, DURATION, HINTS, KERNEL, show
+from pytest_rnnperf.model.metrics import BUSY, KERNEL, MS, WALL, show
 
 
 def add_parser(subparsers: Any) -> None:
@@ -59,7 +59,7 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
     rows, found = [], []
     for case_id in case_ids(runs):
         history = case_history(runs, case_id)
-        if not any(p.get("wall") for p in history.processes):
+        if not any(p.get(WALL) for p in history.processes):
             continue  # a generic-only case (against the float64 reference): nothing timed to judge
         s = sensitivity(case_id, history.processes, DEFAULT)
         found.append(s)
@@ -99,7 +99,7 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
     timed = [b for b in busy if b > 0]  # a process without device time (no CUPTI) has no busy time to show
     rows.append([f"{BUSY} (the step)"] + [show(BUSY, v or None, fine=True) for v in busy[-shown:]]
                 + [_median_ms(timed), f"{spread(timed).noise:.2%}" if len(timed) >= 3 else "-"])
-    header = [f"kernel ({HINTS[DURATION].unit}/step)"] + [s.source for s in history.processes[-shown:]] + ["median", "noise"]
+    header = [f"kernel ({MS}/step)"] + [s.source for s in history.processes[-shown:]] + ["median", "noise"]
     lines = [f"{case_id}: {len(history.processes)} processes since {history.since} (noise: 1.4826 x MAD of the logs, "
              f"at least {NOISE_FLOOR:.1%}; '-' = did not run)"]
     if shown < len(history.processes):

@@ -13,10 +13,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pytest_rnnperf.model.metrics import DURATION, HINTS, KERNEL, show
+from pytest_rnnperf.model.metrics import KERNEL, MS, show
 from pytest_rnnperf.model.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, as_positive_array, ratio_interval
 
-PER_STEP = f"{HINTS[DURATION].unit}/step"  # how a kernel's time per step reads
+PER_STEP = f"{MS}/step"  # how a kernel's time per step reads
 
 
 class Word(str, Enum):

@@ -40,6 +40,7 @@ HINTS: Mapping[str, Hint] = {
     COUNT: Hint("", 1.0, ".1f", ".2f"),
     SECONDS: Hint("s", 1.0, ".1f", ".3f"),  # how long a phase of the run took
 }
+MS = HINTS[DURATION].unit  # how a time per step is shown, in headers and options
 
 # ------------------------------------------------------------------------------------------------- metrics
 
@@ -151,7 +152,7 @@ def named(name: str) -> Metric:
 
 
 def from_ms(ms: float) -> float:
-    """A kernel table's milliseconds (``KernelStat.ms_per_step``) in the stored unit of a time per step (seconds)."""
+    """Milliseconds (a kernel table's ``ms_per_step``, ``--min-step-ms``) in the stored unit of a time (seconds)."""
     return ms / HINTS[DURATION].scale
 
 

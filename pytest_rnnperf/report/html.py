@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.model.metrics import (DEVICE_SPEEDUP, FLOOR, KERNEL, LAUNCHES, METRICS, PARITY, WALL,
+from pytest_rnnperf.model.metrics import (DEVICE_SPEEDUP, FLOOR, KERNEL, LAUNCHES, METRICS, MS, PARITY, WALL,
                                           WALL_SPEEDUP, from_ms, metric, show)
-from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, MS, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
+from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
                                         CaseRow, Rows, Samples, VerdictRow, change_text, deciding,
                                         not_run)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, DURATION, ENERGY_PER_STEP, FLOOR, HINTS, HOST,
-                                          METRICS, PARITY, SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
+from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, METRICS, MS, PARITY,
+                                          SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.timing import KernelStat
 
 UNAVAILABLE = "unavailable"
-MS = HINTS[DURATION].unit  # how times per step are shown
 # The case table's columns that show a metric, by header -> the tags (model.metrics) of what each shows.
 CUDNN_TIMES, GENERIC_TIMES = f"cudnn {MS} wall/dev", f"generic {MS} wall/dev"
 TFLOPS_COLUMN = f"{METRICS[TFLOPS].name} (of peak)"

@@ -6,8 +6,8 @@ import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_rnnperf.judge.verdicts import Verdict
-from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, WALL, WALL_SPEEDUP, show
-from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIMES, MS, STATUSES, TFLOPS_COLUMN,
+from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, MS, WALL, WALL_SPEEDUP, show
+from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIMES, STATUSES, TFLOPS_COLUMN,
                                         UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, build_rows,
                                         comparison_cells, env_diff_lines, kernel_lines, below_floor, not_run,
                                         shown as _v, time_spent, verdict_counts)
