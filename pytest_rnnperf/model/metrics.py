@@ -33,7 +33,7 @@ DURATION, RATIO, PERCENT, ENERGY, RATE, ERROR, COUNT, SECONDS = (
 HINTS: Mapping[str, Hint] = {
     DURATION: Hint("ms", 1e3, ".3f", ".4f"),  # a time per step, stored in seconds
     RATIO: Hint("x", 1.0, ".2f", ".2f", "x"),
-    PERCENT: Hint("%", 1.0, ".1%", ".2%"),  # a fraction, shown as a percentage
+    PERCENT: Hint("", 1.0, ".1%", ".2%"),  # a fraction, shown as a percentage (the number carries its "%")
     ENERGY: Hint("J", 1.0, ".3g", ".4g"),
     RATE: Hint("TFLOP/s", 1.0, ".2f", ".3f"),
     ERROR: Hint("", 1.0, ".1e", ".2e"),  # a relative error against its tolerance
@@ -69,13 +69,13 @@ class Metric:
             return "-"
         h = self.display
         text = format(value * h.scale, spec or (h.fine if fine else h.spec)) + h.suffix
-        return f"{text} {h.unit}" if unit and h.unit and not h.suffix and self.hint != PERCENT else text
+        return f"{text} {h.unit}" if unit and h.unit and not h.suffix else text
 
     def interval(self, estimate: float, low: float, high: float, spec: str = "") -> str:
         """An estimate with its interval, e.g. "2.50x [2.40, 2.61]"."""
         h = self.display
         bound = spec or h.spec
-        return (f"{self.show(estimate, spec)} [{format(low * h.scale, bound)}, {format(high * h.scale, bound)}]")
+        return f"{self.show(estimate, spec)} [{format(low * h.scale, bound)}, {format(high * h.scale, bound)}]"
 
 
 WALL, BUSY, WORK, HOST, KERNEL = "wall", "busy", "work", "host", "kernel/"
