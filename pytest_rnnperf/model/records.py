@@ -268,7 +268,7 @@ class CaseRecord:
 
 
 def _metrics_from_dict(data: Any) -> dict[str, tuple[float, ...]]:
-    """Stored metrics: stable name -> samples, each a finite number >= 0 (at most 100,000 of them)."""
+    """Stored metrics: side and tag (model.metrics) -> samples, each a finite number >= 0 (at most 100,000 of them)."""
     out = {}
     for name, values in as_mapping(data, "metrics").items():
         samples = as_list(values, f"metrics.{name}")
