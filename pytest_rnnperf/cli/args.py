@@ -10,6 +10,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import SettingError, at_least, to_float, to_fraction
+from pytest_rnnperf.store.runs import load_run
 
 DEFAULT = Policy()
 
@@ -75,7 +76,6 @@ def load(paths: Sequence[Path], allow_other_gpu: bool, force: str = "--allow-oth
     ``force`` says how to go on anyway where the command can; ``distinct`` refuses one run given twice (a spread
     of a run with itself is 0%, which reads as a quiet machine).
     """
-    from pytest_rnnperf.store.runs import load_run
 
     runs = [load_run(p) for p in paths]
     models = sorted({r.gpu_slug or "an unknown GPU" for r in runs})

@@ -8,6 +8,10 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from pytest_rnnperf.cli.args import fraction, path_given
+from pytest_rnnperf.history.changes import DEFAULT_MIN_SHIFT, FALLBACKS, METRICS, PENALTY, parse_since
+from pytest_rnnperf.history.render import history_files
+from pytest_rnnperf.report.text import terminal_width
+from pytest_rnnperf.session.settings import missing_library
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.history.changes import Window
@@ -15,7 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 def add_parser(subparsers: Any) -> None:
     """The ``history`` subcommand and its options."""
-    from pytest_rnnperf.history.changes import DEFAULT_MIN_SHIFT, FALLBACKS, METRICS, PENALTY
 
     his = subparsers.add_parser(
         "history", help="each case's series over many stored runs per GPU model, and its change points",
@@ -48,7 +51,6 @@ def add_parser(subparsers: Any) -> None:
 
 def _since(text: str) -> Window:
     """An argparse type: ``--since`` as a window (a bad one is the parser's one-line error)."""
-    from pytest_rnnperf.history.changes import parse_since
 
     try:
         return parse_since(text)
@@ -58,13 +60,10 @@ def _since(text: str) -> Window:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``history`` for parsed arguments."""
-    from pytest_rnnperf.history.render import history_files
-    from pytest_rnnperf.session.settings import missing_library
 
     for module, wanted in (("rich", True), ("matplotlib", args.plot is not None)):
         if wanted and (missing := missing_library(module)) is not None:  # an install problem, not a bug (exit 3)
             return 2, [f"error: history {missing}"]
-    from pytest_rnnperf.report.text import terminal_width
 
     return history_files(args.paths, args.metric, args.fallback, args.min_shift, args.plot, args.json, args.html,
                          args.since, terminal_width())

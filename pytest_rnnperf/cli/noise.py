@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_rnnperf.cli.args import DEFAULT, load, path_given
+from pytest_rnnperf.judge.noise import MAX_SPREAD, measure
+from pytest_rnnperf.model.records import BaselineError
+from pytest_rnnperf.report.text import fit, terminal_width, text_table
+from pytest_rnnperf.store.baselines import output_problem, write_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -21,7 +25,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``noise`` for parsed arguments."""
-    from pytest_rnnperf.report.text import terminal_width
 
     return noise_files(args.runs, args.out, terminal_width())
 
@@ -29,14 +32,10 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
 def noise_files(paths: Sequence[Path], out: Path | None, width: int | None = None) -> tuple[int, list[str]]:
     """Exit code and lines for ``noise``: per case, the device-time spread and the threshold it justifies (within
     ``width``; None: as wide as its cells)."""
-    from pytest_rnnperf.judge.noise import measure
-    from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.report.text import fit, text_table
 
     if len(paths) < 2:
         return 2, ["error: noise needs at least two stored runs"]
     if out is not None:
-        from pytest_rnnperf.store.baselines import output_problem
 
         problem = output_problem("--out", out, "noise.json")
         if problem:
@@ -49,7 +48,6 @@ def noise_files(paths: Sequence[Path], out: Path | None, width: int | None = Non
     result = measure(runs)
     if not result.spread:
         return 2, ["error: no case has device time in two or more of these runs"]
-    from pytest_rnnperf.judge.noise import MAX_SPREAD
 
     wide = [(k, v) for k, v in result.spread.items() if v > MAX_SPREAD]
     if wide:  # stored, such a spread would switch the case's gate off
@@ -61,7 +59,6 @@ def noise_files(paths: Sequence[Path], out: Path | None, width: int | None = Non
     lines = text_table(["case", "device spread", "threshold"], rows, right={1, 2}, width=width)
     lines.append(f"{len(result.spread)} case(s) over {len(runs)} runs: {result.raised(floor)} judged above {floor:.0%}")
     if out is not None:
-        from pytest_rnnperf.store.baselines import write_json
 
         try:
             write_json(out, result.to_dict())

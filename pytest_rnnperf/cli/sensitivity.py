@@ -4,11 +4,19 @@ more processes; ``--case ID`` shows how each kernel's noise was learned. Exit 0 
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 from typing import Any
 
 from pytest_rnnperf.cli.args import DEFAULT, path_given, text_given
+from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
+from pytest_rnnperf.judge.sensitivity import sensitivity
 from pytest_rnnperf.model.metrics import BUSY, KERNEL, MS, WALL, show
+from pytest_rnnperf.model.records import BaselineError
+from pytest_rnnperf.report.text import fit, terminal_width, text_table
+from pytest_rnnperf.store.baselines import gpus_with_baselines, machine_folder_problem
+from pytest_rnnperf.store.history import case_history, case_ids
+from pytest_rnnperf.store.runs import load_model
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,9 +28,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``sensitivity`` for parsed arguments."""
-    from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.store.baselines import gpus_with_baselines, machine_folder_problem
-    from pytest_rnnperf.store.runs import load_model
 
     folder: Path = args.folder
     if not folder.is_dir():
@@ -41,7 +46,6 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
         if loaded.notes:  # an accepted change with no run kept after it yet
             return 2, [f"error: {folder}: no stored run to judge against; {loaded.notes[-1]}"]
         return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
-    from pytest_rnnperf.report.text import terminal_width
 
     runs = list(loaded.runs)
     code, lines = (kernel_table(runs, args.case, terminal_width()) if args.case is not None
@@ -54,9 +58,6 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
 def case_table(runs: list[Any], width: int | None = None) -> list[str]:
     """One row per case: processes, noise between them, the smallest regression a new process is failed for
     (within ``width``; None: as wide as its cells)."""
-    from pytest_rnnperf.judge.sensitivity import sensitivity
-    from pytest_rnnperf.report.text import fit, text_table
-    from pytest_rnnperf.store.history import case_history, case_ids
 
     rows, found = [], []
     for case_id in case_ids(runs):
@@ -80,9 +81,6 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
 def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tuple[int, list[str]]:
     """The cuDNN side's kernels of one case in every process of its history (ms/step), center and noise; within
     ``width``, the newest processes that fit (the center and noise still count them all)."""
-    from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
-    from pytest_rnnperf.report.text import fit, text_table
-    from pytest_rnnperf.store.history import case_history
 
     history = case_history(runs, case_id)
     if not history.processes:
@@ -113,6 +111,5 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
 
 def _median_ms(values: list[float]) -> str:
     """The median of the processes where it ran, in ms ("-" where it ran in none)."""
-    import statistics
 
     return show(KERNEL, statistics.median(values) if values else None, fine=True)

@@ -9,6 +9,9 @@ from typing import Any, Sequence
 from pytest_rnnperf.cli.args import fraction, load, number, path_given
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.model.metrics import MS, WALL, WALL_SPEEDUP, from_ms, show
+from pytest_rnnperf.model.records import BaselineError
+from pytest_rnnperf.model.stats import spread
+from pytest_rnnperf.report.text import fit, terminal_width, text_table
 from pytest_rnnperf.session.settings import at_least
 
 
@@ -24,7 +27,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``spread`` for parsed arguments."""
-    from pytest_rnnperf.report.text import terminal_width
 
     return spread_files(args.runs, args.target, args.min_step_ms, args.allow_other_gpu, terminal_width())
 
@@ -35,9 +37,6 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     table within ``width``; None: as wide as its cells)."""
     import numpy as np
 
-    from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.model.stats import spread
-    from pytest_rnnperf.report.text import fit, text_table
 
     if len(paths) < 2:
         return 2, ["error: spread needs at least two runs"]

@@ -18,13 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import (METRICS, CaseSeries, ChangePoint, History, ModelHistory, Window,
-                                            analyse)
+from pytest_rnnperf.history.changes import METRICS, CaseSeries, ChangePoint, History, ModelHistory, Window, analyse
 from pytest_rnnperf.history.render import count_line
 from pytest_rnnperf.judge.changepoints import DEFAULT_MIN_SHIFT, MIN_RUNS, PENALTY
+from pytest_rnnperf.measure.environment import diff_environments, format_diff
 from pytest_rnnperf.model.metrics import KERNEL, from_ms, show
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 from pytest_rnnperf.report.html import COLOURS, Charts, Raw, anchor, bullet_list, esc, filters, page, table
+from pytest_rnnperf.report.rows import record_kernel_lines
+from pytest_rnnperf.store.baselines import among_stored_runs, writable_problem
 
 PLOTLY_FILE = "plotly.min.js"
 ROWS = ("device", "wall", "speedup")  # the series of each case, top to bottom
@@ -32,7 +34,6 @@ ROWS = ("device", "wall", "speedup")  # the series of each case, top to bottom
 
 def site_problem(folder: Path, inputs: Sequence[Path]) -> str | None:
     """Why ``folder`` cannot take a new site (it holds files, or lies among the stored runs read), or None."""
-    from pytest_rnnperf.store.baselines import among_stored_runs, writable_problem
 
     if folder.exists() and not folder.is_dir():
         return f"--html {folder}: a file, not a folder"
@@ -304,8 +305,6 @@ def model_page(site: ModelSite, metric: str, plotly: str) -> str:
 
 def changes_page(site: ModelSite) -> str:
     """A GPU model's change points, newest first, grouped by the runs they lie between, with what changed there."""
-    from pytest_rnnperf.measure.environment import diff_environments, format_diff
-    from pytest_rnnperf.report.rows import record_kernel_lines
 
     found = site.all_changes()
     body = [f"<h1>{esc(site.gpu)}: changes, newest first</h1>", _nav(site), f"<p>{_counted(site)}</p>",

@@ -7,6 +7,7 @@ the change-point detection, so a slow drift that each night's median follows is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Sequence
 
 from pytest_rnnperf.judge import across as xp
@@ -50,7 +51,6 @@ def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy)
 
 def drift_check_available() -> bool:
     """ruptures (the change-point library) can be imported; without it the drift check is off, never a crash."""
-    from importlib.util import find_spec
 
     return find_spec("ruptures") is not None
 

@@ -12,6 +12,7 @@ import platform
 import re
 from importlib import metadata
 
+from pytest_rnnperf.backends import specs
 from pytest_rnnperf.backends.base import short_error
 from pytest_rnnperf.model.flags import unavailable
 
@@ -49,7 +50,6 @@ _WHEEL_KEYS: dict[str, tuple[str, str]] = {"cudnn_wheel": ("software", "cudnn_wh
 
 def distributions() -> dict[str, tuple[str, ...]]:
     """Every distribution the fingerprint reports: the base ones, then each registered backend's."""
-    from pytest_rnnperf.backends import specs
 
     out = dict(BASE_DISTRIBUTIONS)
     for spec in specs():
@@ -59,7 +59,6 @@ def distributions() -> dict[str, tuple[str, ...]]:
 
 def key_field_map() -> dict[str, tuple[str, str]]:
     """Fingerprint key -> (source, field): device, python, frameworks, NVIDIA wheels, backends' runtime fields."""
-    from pytest_rnnperf.backends import specs
 
     keys = dict(_DEVICE_KEYS)
     for spec in specs():
@@ -142,7 +141,6 @@ def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[st
     A framework whose runtime fields (``torch.*``, ``tf.*``) are missing on one side did not run there
     (e.g. ``-k torch`` tonight): that is not a change, so its fields are left out rather than listed as absent.
     """
-    from pytest_rnnperf.backends import specs
 
     for prefix in [s.runtime_prefix for s in specs() if s.runtime_prefix]:
         if not any(k.startswith(prefix) for k in old) or not any(k.startswith(prefix) for k in new):

@@ -17,6 +17,8 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, MutableMapping, Sequence
 
+from pytest_rnnperf.measure.gpu import entry_index, gpu_count, gpu_uuid
+
 ENV = "CUDA_VISIBLE_DEVICES"
 # What CUDA accepts in CUDA_VISIBLE_DEVICES; it ignores the first entry that is none of these and all after it.
 _ENTRY = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
@@ -100,7 +102,6 @@ class Placement:
 
 def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str] | None, str]:
     """The GPUs the run may use (``gpu_entries``) and, when they cannot be counted, why."""
-    from pytest_rnnperf.measure.gpu import gpu_count
 
     visible = visible_entries(environ.get(ENV))
     if visible is not None:
@@ -111,7 +112,6 @@ def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str]
 
 def place(worker_id: str, workers: int, environ: Mapping[str, str], nvml: Any = None) -> Placement:
     """The GPU of worker ``worker_id`` among ``workers``, read from the controller's ``environ`` and NVML."""
-    from pytest_rnnperf.measure.gpu import entry_index, gpu_uuid
 
     gpus, why = usable_gpus(environ, nvml)
     entry = assign(worker_number(worker_id), workers, gpus)

@@ -11,19 +11,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
-from pytest_rnnperf.model import reference
 from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, ModelOptions, Pair
-from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
+from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_single
+from pytest_rnnperf.model import reference
 from pytest_rnnperf.model.cases import Case, ModelCase, Subject
 from pytest_rnnperf.model.flags import WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult
 from pytest_rnnperf.model.stats import Interval, speedup_interval
-from pytest_rnnperf.model.timing import Measurement, Timer, TimingConfig
-from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
-from pytest_rnnperf.model.timing import DeviceTiming
-from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_single
 from pytest_rnnperf.model.stopping import BUDGET
+from pytest_rnnperf.model.timing import DeviceTiming, Measurement, Timer, TimingConfig
 
 
 class Window(Protocol):
@@ -94,7 +94,6 @@ def slice_batch(inputs: CaseInputs, n: int) -> CaseInputs:
 
 def reference_result(case: Case, weights: "reference.RNNWeights", inputs: CaseInputs) -> Any:
     """The float64 reference as an ImplResult-shaped object (gradients only in train mode)."""
-    from pytest_rnnperf.model.results import ImplResult
 
     fwd = reference.forward(weights, inputs.x)
     if case.mode != "train":

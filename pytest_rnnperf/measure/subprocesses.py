@@ -14,6 +14,7 @@ whose last lines are quoted when it dies. Nothing here knows pytest.
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import traceback
@@ -23,11 +24,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_rnnperf._moved import renamed_names
-from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, register
-from pytest_rnnperf.model.reference import CaseInputs
-from pytest_rnnperf.model.results import ImplResult, PathProof
+from pytest_rnnperf.backends import (IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions,
+                                     OutOfDeviceMemory, model_backend_for, register)
+from pytest_rnnperf.measure.gpu import TelemetryWindow
+from pytest_rnnperf.measure.runner import run_case, run_model
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.model.reference import CaseInputs
+from pytest_rnnperf.model.results import ImplResult, PathProof
 
 # Seconds a subprocess may stay silent before we look at whether it is still alive (it is never killed for
 # being slow: a case may take minutes).
@@ -317,7 +321,6 @@ class RemoteBackend:
 def model_payload(build: Callable[[], Any], inputs: Any, options: ModelOptions, backend: str) -> bytes:
     """``build``, ``inputs`` and ``options`` pickled for a subprocess with Keras on ``backend``; ModelError naming the
     argument that cannot go (functions travel by name, so a lambda or a nested function cannot)."""
-    import pickle
 
     where = f"the Keras-on-{backend} subprocess"
     for what, value in (("build", build), ("inputs", inputs), ("targets", options.targets), ("loss", options.loss),
@@ -360,7 +363,6 @@ def _judge_over(conn: Connection, backend: Any) -> Callable[[CaseRecord, Callabl
 
 def _with_telemetry(config: Any, telemetry_index: int | None) -> Any:
     """``config`` with telemetry windows on the parent's GPU (windows cannot cross the pipe)."""
-    from pytest_rnnperf.measure.gpu import TelemetryWindow
 
     if telemetry_index is None:
         return config
@@ -370,7 +372,6 @@ def _with_telemetry(config: Any, telemetry_index: int | None) -> Any:
 def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tuple[str, ...],
               telemetry_index: int | None, judged: bool) -> CaseRecord:
     """Run a case here, handing its record to the parent's judge over ``conn`` while the pair is built."""
-    from pytest_rnnperf.measure.runner import run_case
 
     return run_case(case, backend, _with_telemetry(config, telemetry_index), impls=impls,
                     judge=_judge_over(conn, backend) if judged else None)
@@ -379,10 +380,7 @@ def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tu
 def _run_model(backend: Any, conn: Connection, case: ModelCase, payload: bytes, config: Any,
                impls: tuple[str, ...], telemetry_index: int | None, judged: bool) -> CaseRecord:
     """Build a team's model here from ``payload`` and run it as ``runner.run_model`` does, judged by the parent."""
-    import pickle
 
-    from pytest_rnnperf.backends import ModelError, model_backend_for
-    from pytest_rnnperf.measure.runner import run_model
 
     try:
         build, inputs, options = pickle.loads(payload)
@@ -413,7 +411,6 @@ def _sendable(exc: BaseException, name: str = "") -> BaseException:
 
     An unexpected error gets a note saying where its traceback went: the parent only sees the exception.
     """
-    import pickle
 
     if not isinstance(exc, (BackendUnavailable, OutOfDeviceMemory, ModelError)) and hasattr(exc, "add_note"):
         exc.add_note(f"raised in the {name or 'backend'} subprocess; its traceback is in subprocess-{name}.log "

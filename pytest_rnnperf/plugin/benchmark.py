@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any, Generator, Sequence
 
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.plugin.ids import stored_test_id
-from pytest_rnnperf.store.runs import benchmark_extra
 from pytest_rnnperf.session.settings import Settings
+from pytest_rnnperf.store.runs import benchmark_extra
 
 DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default --benchmark-storage
 
@@ -346,7 +347,6 @@ class _TextWriter:
 
 def _tables_text(bs: Any, groups: list[Any]) -> str:
     """pytest-benchmark's terminal tables of ``groups``, as text (its histograms drawn as usual, if asked for)."""
-    from functools import partial
 
     from pytest_benchmark.table import TableResults
     from pytest_benchmark.utils import report_noprogress

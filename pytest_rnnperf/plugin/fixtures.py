@@ -17,13 +17,14 @@ from typing import Any, Callable, NoReturn
 import pytest
 
 from pytest_rnnperf.backends import ModelError, ModelOptions, model_backend_for
-from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.judge.claims import ClaimRow, failure_message
+from pytest_rnnperf.measure.subprocesses import SubprocessFailed
+from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
+from pytest_rnnperf.plugin.ids import stored_test_id
 from pytest_rnnperf.session.session import RnnperfSession, Skipped
 from pytest_rnnperf.session.settings import Settings
-from pytest_rnnperf.measure.subprocesses import SubprocessFailed
-from pytest_rnnperf.plugin.ids import stored_test_id
 
 
 def _fail(message: str) -> NoReturn:
@@ -85,7 +86,6 @@ class RnnperfFixture:
         """--benchmark-disable (or pytest-xdist workers sharing a GPU): one round, nothing recorded; the checks still run."""
         if self._bench is None or not self._bench.disabled:
             return False
-        from pytest_rnnperf.plugin.benchmark import off_for_xdist
 
         # pytest-benchmark turns itself off in every pytest-xdist worker; one with a GPU of its own still times.
         return not (off_for_xdist(self._bench) and self._session.parallel_reason() is None)
@@ -99,7 +99,6 @@ class RnnperfFixture:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
         self._measured(record)
         if self._bench is not None and not self._disabled:
-            from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 
             if off_for_xdist(self._bench):  # a pytest-xdist worker: the controller adds them to its pytest-benchmark
                 self._session.carry_entries(entry_source(self._item), record)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import math
 from pathlib import Path
 from typing import Any
 
+from pytest_rnnperf.report.html import write_run_page
+from pytest_rnnperf.report.markdown import markdown
+from pytest_rnnperf.report.plot import plot_speedups
 from pytest_rnnperf.report.rows import Rows, build_rows
+from pytest_rnnperf.report.text import model_title
 from pytest_rnnperf.report.view import RunView
 
 # Dropped in every folder a run writes its report (or its subprocesses' logs) to: a later run may replace its files.
@@ -28,7 +35,6 @@ def foreign_files(folder: Path) -> list[str]:
     None for a missing or empty folder, or one that holds an earlier report: marked, or (written before reports
     were marked) holding an rnnperf.json of a report. Hidden files (.gitkeep) are never replaced and do not count.
     """
-    import fnmatch
 
     if not folder.is_dir() or (folder / MARKER).exists() or _is_report_json(folder / "rnnperf.json"):
         return []
@@ -38,7 +44,6 @@ def foreign_files(folder: Path) -> list[str]:
 
 def _is_report_json(path: Path) -> bool:
     """``path`` is the rnnperf.json of a report: a JSON object holding the run's fingerprint, results and table."""
-    import json
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -54,10 +59,7 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
     Output paths are checked before the run; a write that still fails (a full disk, say) becomes a note,
     so the summary and the other files are not lost with it.
     """
-    import json
 
-    from pytest_rnnperf.report.markdown import markdown
-    from pytest_rnnperf.report.plot import plot_speedups
 
     notes: list[str] = []
     rows = rows or build_rows(run)
@@ -98,8 +100,6 @@ def write_reports(run: RunView, report_dir: str, markdown_path: str = "", step_s
 
 def _write_page(run: RunView, rows: Rows, folder: Any, written: list[str]) -> list[str]:
     """Write index.html (one section per GPU model of a mixed-model run); a note where it lacks its charts or failed."""
-    from pytest_rnnperf.report.html import write_run_page
-    from pytest_rnnperf.report.text import model_title
 
     views = run.model_views()
     sections = [(model_title(run, v), build_rows(v)) for v in views] if views else [("", rows)]
@@ -113,7 +113,6 @@ def _write_page(run: RunView, rows: Rows, folder: Any, written: list[str]) -> li
 
 def as_json_safe(obj: Any) -> Any:
     """Replace non-finite floats by strings so the JSON stays strict."""
-    import math
 
     if isinstance(obj, float) and not math.isfinite(obj):
         return str(obj)

@@ -9,15 +9,19 @@ shared with the history site (``history/site.py``).
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.judge.claims import HEADER, table_rows
 from pytest_rnnperf.model.metrics import (DEVICE_SPEEDUP, FLOOR, KERNEL, LAUNCHES, METRICS, MS, PARITY, WALL,
                                           WALL_SPEEDUP, from_ms, metric, show)
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
-                                        CaseRow, Rows, Samples, VerdictRow, change_text, deciding,
-                                        not_run)
+                                        CaseRow, Rows, Samples, VerdictRow, change_text, deciding, not_run)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.judge.verdicts import CaseVerdict, Comparison
@@ -161,7 +165,6 @@ def anchor(prefix: str, name: str) -> str:
 
 def plotly_missing() -> str | None:
     """The one line that says what to install where plotly cannot be imported, else None."""
-    from importlib.util import find_spec
 
     try:
         return None if find_spec("plotly") is not None else PLOTLY_MISSING
@@ -283,7 +286,6 @@ def short_id(case_id: str, limit: int = ID_CHARS) -> Raw:
 def log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
     """Ticks of a log axis from ``low`` to ``high`` that read as numbers: 1, 2, 5, 10, 20 ... (powers of ten
     alone over more than three decades), each label the whole value."""
-    import math
 
     if not (0 < low <= high):
         return [], []
@@ -610,7 +612,6 @@ def run_section(rows: Rows, charts: Charts, prefix: str = "c") -> str:
     if rows.cross:
         out.append("<h2>Across frameworks (same canonical weights)</h2>" + table(CROSS_HEADER, rows.cross, cls="sortable"))
     if rows.claims:
-        from pytest_rnnperf.judge.claims import HEADER, table_rows
 
         out.append("<h2>Claims (the folklore, measured on this machine)</h2>"
                    + table(HEADER, table_rows(rows.claims), cls="sortable"))
@@ -642,8 +643,6 @@ def run_page(sections: Sequence[tuple[str, Rows]], generated: str = "", notes: S
 
 def write_run_page(path: Any, sections: Sequence[tuple[str, Rows]], notes: Sequence[str] = ()) -> str | None:
     """Write the run's page to ``path``; the line saying charts are missing (plotly not installed), else None."""
-    from datetime import datetime, timezone
-    from pathlib import Path
 
     missing = plotly_missing()
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

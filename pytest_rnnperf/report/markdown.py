@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pytest_rnnperf.report.rows import CROSS_HEADER, CaseRow, Rows, build_rows, shown as _v, status_of
-from pytest_rnnperf.report.text import device_lines, xdist_line, model_title
+from pytest_rnnperf.judge.claims import markdown_table
+from pytest_rnnperf.report.rows import CROSS_HEADER, CaseRow, Rows, build_rows
+from pytest_rnnperf.report.rows import shown as _v
+from pytest_rnnperf.report.rows import status_of
+from pytest_rnnperf.report.text import device_lines, model_title, xdist_line
 from pytest_rnnperf.report.view import RunView
 
 
@@ -57,7 +60,6 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
         out += ["### Across frameworks (same canonical weights)", ""]
         out += _table(list(CROSS_HEADER), [list(row) for row in rows.cross]) + [""]
     if rows.claims:
-        from pytest_rnnperf.judge.claims import markdown_table
 
         out += ["### Claims (the folklore, measured on this machine)", ""] + markdown_table(rows.claims) + [""]
     if rows.env_diff:

@@ -3,11 +3,17 @@ draws."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.judge.compare import Verdict
+from pytest_rnnperf.judge.verdicts import Outcome, Verdict
+from pytest_rnnperf.measure.device_time import kernel_changes
+from pytest_rnnperf.measure.environment import diff_environments, format_diff
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, METRICS, MS, PARITY,
                                           SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
+from pytest_rnnperf.model.stats import speedup_interval
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -289,7 +295,6 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
                 expected: Collection[str] = ()) -> tuple[AnswerRow, ...]:
     """The regressed cases (each comparison that regressed, and its kernels), then the cases that broke a gate;
     not the ``expected`` ones (their tests failed as marked: known issues, listed apart)."""
-    from pytest_rnnperf.judge.verdicts import Outcome, Verdict
 
     out = []
     for row in verdicts:
@@ -354,7 +359,6 @@ def result_cells(r: CaseRecord) -> dict[str, str]:
 
 def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
     """The speedup of the stored record of ``r``'s case, with its interval (None without one)."""
-    from pytest_rnnperf.model.stats import speedup_interval
 
     rec = run.stored_record(r.id) if run.baseline is not None and r.speedup is not None else None
     if rec is None or rec.cudnn is None:
@@ -451,7 +455,6 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
 
 def deciding(v: CaseVerdict) -> Comparison:
     """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else the host overhead."""
-    from pytest_rnnperf.judge.compare import Verdict
 
     if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
         return v.regressed_kernels[0]
@@ -514,9 +517,7 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
 
 def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     """What changed from ``old`` to ``new``, driver, CUDA, cuDNN and framework versions first (ENV_RANKS)."""
-    import re
 
-    from pytest_rnnperf.measure.environment import diff_environments, format_diff
 
     def rank(change: tuple[str, str, str]) -> int:
         """The change's place in ENV_RANKS (after them all where it is none of them)."""
@@ -534,7 +535,6 @@ def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]
 
 def record_kernel_lines(base: CaseRecord | None, now: CaseRecord | None, rows: int = 4) -> list[str]:
     """What moved between two records' cuDNN kernel tables (empty where either has no device time)."""
-    from pytest_rnnperf.measure.device_time import kernel_changes
 
     if base is None or now is None or base.cudnn_device is None or now.cudnn_device is None:
         return []

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
+import textwrap
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from pytest_rnnperf.backends import problems, specs
+from pytest_rnnperf.backends.base import CUDA_LIBRARIES
+from pytest_rnnperf.judge.claims import HEADER, table_rows
 from pytest_rnnperf.judge.verdicts import Verdict
+from pytest_rnnperf.measure.environment import not_the_wheels
+from pytest_rnnperf.measure.gpu import noise_warnings
 from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, MS, WALL, WALL_SPEEDUP, show
+from pytest_rnnperf.model.parity import format_failures
 from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIMES, STATUSES, TFLOPS_COLUMN,
-                                        UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, build_rows,
-                                        comparison_cells, env_diff_lines, kernel_lines, below_floor, not_run,
-                                        shown as _v, time_spent, verdict_counts)
+                                        UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, below_floor,
+                                        build_rows, comparison_cells, env_diff_lines, kernel_lines, not_run)
+from pytest_rnnperf.report.rows import shown as _v
+from pytest_rnnperf.report.rows import time_spent, verdict_counts
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -27,7 +37,6 @@ ENV_SHOWN = 6  # environment changes the summary names before it points to the r
 
 def terminal_width(columns: int | None = None) -> int:
     """The width to draw for: ``columns`` (pytest's terminal writer), else the terminal's (or $COLUMNS), clamped."""
-    import shutil
 
     return max(NARROWEST, min(WIDEST, shutil.get_terminal_size().columns if columns is None else columns))
 
@@ -35,7 +44,6 @@ def terminal_width(columns: int | None = None) -> int:
 def fit(lines: Iterable[str], width: int, hang: int = 2) -> list[str]:
     """Each line (and each line inside one) wrapped at spaces to ``width``, continued two past its own indent (at
     least ``hang``: under the case of a line that opens with a label)."""
-    import textwrap
 
     out: list[str] = []
     for line in (part for text in lines for part in text.split("\n")):
@@ -64,8 +72,6 @@ def header_lines(run: RunView, scale: str) -> list[str]:
         lines = [f"rnnperf: no GPU fingerprint: {d.reason} (cuDNN cases will be skipped)"]
     if run.plan:
         lines.append(f"rnnperf: {xdist_line(run)}")
-    from pytest_rnnperf.backends import problems, specs
-    from pytest_rnnperf.measure.gpu import noise_warnings
 
     sw = run.software
     names = ["python", "pytest", "pytest-benchmark", "numpy"]
@@ -88,8 +94,6 @@ def header_lines(run: RunView, scale: str) -> list[str]:
 
 def library_warnings(run: RunView) -> list[str]:
     """One line per CUDA library a framework loaded that is not the installed wheel's version (a system copy, say)."""
-    from pytest_rnnperf.backends.base import CUDA_LIBRARIES
-    from pytest_rnnperf.measure.environment import not_the_wheels
 
     warnings = []
     for name, fields in sorted(run.runtime.items()):
@@ -103,7 +107,6 @@ def library_warnings(run: RunView) -> list[str]:
 
 def library_lines(run: RunView) -> list[str]:
     """Each framework read so far: the cuDNN, cuBLAS and CUDA runtime it loaded, with their paths, then the warnings."""
-    from pytest_rnnperf.backends.base import CUDA_LIBRARIES
 
     lines = []
     for name, fields in sorted(run.runtime.items()):
@@ -116,7 +119,6 @@ def library_lines(run: RunView) -> list[str]:
 
 def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list[str]:
     """Why ``label`` fails its path proofs or parity, as small tables; empty when both hold."""
-    from pytest_rnnperf.model.parity import format_failures
 
     problems: list[str] = []
     bad_paths = [p for p in proofs if not p.ok]
@@ -155,7 +157,6 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     wide, the widest column gives way: its cells wrap at their spaces, and a word still too long folds onto the
     next line in the first column (what a row is, a case id) and is cut with an ellipsis in any other.
     """
-    import io
 
     from rich import box
     from rich.console import Console
@@ -422,7 +423,6 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
         lines += ["", "across frameworks (one checkpoint, converted to each framework's layout):"]
         lines += text_table(CROSS_HEADER, rows.cross, right=set(), width=width)
     if rows.claims:
-        from pytest_rnnperf.judge.claims import HEADER, table_rows
 
         lines += ["", "claims (the folklore, measured on this machine):"]
         lines += text_table(HEADER, table_rows(rows.claims), set(), width=width)
