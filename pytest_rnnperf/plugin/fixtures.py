@@ -144,7 +144,7 @@ class RnnperfFixture:
         """Fail in one line when ``case`` is no Case (a case id, a tuple of settings): the call would raise deep inside."""
         if not isinstance(case, Case):
             _fail(f"{self._item.nodeid}: rnnperf.{call}(): got {type(case).__name__} {case!r:.60}; pass a Case, e.g. "
-                  f"Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)")
+                  f"Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.model.cases import Case, Shape)")
 
     def _run(self, case: Case, impls: tuple[str, ...]) -> CaseRecord:
         """Measure a matrix case (checked by the caller to be one) or skip with the one-line reason."""
