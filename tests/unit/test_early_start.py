@@ -14,6 +14,7 @@ from pytest_rnnperf.backends import BackendSpec, spec
 from pytest_rnnperf.backends.keras import KERAS_JAX
 from pytest_rnnperf.measure.gpu import GpuInfo
 from pytest_rnnperf.measure.subprocesses import SubprocessFailed, SubprocessPool
+from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
 
 
@@ -114,7 +115,8 @@ def _session_with_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t
     for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
         monkeypatch.delenv(name, raising=False)
     launcher = _Launcher()
-    session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
+    gpu = GpuInfo.from_dict({"available": False, "reason": "test"})
+    session = RnnperfSession(Run(gpu=gpu, software={}, compile_cache=tmp_path))
     session.subprocess_pool().launch = launcher
     return session, launcher
 
