@@ -307,7 +307,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if (settings.update_baseline or settings.keep_run) and not hasattr(config, "workerinput"):  # the controller writes
-        problems = session.record_problems()
+        problems = session.recorder().problems()
         if problems:
             raise pytest.UsageError("\n".join(problems))
     configure(config, session, latest)
@@ -379,7 +379,7 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
     items = [item for item in (report.result or ()) if isinstance(item, pytest.Item)]
     if not items or not report.passed or items[0].config.option.collectonly or SESSION_KEY not in items[0].config.stash:
         return
-    _session(items[0].config).start_subprocesses(_collected_frameworks(items)[0])
+    _session(items[0].config).backends.start(_collected_frameworks(items)[0])
 
 
 @pytest.hookimpl(tryfirst=True)  # before the terminal names the libraries each framework loaded (that waits)
@@ -391,10 +391,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _session(config).collected = time.monotonic()
     frameworks, _ = _collected_frameworks(session.items)
     if config.option.collectonly or session.testsfailed or not session.items:
-        _session(config).stop_subprocesses(keep=())
+        _session(config).backends.stop(keep=())
         return
-    _session(config).stop_subprocesses(keep=frameworks)
-    _session(config).start_subprocesses(frameworks)
+    _session(config).backends.stop(keep=frameworks)
+    _session(config).backends.start(frameworks)
     _session(config).plan_budget(sum(1 for item in session.items if _times_cudnn(item)))
 
 
@@ -467,7 +467,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
     for name in frameworks:
         try:
-            session.backend(name)
+            session.backends.backend(name)
         except Exception:  # an unknown or broken backend: its own cases say why, as a skip or a failure
             continue
     return library_lines(session)

@@ -344,7 +344,7 @@ def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
     """The speedup of the stored record of ``r``'s case, with its interval (None without one)."""
     from pytest_rnnperf.model.stats import speedup_interval
 
-    rec = run.stored_record(r.id) if run.baseline is not None and r.speedup is not None else None
+    rec = run.stored.stored_record(r.id) if run.stored.baseline is not None and r.speedup is not None else None
     if rec is None or rec.cudnn is None:
         return None
     return speedup_interval(rec.cudnn.samples, rec.generic.samples)
@@ -404,8 +404,8 @@ def telemetry_rows(timed: Mapping[str, Any] | None, energy: Mapping[str, Any] | 
 
 def case_detail(r: CaseRecord, run: RunView) -> CaseDetail:
     """A case's panel: samples of both sides now and in the baseline, proofs, parity, kernels, telemetry, diff."""
-    base = run.stored_record(r.id) if run.baseline is not None else None
-    stored = run.stored_run(r.id) if base is not None else None
+    base = run.stored.stored_record(r.id) if run.stored.baseline is not None else None
+    stored = run.stored.stored_run(r.id) if base is not None else None
     kernels = {side: dev.kernels for side in ("cudnn", "generic") if (dev := r.device_timing(side)) is not None}
     if base is not None and base.cudnn_device is not None:
         kernels["cudnn baseline"] = base.cudnn_device.kernels
@@ -475,18 +475,18 @@ def comparison_cells(c: Comparison) -> tuple[str, ...]:
 
 def unjudged_line(run: RunView) -> str | None:
     """The cuDNN cases the baseline cannot judge, in one line (None when it judges them all)."""
-    if not run.measured.unjudged or run.baseline is None:
+    if not run.measured.unjudged or run.stored.baseline is None:
         return None
     # A baseline recorded with -k (one framework, say) silently judging nothing would look like a pass.
     listed = ", ".join(run.measured.unjudged[:3]) + (", ..." if len(run.measured.unjudged) > 3 else "")
-    files = run.baseline.path.name + (f" or the {len(run.older)} file(s) before it" if run.older else "")
+    files = run.stored.baseline.path.name + (f" or the {len(run.stored.older)} file(s) before it" if run.stored.older else "")
     return (f"not judged: {len(run.measured.unjudged)} cuDNN case(s) have no record in {files} "
             f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {listed}")
 
 
 def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
-    stored = run.baseline if case_id is None else run.stored_run(case_id)
+    stored = run.stored.baseline if case_id is None else run.stored.stored_run(case_id)
     if stored is None:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
@@ -508,7 +508,7 @@ def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[
 
 def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]:
     """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
-    base = run.stored_record(verdict.case_id)
+    base = run.stored.stored_record(verdict.case_id)
     now = next((r for r in reversed(run.measured.results) if r.id == verdict.case_id), None)
     return record_kernel_lines(base, now, rows)
 

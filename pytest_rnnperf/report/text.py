@@ -284,7 +284,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines.append("  judged on wall time: the baseline or this run has no device time")
     diff = env_diff_lines(run, verdict.case_id)
     lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
-    stored = run.stored_run(verdict.case_id)
+    stored = run.stored.stored_run(verdict.case_id)
     lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
                  "--rnnperf-update-baseline")

@@ -7,8 +7,8 @@ from typing import Any, Mapping, Protocol, Sequence
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo
 from pytest_rnnperf.measure.placement import Placement
-from pytest_rnnperf.model.records import CaseRecord, StoredRun
 from pytest_rnnperf.store.measured import Measured
+from pytest_rnnperf.store.stored import Stored
 
 
 class WorkerView(Protocol):
@@ -33,6 +33,7 @@ class RunView(Protocol):
 
     device_timer: DeviceTimer
     measured: Measured
+    stored: Stored
 
     @property
     def gpu(self) -> GpuInfo:
@@ -41,14 +42,6 @@ class RunView(Protocol):
     @property
     def software(self) -> Mapping[str, str]:
         """The run's software versions."""
-
-    @property
-    def baseline(self) -> StoredRun | None:
-        """The newest baseline file, or None."""
-
-    @property
-    def older(self) -> list[StoredRun]:
-        """The earlier stored runs, newest first."""
 
     @property
     def worker_runs(self) -> Mapping[str, WorkerView]:
@@ -63,12 +56,6 @@ class RunView(Protocol):
 
     def fingerprint(self) -> str:
         """The short hash of the fingerprint's key fields."""
-
-    def stored_run(self, case_id: str) -> StoredRun | None:
-        """The baseline file holding the newest record of ``case_id``."""
-
-    def stored_record(self, case_id: str) -> CaseRecord | None:
-        """The newest stored record of ``case_id``."""
 
     def baseline_status(self) -> str:
         """One line: which baseline files the run was judged against."""

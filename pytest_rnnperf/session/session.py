@@ -14,17 +14,16 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
-from pytest_rnnperf.backends import Backend, ModelError, compile_cache, unmatched_injections
+from pytest_rnnperf.backends import ModelError, compile_cache, unmatched_injections
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index
 from pytest_rnnperf.measure.loaded import LoadedBackends
 from pytest_rnnperf.measure.placement import Placement
-from pytest_rnnperf.measure.subprocesses import SubprocessPool
 from pytest_rnnperf.measure.wall import WallTimer
-from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, StoredRun
+from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord
 from pytest_rnnperf.model.timing import Timer
 from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Rows, build_rows
@@ -84,16 +83,6 @@ class RnnperfSession:
         """The run's settings (``Run.settings``)."""
         return self.run.settings
 
-    @property
-    def baseline(self) -> StoredRun | None:
-        """This GPU model's newest baseline file, or None."""
-        return self.stored.baseline
-
-    @property
-    def older(self) -> list[StoredRun]:
-        """Its earlier stored runs, newest first."""
-        return self.stored.older
-
     def _log_dir(self) -> Path:
         """The folder of the subprocesses' logs: the report folder's, else a temporary one."""
         folder = self.settings.report_dir
@@ -103,22 +92,6 @@ class RnnperfSession:
             mark_report_folder(Path(folder))
         placement = self.run.placement  # each pytest-xdist worker starts its own: their logs go apart
         return Path(folder) / placement.worker if placement is not None else Path(folder)
-
-    def subprocess_pool(self) -> SubprocessPool:
-        """The session's subprocesses (one per backend that needs an environment this process lacks)."""
-        return self.backends.pool()
-
-    def start_subprocesses(self, frameworks: Iterable[str]) -> list[str]:
-        """Start the subprocesses these frameworks run in, early; the backends started (``LoadedBackends.start``)."""
-        return self.backends.start(frameworks)
-
-    def stop_subprocesses(self, keep: Iterable[str]) -> None:
-        """Stop the subprocesses started early for backends other than ``keep`` (their cases were deselected)."""
-        self.backends.stop(keep)
-
-    def backend(self, name: str) -> Backend:
-        """The backend for ``name``, loaded once; its runtime info joins the environment on first use."""
-        return self.backends.backend(name)
 
     def environment(self) -> dict[str, str]:
         """Flat environment: ``gpu.*`` static device fields, software versions, framework runtime."""
@@ -141,14 +114,6 @@ class RnnperfSession:
         self.measured.notes += [note for note in self.stored.notes if note not in self.measured.notes]
         return None if self.stored.baseline is None else self.stored.baseline.path
 
-    def stored_run(self, case_id: str) -> StoredRun | None:
-        """The newest baseline file that holds ``case_id``, or None."""
-        return self.stored.stored_run(case_id)
-
-    def stored_record(self, case_id: str) -> CaseRecord | None:
-        """The newest stored record of ``case_id``, or None."""
-        return self.stored.stored_record(case_id)
-
     def policy(self) -> Policy:
         """The verdict policy of the session's settings, with this GPU's per-case noise thresholds."""
         policy = self.settings.policy()
@@ -169,10 +134,6 @@ class RnnperfSession:
         """What writes this run as a baseline file or a kept run (``baselines.Recorder``)."""
         return Recorder(self.run, self.measured, self.stored, self.workers(), self.plan, self.parallel_reason(),
                         self.meta)
-
-    def record_problems(self) -> list[str]:
-        """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
-        return self.recorder().problems()
 
     def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool,
                         exit_status: int = 0) -> list[str]:

@@ -92,8 +92,8 @@ def _judged(flagged: bool = False) -> RnnperfSession:
     """The run of ``_run`` with its first case judged against its stored record: 20% slower in device time, and a
     kernel that appeared (its window flagged, so that it regresses without failing, where ``flagged``)."""
     run = _run()
-    assert run.baseline is not None
-    base = next(iter(run.baseline.records.values()))
+    assert run.stored.baseline is not None
+    base = next(iter(run.stored.baseline.records.values()))
     verdict = judge(base, run.measured.results[0])
     assert verdict is not None and verdict.fails
     if flagged:
