@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 from pytest_rnnperf.backends import Backend, load_backend, spec
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool
@@ -15,9 +14,7 @@ from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool
 class LoadedBackends:
     """Each backend loaded once; a backend's runtime info goes to ``runtime`` on first use."""
 
-    log_dir: Callable[[], Path]  # the folder of the subprocesses' logs, asked for when the first one starts
-    telemetry_index: int | None  # NVML index the subprocesses read telemetry from (None: no GPU)
-    env: Mapping[str, str]  # what every subprocess gets in its environment (the compile cache)
+    new_pool: Callable[[], SubprocessPool]  # the run's subprocesses, made when the first one is needed
     runtime: dict[str, dict[str, str]]  # framework -> its runtime fields, filled as backends are loaded
     _backends: dict[str, Backend] = field(default_factory=dict)
     # rnnperf.model()'s backends: in this process for a model built here, else in a worker with that Keras backend
@@ -28,7 +25,7 @@ class LoadedBackends:
     def pool(self) -> SubprocessPool:
         """The run's subprocesses (one per backend that needs an environment this process lacks)."""
         if self._pool is None:
-            self._pool = SubprocessPool(self.log_dir(), self.telemetry_index, env=dict(self.env))
+            self._pool = self.new_pool()
         return self._pool
 
     def extra_pool(self, i: int) -> SubprocessPool:

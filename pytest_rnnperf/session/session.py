@@ -21,7 +21,7 @@ from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index
 from pytest_rnnperf.measure.loaded import LoadedBackends
-from pytest_rnnperf.measure.placement import Placement
+from pytest_rnnperf.measure.subprocesses import SubprocessPool
 from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord
 from pytest_rnnperf.model.timing import Timer
@@ -64,9 +64,8 @@ class RnnperfSession:
     backends: LoadedBackends = field(init=False)
 
     def __post_init__(self) -> None:
-        gpu = self.run.gpu
-        self.backends = LoadedBackends(self._log_dir, nvml_index() if gpu.available else None,
-                                       compile_cache.environment(self.run.compile_cache), self.measured.runtime)
+        """The backends' runtime fields go to what the run measured (they are part of its environment)."""
+        self.backends = LoadedBackends(self._new_pool, self.measured.runtime)
 
     @property
     def gpu(self) -> GpuInfo:
@@ -83,15 +82,17 @@ class RnnperfSession:
         """The run's settings (``Run.settings``)."""
         return self.run.settings
 
-    def _log_dir(self) -> Path:
-        """The folder of the subprocesses' logs: the report folder's, else a temporary one."""
+    def _new_pool(self) -> SubprocessPool:
+        """The run's subprocesses, their logs in the report folder (else a temporary one), the compile cache shared."""
         folder = self.settings.report_dir
         if not folder or folder.lower() == "none":
             folder = tempfile.mkdtemp(prefix="rnnperf-workers-")
         else:  # the logs alone make it a report folder, which the next run may write over
             mark_report_folder(Path(folder))
-        placement = self.run.placement  # each pytest-xdist worker starts its own: their logs go apart
-        return Path(folder) / placement.worker if placement is not None else Path(folder)
+        if self.run.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
+            folder = str(Path(folder) / self.run.placement.worker)
+        return SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,
+                              env=compile_cache.environment(self.run.compile_cache))
 
     def environment(self) -> dict[str, str]:
         """Flat environment: ``gpu.*`` static device fields, software versions, framework runtime."""
@@ -286,5 +287,4 @@ class RnnperfSession:
         return view
 
 
-__all__ = ["GpuInfo", "ModelError", "Placement", "RnnperfSession", "Run", "Settings", "Skipped", "UsageProblem",
-           "WorkerRun"]
+__all__ = ["ModelError", "RnnperfSession", "Run", "Skipped", "UsageProblem", "WorkerRun"]
