@@ -225,7 +225,7 @@ class RnnperfSession:
                "baseline": None if self.stored.baseline is None else str(self.stored.baseline.path),
                **self.measured.to_dict(report=True), "workers": [w.as_dict() for w in self.workers()]}
         if self.worker_runs:  # each worker's verdicts as it judged them (with --dist a case is judged once per worker)
-            out["verdicts"] = [v for w in self.workers() for v in w.measured.to_dict(report=True)["verdicts"]]
+            out["verdicts"] = [v.as_dict() for w in self.workers() for v in w.measured.verdicts.values()]
         return out
 
     # ------------------------------------------------------------------------------------ pytest-xdist
