@@ -15,8 +15,10 @@ is read, so ``import pytest_rnnperf`` works with no framework installed.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
@@ -66,8 +68,6 @@ def unmatched_injections(case_ids: Iterable[str], environ: Mapping[str, str]) ->
 
     Such a glob slows nothing: an evidence run would show no regression, and not because the gates missed one.
     """
-    import fnmatch
-
     ids = list(case_ids)
     lines = []
     for name in INJECT_ENVS:
@@ -348,8 +348,6 @@ def model_backend_for(model: Any) -> BackendSpec:
     """
     modules = {c.__module__.split(".")[0] for c in type(model).__mro__}
     if "keras" in modules:
-        import sys
-
         keras = sys.modules.get("keras")
         built_on = str(keras.backend.backend()) if keras is not None else "tensorflow"
         if built_on in keras_specs():

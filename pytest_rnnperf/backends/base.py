@@ -1,5 +1,7 @@
-"""What every backend shares: reading its framework's runtime without ever raising.
+"""What every backend shares: whether its framework can be used here, and reading its runtime without ever raising.
 
+``FrameworkBackend`` asks the same questions in the same order for every backend (installed? set up as it needs?
+importable? usable? a GPU?); a backend declares only its modules, its install command and the checks of its own.
 A backend's fingerprint fields (build, loaded CUDA/cuDNN, precision flags) are read through ``runtime_info``,
 which imports the framework only when called; a value that cannot be read is ``"unavailable: <reason>"``.
 """
@@ -35,6 +37,51 @@ def import_problem(module: str, load: Callable[[], Any], install: str) -> str | 
     except Exception as exc:
         return f"{module} is installed but cannot be imported ({short_error(exc)}); reinstall it ({install})"
     return None
+
+
+class FrameworkBackend:
+    """The availability preamble of a backend: one-line reasons why its framework, or its GPU, cannot be used here.
+
+    The checks run in this order, the first reason winning: each module of ``requires`` is installed; the
+    backend's ``setup_problem`` (a setting it needs, a version); ``framework`` imports through ``load_framework``
+    (a broken install names its error); the backend's ``usable_problem`` (what only the imported framework can
+    tell). ``gpu_unavailable_reason`` adds ``device_problem`` (no CUDA GPU, no cuDNN) to those.
+    """
+
+    name: str = ""
+    framework: str = ""  # the module imported to use the backend ("": none is imported to judge it)
+    install: str = ""  # the command that installs it, named in the import reasons
+    requires: tuple[tuple[str, str], ...] = ()  # (module, reason when it is not installed), checked first
+
+    def load_framework(self) -> Any:
+        """Import the framework as the backend does (some set environment variables first)."""
+        return importlib.import_module(self.framework)
+
+    def setup_problem(self) -> str | None:
+        """Why the backend cannot run in this process before importing anything (a setting, a version), or None."""
+        return None
+
+    def usable_problem(self) -> str | None:
+        """Why the imported framework cannot be used (a missing compiler, an unsupported Python), or None."""
+        return None
+
+    def device_problem(self) -> str | None:
+        """Why the usable framework has no cuDNN path here (no CUDA GPU, no cuDNN), or None."""
+        return None
+
+    def unavailable_reason(self) -> str | None:
+        """None when the framework can build pairs here; else a one-line reason (not installed, ...)."""
+        for module, missing in self.requires:
+            if importlib.util.find_spec(module) is None:
+                return missing
+        problem = self.setup_problem()
+        if problem is None and self.framework:
+            problem = import_problem(self.framework, self.load_framework, self.install)
+        return problem or self.usable_problem()
+
+    def gpu_unavailable_reason(self) -> str | None:
+        """None when a CUDA GPU with cuDNN is usable; else a one-line reason for skipping cuDNN cases."""
+        return self.unavailable_reason() or self.device_problem()
 
 
 def get_value(fn: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:

@@ -18,22 +18,28 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
-import importlib.util
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value, loaded_libraries
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
+from pytest_rnnperf.backends.base import FrameworkBackend, get_value, loaded_libraries
+from pytest_rnnperf.backends.compile_cache import configure_jax
+from pytest_rnnperf.backends.jax_common import JAX_MATMUL_PRECISION, JaxFramework, hlo_proof, import_jax, oom_reason
+from pytest_rnnperf.backends.keras_layers import (
+    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras3_problem, keras_backend_setting,
+    layer_variables, split_states, to_batch_major,
+)
+from pytest_rnnperf.backends.keras_model_steps import build_pair
+from pytest_rnnperf.backends.padding import padded_f32, padding_for
+from pytest_rnnperf.backends.torch_common import (
+    TorchFramework, build_on_device, dispatched_ops, import_torch, injected_cycles, precision_flags,
+    restore_thread_count, torch_dtype, torch_runtime_info,
+)
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
-from pytest_rnnperf.backends.jax import import_jax, oom_reason
-from pytest_rnnperf.backends.padding import padded_f32, padding_for
-from pytest_rnnperf.backends.keras_layers import (
-    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, layer_variables,
-    split_states, to_batch_major,
-)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.cases import Case, ModelCase
@@ -54,9 +60,6 @@ KERAS_JAX = BackendSpec(
     env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, keras_backend="jax",
 )
 
-# Matmul precision each mode traces under: XLA runs fp32 matmuls as TF32 on a GPU unless told "highest".
-JAX_MATMUL_PRECISION = {"tf32": "tensorfloat32", "fp16": "default", "bf16": "default"}
-
 
 def _keras(framework: str) -> Any:
     """Import Keras, refusing when this process was set up for another Keras backend."""
@@ -65,32 +68,32 @@ def _keras(framework: str) -> Any:
         raise BackendUnavailable(f"this process runs Keras on {setting!r}; Keras on {framework} needs "
                                  f"KERAS_BACKEND={framework} (the session starts a subprocess for it)")
     if framework == "jax":  # Keras imports JAX itself: its cache is set before Keras compiles anything
-        from pytest_rnnperf.backends.compile_cache import configure_jax
-
         configure_jax()
     import keras
 
     return keras
 
 
-def _keras_reason(framework: str) -> str | None:
-    """Why Keras 3 on ``framework`` cannot run in this process, or None."""
-    module = {"torch": "torch", "jax": "jax"}[framework]
-    if importlib.util.find_spec("keras") is None:
-        return "keras is not installed (pip install 'keras>=3.15')"
-    if importlib.util.find_spec(module) is None:
-        return f"{module} is not installed (Keras on {framework} needs it)"
-    try:
-        version = importlib.metadata.version("keras")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    major = version.split(".")[0]
-    if not major.isdigit() or int(major) < 3:
-        return f"keras {version} is installed; Keras on {framework} needs Keras 3 (pip install 'keras>=3.15')"
-    setting = keras_backend_setting() or "tensorflow"
-    if setting != framework:
-        return f"this process runs Keras on {setting!r}; Keras on {framework} needs KERAS_BACKEND={framework}"
-    return None
+class KerasFramework(FrameworkBackend):
+    """Whether Keras 3 runs on ``keras_framework`` in this process (nothing is imported to tell)."""
+
+    keras_framework = ""  # the Keras backend, as Keras names it: "torch" or "jax"
+
+    def __init__(self) -> None:
+        """The modules Keras on this framework needs, each named when missing."""
+        self.requires = (("keras", "keras is not installed (pip install 'keras>=3.15')"),
+                         (self.keras_framework, f"{self.keras_framework} is not installed "
+                                                f"(Keras on {self.keras_framework} needs it)"))
+
+    def setup_problem(self) -> str | None:
+        """Keras 3, and this process set up for Keras on this framework (Keras picks its backend once)."""
+        framework = self.keras_framework
+        if problem := keras3_problem(f"Keras on {framework}"):
+            return problem
+        setting = keras_backend_setting() or "tensorflow"
+        if setting != framework:
+            return f"this process runs Keras on {setting!r}; Keras on {framework} needs KERAS_BACKEND={framework}"
+        return None
 
 
 def _canonical_grads(case: "Case", grads: list[list[list[Any]]], to_numpy: Callable[[Any], np.ndarray]) -> "RNNWeights":
@@ -125,8 +128,6 @@ class KerasTorchImpl:
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
-        from pytest_rnnperf.backends.torch import injected_cycles
-
         self._variables = [layer_variables(layer, self.case.shape.directions) for layer in self.layers]
         self._args = self._device_inputs(self.inputs)
         if self.name == "cudnn" and self.device.startswith("cuda"):
@@ -139,8 +140,6 @@ class KerasTorchImpl:
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, ...]:
         """Batch-major input and upstream gradients as device tensors of the case's dtype."""
-        from pytest_rnnperf.backends.torch import torch_dtype, import_torch
-
         torch = import_torch()
         dt = torch_dtype(self.case.precision)
 
@@ -155,8 +154,6 @@ class KerasTorchImpl:
 
     def _run(self, args: tuple[Any, ...], want_grads: bool) -> tuple[Any, list[Any], list[Any], Any, list[Any]]:
         """Forward (+ gradients of x and every variable for the upstream gradients)."""
-        from pytest_rnnperf.backends.torch import import_torch, precision_flags
-
         torch = import_torch()
         x, d_out, d_h, d_c = args
         # cuDNN stays enabled on both sides: only the Keras flag may decide the path, else a generic side
@@ -176,8 +173,6 @@ class KerasTorchImpl:
         """One timed step; nothing is copied to the host and the device is not synchronized here."""
         self._run(self._args, want_grads=self._train)
         if self._inject_cycles:
-            from pytest_rnnperf.backends.torch import import_torch
-
             import_torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
@@ -199,8 +194,6 @@ class KerasTorchImpl:
 
     def prove_path(self) -> PathProof:
         """The ATen ops of one step: cuDNN needs aten::_cudnn_rnn (+ backward when training), generic neither."""
-        from pytest_rnnperf.backends.torch import dispatched_ops
-
         names = dispatched_ops(self.step, self.device)
         cudnn = sorted(n for n in names if n.startswith("aten::_cudnn_rnn"))
         if self.name == "cudnn":
@@ -226,15 +219,11 @@ class KerasTorchPair:
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
-        from pytest_rnnperf.backends.torch import import_torch
-
         if self.device.startswith("cuda"):
             import_torch().cuda.synchronize()
 
     def close(self) -> None:
         """Drop the layers and return cached blocks to the driver."""
-        from pytest_rnnperf.backends.torch import restore_thread_count, import_torch
-
         self.cudnn = self.generic = None
         gc.collect()
         if self.device.startswith("cuda"):
@@ -242,25 +231,18 @@ class KerasTorchPair:
         restore_thread_count(self.restore_threads)
 
 
-class KerasTorchBackend:
+class KerasTorchBackend(KerasFramework):
     """Builds Keras-on-torch pairs; says why it cannot (Keras or torch missing, another Keras backend, no GPU)."""
 
     name = "keras_torch"
+    keras_framework = "torch"
 
-    def unavailable_reason(self) -> str | None:
-        """None when Keras 3 runs on torch in this process, else a one-line reason."""
-        return _keras_reason("torch")
-
-    def gpu_unavailable_reason(self) -> str | None:
+    def device_problem(self) -> str | None:
         """None when torch sees a CUDA GPU with cuDNN, else a one-line reason."""
-        from pytest_rnnperf.backends.torch import TorchBackend
-
-        return self.unavailable_reason() or TorchBackend().gpu_unavailable_reason()
+        return TorchFramework().gpu_unavailable_reason()
 
     def runtime_info(self) -> dict[str, str]:
         """Keras version and backend, and the torch fields (CUDA, cuDNN, TF32 flags) this process runs with."""
-        from pytest_rnnperf.backends.torch import torch_runtime_info
-
         keras = _keras("torch")
         info = {f"keras_torch.{k.split('.', 1)[1]}": v for k, v in torch_runtime_info().items()}
         info["keras_torch.keras_version"] = get_value(lambda: keras.__version__)
@@ -270,8 +252,6 @@ class KerasTorchBackend:
     def build(self, case: "Case", weights: "RNNWeights", inputs: CaseInputs,
               impls: tuple[str, ...] = IMPLS) -> KerasTorchPair:
         """Build the requested sides on the GPU (cuDNN needs one), or generic-only on the CPU."""
-        from pytest_rnnperf.backends.torch import import_torch, build_on_device
-
         reason = self.unavailable_reason()
         if reason:
             raise BackendUnavailable(reason)
@@ -303,9 +283,6 @@ class KerasTorchBackend:
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
                     *, build: Any = None, options: ModelOptions | None = None) -> Any:
         """Copies of a Keras model built on torch for each side and a float64 copy (keras_model_steps.py)."""
-        from pytest_rnnperf.backends.keras_model_steps import build_pair
-        from pytest_rnnperf.backends.torch import build_on_device, import_torch, restore_thread_count
-
         require_usable(self, impls)
         keras = _keras("torch")
         torch = import_torch()
@@ -433,8 +410,6 @@ class KerasJaxImpl:
 
     def prove_path(self) -> PathProof:
         """The compiled step's HLO (as for native JAX): cuDNN's RNN custom calls and no loop, or a loop and no call."""
-        from pytest_rnnperf.backends.jax import hlo_proof
-
         lowered = self._fn.lower(self._trainable, *self._args)
         proof = hlo_proof(self.name, lowered.as_text(), lowered.compile().as_text(), self._train)
         ok, evidence = proof.ok, proof.evidence
@@ -463,25 +438,18 @@ class KerasJaxPair:
         gc.collect()
 
 
-class KerasJaxBackend:
+class KerasJaxBackend(KerasFramework):
     """Builds Keras-on-JAX pairs (cuDNN for LSTM only); says why it cannot."""
 
     name = "keras_jax"
+    keras_framework = "jax"
 
-    def unavailable_reason(self) -> str | None:
-        """None when Keras 3 runs on JAX in this process, else a one-line reason."""
-        return _keras_reason("jax")
-
-    def gpu_unavailable_reason(self) -> str | None:
+    def device_problem(self) -> str | None:
         """None when JAX sees a CUDA GPU with its cuDNN RNN kernels (as for native JAX), else a one-line reason."""
-        from pytest_rnnperf.backends.jax import get_backend
-
-        return self.unavailable_reason() or get_backend().gpu_unavailable_reason()
+        return JaxFramework().gpu_unavailable_reason()
 
     def runtime_info(self) -> dict[str, str]:
         """Keras version and backend, JAX/jaxlib versions, devices and the default matmul precision."""
-        import os
-
         keras = _keras("jax")
         jax = import_jax()
         return {
@@ -529,8 +497,6 @@ class KerasJaxBackend:
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
                     *, build: Any = None, options: ModelOptions | None = None) -> Any:
         """Copies of a Keras model built on JAX for each side and a float64 copy (keras_model_steps.py)."""
-        from pytest_rnnperf.backends.keras_model_steps import build_pair
-
         require_usable(self, impls)
         keras = _keras("jax")
         on_gpu = _on_gpu_jax()
@@ -550,5 +516,5 @@ def jax_backend() -> KerasJaxBackend:
     return KerasJaxBackend()
 
 
-__all__ = ["KERAS_JAX", "KERAS_TORCH", "KerasJaxBackend", "KerasTorchBackend", "jax_backend",
+__all__ = ["JAX_MATMUL_PRECISION", "KERAS_JAX", "KERAS_TORCH", "KerasJaxBackend", "KerasTorchBackend", "jax_backend",
            "torch_backend"]

@@ -8,6 +8,7 @@ here imports Keras: the ``keras`` module is passed in by the backend that import
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -18,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from pytest_rnnperf.backends import BackendUnavailable
+from pytest_rnnperf.model.reference import LayerWeights, RNNWeights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.cases import Case
-    from pytest_rnnperf.model.reference import RNNWeights
 
 SIMPLE_RNN_NO_CUDNN = (
     "Keras SimpleRNN has no cuDNN path; compare it with torch's cuDNN RNN through the shared canonical weights"
@@ -108,8 +109,6 @@ def from_keras(
     gradients, and the single bias gradient goes into both b_ih and b_hh, since each of them receives
     exactly dL/dbias. GRU(reset_after=True) has both biases and round-trips exactly.
     """
-    from pytest_rnnperf.model.reference import LayerWeights, RNNWeights
-
     directions = 2 if bidirectional else 1
     if len(keras_weights) != num_layers or any(len(d) != directions for d in keras_weights):
         raise ValueError(f"expected {num_layers} layers x {directions} directions of Keras weights")
@@ -274,6 +273,18 @@ def keras_backend_choice(environ: Mapping[str, str]) -> tuple[str | None, str]:
             return backend, f"rnnperf: Keras runs on {backend} here (KERAS_BACKEND unset, tensorflow not installed)"
     return None, ("rnnperf: keras is installed without tensorflow, torch or jax: install one and set KERAS_BACKEND "
                   "to it")
+
+
+def keras3_problem(needs: str) -> str | None:
+    """Why the installed Keras is not Keras 3, naming what ``needs`` it (e.g. "the tf backend"), or None."""
+    try:
+        version = importlib.metadata.version("keras")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) < 3:
+        return f"keras {version} is installed; {needs} needs Keras 3 (pip install 'keras>=3.15')"
+    return None
 
 
 def keras_import_problem() -> str | None:

@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
 from pytest_rnnperf.backends import IMPLS, ModelError, ModelOptions, OutOfDeviceMemory, empty_input
+from pytest_rnnperf.backends.jax_common import JAX_MATMUL_PRECISION, cudnn_calls
 from pytest_rnnperf.backends.keras_model import (
     FoundLayer, built_copy, capture_masks, case_framework, check_built, cudnn_units, description, find,
     flags_evidence, found_notes, host, judge_calls, leaves, loss_fn, loss_kind, loss_note, make_optimizer, no_rnn,
     rebuilt, refusal, rnn_layers, upstream, without_dropout,
 )
+from pytest_rnnperf.backends.tf_common import graph_op_types
+from pytest_rnnperf.backends.tf_common import precision_flags as tf_precision_flags
+from pytest_rnnperf.backends.torch_common import precision_flags as torch_precision_flags
+from pytest_rnnperf.backends.torch_common import dispatch_counts, torch_dtype
 from pytest_rnnperf.model.results import PathProof
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -203,9 +209,7 @@ class TFModelSide(KerasModelSide):
 
     def _flags(self) -> Any:
         """TF32 on (tf32) or off, for this step."""
-        from pytest_rnnperf.backends.tensorflow import precision_flags
-
-        return precision_flags(self.plan.case.precision)
+        return tf_precision_flags(self.plan.case.precision)
 
     def _fit_step(self, x: Any, y: Any, d: list[Any]) -> Any:
         """Forward, loss, gradients of the trainable weights, the optimizer's update: what model.fit runs."""
@@ -251,8 +255,6 @@ class TFModelSide(KerasModelSide):
 
     def _calls(self) -> tuple[int, int, str]:
         """Count the cuDNN ops of the traced timed step (a team's step: the plugin's own, same model path)."""
-        from pytest_rnnperf.backends.tensorflow import graph_op_types
-
         fn, args = (self._fit, (self.x, self.y, self.d)) if self.plan.train else (self._predict, (self.x,))
         ops = graph_op_types(fn.get_concrete_function(*args))
         forward = sum(1 for op in ops if op == "CudnnRNNV3")
@@ -276,8 +278,6 @@ class TorchModelSide(KerasModelSide):
         """A host array as a tensor on this copy's device."""
         import torch
 
-        from pytest_rnnperf.backends.torch import torch_dtype
-
         t = torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
         if not np.issubdtype(a.dtype, np.floating):
             return t
@@ -298,9 +298,7 @@ class TorchModelSide(KerasModelSide):
 
     def _flags(self) -> Any:
         """cuDNN enabled on every copy (only the Keras flag may decide the path) and TF32 pinned to the mode."""
-        from pytest_rnnperf.backends.torch import precision_flags
-
-        return precision_flags("cudnn", self.plan.case.precision, self.device)
+        return torch_precision_flags("cudnn", self.plan.case.precision, self.device)
 
     def _grads(self, wrt_inputs: bool) -> tuple[Any, list[Any], list[Any]]:
         """Forward with training=True, loss, gradients of the trainable weights (and of the float inputs)."""
@@ -347,8 +345,6 @@ class TorchModelSide(KerasModelSide):
 
     def _calls(self) -> tuple[int, int, str]:
         """Count the cuDNN ops one timed step dispatches (a team's own step included: it is what runs)."""
-        from pytest_rnnperf.backends.torch import dispatch_counts
-
         ops = dispatch_counts(self.step, self.device)
         return ops["aten::_cudnn_rnn"], ops["aten::_cudnn_rnn_backward"], ""
 
@@ -408,8 +404,6 @@ class JaxModelSide(KerasModelSide):
     def _precision(self) -> Any:
         """The matmul precision of the mode: XLA runs float32 matmuls as TF32 on a GPU unless told "highest"."""
         import jax
-
-        from pytest_rnnperf.backends.keras import JAX_MATMUL_PRECISION
 
         return jax.default_matmul_precision(JAX_MATMUL_PRECISION.get(self.plan.case.precision, "highest"))
 
@@ -472,8 +466,6 @@ class JaxModelSide(KerasModelSide):
 
     def _calls(self) -> tuple[int, int, str]:
         """Count the cuDNN custom calls of the compiled timed step (a team's step: the plugin's own)."""
-        from pytest_rnnperf.backends.jax import cudnn_calls
-
         if self.plan.train:
             lowered = self._fit.lower(*self._state, self.x)
         else:
@@ -644,8 +636,6 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
 
 def first_line(exc: BaseException) -> str:
     """The line of an exception that says what went wrong (Keras opens with "Exception encountered when calling")."""
-    import re
-
     # Keras prints in bold (ANSI escapes) and TF opens with the failing node ("{{function_node ...}}").
     text = re.sub(r"\x1b\[[0-9;]*m|\{\{function_node [^}]*\}\}\s*", "", str(exc))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

@@ -16,25 +16,28 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.metadata
-import importlib.util
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value, import_problem, loaded_cudnn, loaded_libraries, runtime_info
-from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
+from pytest_rnnperf.backends.base import FrameworkBackend, get_value, loaded_cudnn, loaded_libraries, runtime_info
+from pytest_rnnperf.backends.keras_layers import (
+    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras3_problem, keras_backend_setting,
+    keras_dtype, layer_variables, to_keras,
+)
+from pytest_rnnperf.backends.keras_model_steps import build_pair
+from pytest_rnnperf.backends.padding import padded_f32, padding_for
+from pytest_rnnperf.backends.tf_common import (  # TensorFlow pieces shared with the Keras model copies
+    graph_op_types, import_tf, keras_on_tf, memory_growth_setup, precision_flags,
+)
+from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
-from pytest_rnnperf.backends.keras_layers import (
-    SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras_backend_setting, keras_dtype,
-    layer_variables, to_keras,
-)
-from pytest_rnnperf.backends.padding import padded_f32, padding_for
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.cases import Case, ModelCase
@@ -64,91 +67,16 @@ SPEC = BackendSpec(
     key_fields=("tf.cuda_build", "tf.cudnn_build", "tf.cudnn_runtime", "tf.tensor_float_32", "tf.op_determinism"),
 )
 
-# Result of the one-time memory-growth setup, shown by runtime_info (None until TF was first used here).
-_MEMORY_GROWTH: str | None = None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# TensorFlow plumbing.
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _tf() -> Any:
-    """Import TensorFlow on first use, turning on GPU memory growth before anything initialises the GPU.
-
-    Without memory growth TF maps (nearly) all GPU memory at its first GPU op, and torch cases of the same
-    session would then run out of memory.
-    """
-    global _MEMORY_GROWTH
-    # Before the import: TF reads this when it initialises a GPU, so it also covers GPU use by code that
-    # reaches TF before us (a user's explicit setting wins).
-    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
-    import tensorflow as tf
-
-    if _MEMORY_GROWTH is None:
-        gpus = tf.config.list_physical_devices("GPU")  # does not initialise the devices
-        try:
-            for gpu in gpus:
-                tf.config.experimental.set_memory_growth(gpu, True)
-            _MEMORY_GROWTH = f"on ({len(gpus)} GPU(s))" if gpus else "n/a (no GPU)"
-        except RuntimeError as exc:  # TF initialised the GPUs already: growth can no longer change
-            env = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "")
-            _MEMORY_GROWTH = f"not set: {str(exc)[:120]} (TF_FORCE_GPU_ALLOW_GROWTH={env!r})"
-    return tf
-
-
-def _keras() -> Any:
-    """Import Keras 3 (after TensorFlow, so memory growth is set first)."""
-    _tf()
-    import keras
-
-    return keras
-
-
-def keras_on_tf() -> Any:
-    """Keras 3 imported the way this backend needs it: after TensorFlow, with GPU memory growth on."""
-    return _keras()
-
-
-@contextlib.contextmanager
-def precision_flags(precision: str) -> Iterator[None]:
-    """Pin TF32 on (precision "tf32") or off (everything else) around a run, and restore it afterwards.
-
-    TF32 is TensorFlow's default and a process-wide flag read when a kernel is launched, so each step sets
-    it for its own case instead of trusting whatever the previous case left behind.
-    """
-    tf = _tf()
-    experimental = tf.config.experimental
-    saved = experimental.tensor_float_32_execution_enabled()
-    wanted = precision == "tf32"
-    if saved != wanted:
-        experimental.enable_tensor_float_32_execution(wanted)
-    try:
-        yield
-    finally:
-        if saved != wanted:
-            experimental.enable_tensor_float_32_execution(saved)
-
-
 def build_layers(case: "Case", weights: "RNNWeights", impl: str, device: str) -> list[Any]:
     """A stack of ``num_layers`` built Keras layers on ``device`` holding exactly the canonical ``weights``."""
-    tf = _tf()
+    tf = import_tf()
     with tf.device(device):
-        return build_stack(_keras(), case, weights, impl)
+        return build_stack(keras_on_tf(), case, weights, impl)
 
 
 def _to_numpy(t: Any) -> np.ndarray:
     """Move a tensor to the host and widen it to float64."""
     return np.asarray(t.numpy(), dtype=np.float64)
-
-
-def graph_op_types(concrete: Any) -> list[str]:
-    """Op types of a concrete function's graph, including the function library (while-loop bodies, ...)."""
-    graph_def = concrete.graph.as_graph_def()
-    ops = [node.op for node in graph_def.node]
-    for fn in graph_def.library.function:
-        ops += [node.op for node in fn.node_def]
-    return ops
 
 
 def _device_for(tf: Any, precision: str, what: str) -> str:
@@ -176,7 +104,7 @@ class TFImpl:
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once and wrap the computation in tf.functions."""
-        tf = _tf()
+        tf = import_tf()
         directions = self.case.shape.directions
         self._variables = [layer_variables(layer, directions) for layer in self.layers]
         self._args = self._device_inputs(self.inputs)
@@ -195,7 +123,7 @@ class TFImpl:
     def _device_inputs(self, inputs: CaseInputs, pad: int = 0) -> tuple[Any, ...]:
         """Input and upstream gradients as batch-major device tensors of the case's dtype (host transposes, into
         float32 in one pass), each with ``pad`` zero sequences appended on the device (see ``padding``)."""
-        tf = _tf()
+        tf = import_tf()
         dtype = keras_dtype(self.case.precision)
 
         def dev(a: np.ndarray) -> Any:
@@ -217,7 +145,7 @@ class TFImpl:
         self, x: Any, d_out: Any = None, d_h: tuple[Any, ...] = (), d_c: tuple[Any, ...] = ()
     ) -> tuple[Any, ...]:
         """Forward, plus in train mode the gradients w.r.t. x and every weight for the given upstream grads."""
-        tf = _tf()
+        tf = import_tf()
         if d_out is None:
             y, h_list, c_list = forward(self.layers, self.case.cell, x)
             return (y, tuple(h_list), tuple(c_list))
@@ -326,7 +254,7 @@ class TFPair:
         ``tf.test.experimental.sync_devices()`` (in every TF we support, >= 2.16) runs a SyncDevice op on
         each logical device, which waits for its streams, then drains TF's own async queue (~30-70 us on a CPU).
         """
-        _tf().test.experimental.sync_devices()
+        import_tf().test.experimental.sync_devices()
 
     def close(self) -> None:
         """Drop the layers and tensors; keras.backend.clear_session() is global and would break other pairs."""
@@ -392,36 +320,29 @@ def _tf_info(tf: Any) -> dict[str, str]:
     }
 
 
-class TFBackend:
+class TFBackend(FrameworkBackend):
     """Builds TF/Keras pairs; says why it cannot (TF or Keras 3 missing, other Keras backend, no GPU)."""
 
     name = "tf"
+    framework = "tensorflow"
+    install = "pip install 'pytest-rnnperf[tf]'"
+    # Named apart: Keras installed for torch or JAX lacks tensorflow alone.
+    requires = tuple((module, f"{module} is not installed (pip install 'pytest-rnnperf[tf]')")
+                     for module in ("tensorflow", "keras"))
 
-    def unavailable_reason(self) -> str | None:
-        """None when TensorFlow and Keras 3 on the tensorflow backend are usable, else a one-line reason."""
-        for module in ("tensorflow", "keras"):  # named apart: Keras installed for torch or JAX lacks tensorflow alone
-            if importlib.util.find_spec(module) is None:
-                return f"{module} is not installed (pip install 'pytest-rnnperf[tf]')"
-        try:
-            keras_version = importlib.metadata.version("keras")
-        except importlib.metadata.PackageNotFoundError:
-            keras_version = "unknown"
-        major = keras_version.split(".")[0]
-        if not major.isdigit() or int(major) < 3:
-            return f"keras {keras_version} is installed; the tf backend needs Keras 3 (pip install 'keras>=3.15')"
+    def setup_problem(self) -> str | None:
+        """Keras 3, set to its tensorflow backend (or to none, which is tensorflow)."""
+        if problem := keras3_problem("the tf backend"):
+            return problem
         backend = keras_backend_setting()
         if backend and backend != "tensorflow":
             return (f"Keras is set to the {backend!r} backend (KERAS_BACKEND or keras.json); "
                     "the tf backend needs 'tensorflow'")
-        return import_problem("tensorflow", lambda: importlib.import_module("tensorflow"),
-                              "pip install 'pytest-rnnperf[tf]'")
+        return None
 
-    def gpu_unavailable_reason(self) -> str | None:
+    def device_problem(self) -> str | None:
         """None when TensorFlow sees a GPU (CUDA build), else a one-line reason."""
-        reason = self.unavailable_reason()
-        if reason:
-            return reason
-        tf = _tf()
+        tf = import_tf()
         info = tf.sysconfig.get_build_info()
         if not info.get("is_cuda_build", False):
             return f"TensorFlow {tf.__version__} is not built with CUDA (no cuDNN path)"
@@ -431,9 +352,9 @@ class TFBackend:
 
     def runtime_info(self) -> dict[str, str]:
         """TF/Keras versions, CUDA/cuDNN, TF32 and memory-growth state (imports TensorFlow)."""
-        _tf()  # memory growth first, before tf_runtime_info may touch the GPU
+        import_tf()  # memory growth first, before tf_runtime_info may touch the GPU
         info = dict(tf_runtime_info())
-        info["tf.memory_growth_setup"] = _MEMORY_GROWTH or "unknown"
+        info["tf.memory_growth_setup"] = memory_growth_setup()
         return info
 
     def build(
@@ -449,7 +370,7 @@ class TFBackend:
             reason = self.gpu_unavailable_reason()
             if reason:
                 raise BackendUnavailable(reason)
-        tf = _tf()
+        tf = import_tf()
         device = _device_for(tf, case.precision, "RNNs")
         native_log: list[str] = []
         try:
@@ -480,13 +401,11 @@ class TFBackend:
     def build_model(self, case: "ModelCase", model: Any, inputs: Any, impls: tuple[str, ...] = IMPLS, seed: int = 0,
                     *, build: Any = None, options: ModelOptions | None = None) -> Any:
         """Copies of a Keras model built on TensorFlow for each side and a float64 copy (keras_model_steps.py)."""
-        from pytest_rnnperf.backends.keras_model_steps import build_pair
-
         require_usable(self, impls)
-        tf = _tf()
+        tf = import_tf()
         device = _device_for(tf, case.precision, "models")
         with tf.device(device):
-            return build_pair(case, _keras(), model, build, inputs, impls, seed, options, device=device,
+            return build_pair(case, keras_on_tf(), model, build, inputs, impls, seed, options, device=device,
                               oom=lambda exc: _oom_reason(tf, exc, "") if isinstance(exc, tf.errors.OpError) else None)
 
 
@@ -497,8 +416,6 @@ def _native_stderr(sink: list[str]) -> Iterator[None]:
     TensorFlow's C++ log (where allocation failures are reported) bypasses sys.stderr, so the only way to
     read it is at the descriptor; everything captured is written back to the real stderr, nothing is lost.
     """
-    import tempfile
-
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
@@ -539,12 +456,16 @@ def get_backend() -> TFBackend:
 
 __all__ = [
     "SPEC",
+    "TF_KEYS",
     "TFBackend",
     "TFImpl",
     "TFPair",
     "build_layers",
     "from_keras",
     "get_backend",
+    "graph_op_types",
+    "keras_on_tf",
     "precision_flags",
+    "tf_runtime_info",
     "to_keras",
 ]

@@ -29,16 +29,18 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from pytest_rnnperf.backends.base import get_value, runtime_info
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, require_usable
+from pytest_rnnperf.backends.base import get_value, runtime_info
+from pytest_rnnperf.backends.compile_cache import configure_inductor
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
-from pytest_rnnperf.backends.torch import (
-    TORCH_KEYS, TorchBackend, TorchImpl, OnDevice, import_torch, torch_info, build_module, build_on_device,
+from pytest_rnnperf.backends.torch_common import (
+    TORCH_KEYS, OnDevice, TorchFramework, TorchImpl, build_module, build_on_device, import_torch, torch_info,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -83,16 +85,12 @@ SPEC_RNN = _spec("torch_compile_rnn", "PyTorch torch.compile (allow_rnn)", "get_
 
 def _dynamo() -> Any:
     """torch._dynamo, imported on first use (it pulls in much of torch's compiler stack), Inductor's cache set first."""
-    from pytest_rnnperf.backends.compile_cache import configure_inductor
-
     configure_inductor()
     return importlib.import_module("torch._dynamo")
 
 
 def _triton_version() -> str:
     """The installed Triton distribution's version (Inductor's GPU code generator), from its metadata."""
-    from importlib import metadata
-
     for dist in ("triton", "pytorch-triton"):
         try:
             return metadata.version(dist)
@@ -357,7 +355,7 @@ class CompiledPair(OnDevice):
         super().close()
 
 
-class TorchCompileBackend:
+class TorchCompileBackend(TorchFramework):
     """Builds compiled-versus-generic torch pairs; says why it cannot (torch, dynamo, Triton, GPU)."""
 
     def __init__(self, spec: BackendSpec, allow_rnn: bool | None,
@@ -367,13 +365,9 @@ class TorchCompileBackend:
         self.name = spec.name
         self.allow_rnn = allow_rnn  # None: dynamo's own setting
         self.compile_backend = compile_backend
-        self._torch_backend = TorchBackend()
 
-    def unavailable_reason(self) -> str | None:
-        """None when torch.compile can be used here, else a one-line reason."""
-        reason = self._torch_backend.unavailable_reason()
-        if reason:
-            return reason
+    def usable_problem(self) -> str | None:
+        """None when torch.compile can be used with the imported torch, else a one-line reason."""
         torch = import_torch()
         check = getattr(importlib.import_module("torch._dynamo.eval_frame"), "check_if_dynamo_supported", None)
         try:
@@ -388,10 +382,6 @@ class TorchCompileBackend:
                 return (f"torch.compile's Inductor needs Triton for CUDA and torch {torch.__version__} finds none "
                         "usable (torch.utils._triton.has_triton() is False)")
         return None
-
-    def gpu_unavailable_reason(self) -> str | None:
-        """None when a CUDA GPU with cuDNN (and Triton, for Inductor) is usable, else a one-line reason."""
-        return self.unavailable_reason() or self._torch_backend.gpu_unavailable_reason()
 
     def runtime_info(self) -> dict[str, str]:
         """torch's CUDA/cuDNN and precision fields under this spec's prefix, plus allow_rnn, compiler and Triton."""

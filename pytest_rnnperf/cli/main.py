@@ -7,6 +7,7 @@ thresholds of that GPU model (``baselines/<gpu>/noise.json``); exit 0.
 ``history PATH [PATH...]``: each case's series over many stored runs (files or folders), per GPU model, and its
 change points (steps and drifts, ``history/changes.py`` says how); exit 0 none toward slower, 1 one toward slower.
 ``sensitivity baselines/<gpu>``: per case, the smallest regression its history can detect; exit 0.
+``accept baselines/<gpu> --reason TEXT``: a deliberate change; each case's history restarts after it; exit 0.
 All exit 2 on unusable input (a file, an option), with a one-line error on stderr, and 3 on an internal
 error (a bug: the traceback follows), so a crash is never read as "a case regressed".
 
@@ -21,7 +22,7 @@ import sys
 import traceback
 from typing import Any, Protocol, Sequence
 
-from pytest_rnnperf.cli import compare, history, noise, sensitivity, spread
+from pytest_rnnperf.cli import accept, compare, history, noise, sensitivity, spread
 from pytest_rnnperf.cli.args import Parser, prog
 
 
@@ -37,7 +38,7 @@ class Command(Protocol):
 
 # In the order --help lists them; each module's parser carries the same name as its key.
 COMMANDS: dict[str, Command] = {"compare": compare, "spread": spread, "noise": noise, "history": history,
-                                "sensitivity": sensitivity}
+                                "sensitivity": sensitivity, "accept": accept}
 
 
 def parser() -> argparse.ArgumentParser:

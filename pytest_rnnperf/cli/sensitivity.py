@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rnnperf.cli.args import DEFAULT, path_given, text_given
+from pytest_rnnperf.model.metrics import BUSY, KERNEL, MS, WALL, show
 
 
 def add_parser(subparsers: Any) -> None:
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
         if models:  # the baselines folder itself: its GPU models' folders are one level down
             return 2, [f"error: {folder}: the baselines folder, which holds one folder per GPU model; give one "
                        f"of them: {', '.join(str(folder / m) for m in models)}"]
+        if loaded.notes:  # an accepted change with no run kept after it yet
+            return 2, [f"error: {folder}: no stored run to judge against; {loaded.notes[-1]}"]
         return 2, [f"error: {folder}: no stored run (expected {folder}/<machine id>/NNNN_<tag>.json)"]
     from pytest_rnnperf.report.text import terminal_width
 
@@ -58,7 +61,7 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
     rows, found = [], []
     for case_id in case_ids(runs):
         history = case_history(runs, case_id)
-        if not any(p.get("wall") for p in history.processes):
+        if not any(p.get(WALL) for p in history.processes):
             continue  # a generic-only case (against the float64 reference): nothing timed to judge
         s = sensitivity(case_id, history.processes, DEFAULT)
         found.append(s)
@@ -92,13 +95,13 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
         values = [s.kernels.get(name, 0.0) for s in history.processes]
         present = [v for v in values if v > 0]
         noise = spread(present).noise if len(present) >= 3 else None
-        rows.append([name[:60]] + [f"{v * 1e3:.4f}" if v else "-" for v in values[-shown:]]
+        rows.append([name[:60]] + [show(KERNEL, v or None, fine=True) for v in values[-shown:]]
                     + [_median_ms(present), "-" if noise is None else f"{noise:.2%}"])
-    busy = [s.get("busy") or 0.0 for s in history.processes]
+    busy = [s.get(BUSY) or 0.0 for s in history.processes]
     timed = [b for b in busy if b > 0]  # a process without device time (no CUPTI) has no busy time to show
-    rows.append(["busy (the step)"] + [f"{v * 1e3:.4f}" if v else "-" for v in busy[-shown:]]
+    rows.append([f"{BUSY} (the step)"] + [show(BUSY, v or None, fine=True) for v in busy[-shown:]]
                 + [_median_ms(timed), f"{spread(timed).noise:.2%}" if len(timed) >= 3 else "-"])
-    header = ["kernel (ms/step)"] + [s.source for s in history.processes[-shown:]] + ["median", "noise"]
+    header = [f"kernel ({MS}/step)"] + [s.source for s in history.processes[-shown:]] + ["median", "noise"]
     lines = [f"{case_id}: {len(history.processes)} processes since {history.since} (noise: 1.4826 x MAD of the logs, "
              f"at least {NOISE_FLOOR:.1%}; '-' = did not run)"]
     if shown < len(history.processes):
@@ -112,4 +115,4 @@ def _median_ms(values: list[float]) -> str:
     """The median of the processes where it ran, in ms ("-" where it ran in none)."""
     import statistics
 
-    return f"{statistics.median(values) * 1e3:.4f}" if values else "-"
+    return show(KERNEL, statistics.median(values) if values else None, fine=True)

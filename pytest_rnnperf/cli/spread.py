@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from pytest_rnnperf.cli.args import fraction, load, number, path_given
 from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.model.metrics import MS, WALL, WALL_SPEEDUP, from_ms, show
 from pytest_rnnperf.session.settings import at_least
 
 
@@ -54,24 +55,24 @@ def spread_files(paths: Sequence[Path], target: float, min_step_ms: float,
     for case_id in common:
         recs = [r.records[case_id] for r in runs]
         speedups = [float(rec.generic.median / rec.cudnn.median) for rec in recs]  # type: ignore[union-attr]
-        times = [float(rec.cudnn.median) * 1e3 for rec in recs]  # type: ignore[union-attr]
+        times = [float(rec.cudnn.median) for rec in recs]  # type: ignore[union-attr]
         s_sp, s_t = spread(speedups), spread(times)
-        counted = min(times) >= min_step_ms
+        counted = min(times) >= from_ms(min_step_ms)
         if counted:
             held.append(s_sp)
         busy = [b for b in (rec.gpu_busy for rec in recs) if b is not None]
         if busy:
             time_spread[min(busy) < below].append(s_t)
-        rows.append([case_id, " ".join(f"{v:.2f}x" for v in speedups), f"{s_sp:.1%}" + ("" if counted else "*"),
-                     " ".join(f"{v:.3f}" for v in times), f"{s_t:.1%}"])
-    lines = text_table(["case", "speedups", "spread", "cuDNN ms", "spread"], rows, right={1, 2, 3, 4}, width=width)
+        rows.append([case_id, " ".join(show(WALL_SPEEDUP, v) for v in speedups), f"{s_sp:.1%}" + ("" if counted else "*"),
+                     " ".join(show(WALL, v) for v in times), f"{s_t:.1%}"])
+    lines = text_table(["case", "speedups", "spread", f"cuDNN {MS}", "spread"], rows, right={1, 2, 3, 4}, width=width)
     within = sum(v <= target for v in held)
     if held:
-        lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} ms: median "
+        lines.append(f"speedup spread over {len(runs)} runs, cases with cuDNN steps >= {min_step_ms} {MS}: median "
                      f"{np.median(held):.1%}, max {max(held):.1%}; {within}/{len(held)} within {target:.0%}"
                      + (" (* = shorter steps, not held to the target)" if len(held) < len(common) else ""))
     else:
-        lines.append(f"speedup spread over {len(runs)} runs: no case has cuDNN steps >= {min_step_ms} ms, none is "
+        lines.append(f"speedup spread over {len(runs)} runs: no case has cuDNN steps >= {min_step_ms} {MS}, none is "
                      "held to the target (--min-step-ms to lower the bar)")
     # The verdicts' own split (Policy.host_bound_below): what min effect each group can bear here.
     for host_bound, label in ((False, f"GPU >= {below:.0%} busy"), (True, "host-bound")):

@@ -34,33 +34,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: history's detection lives in judge/)
     DEFAULT_MIN_SHIFT, MIN_RUNS, MIN_SIZE, PENALTY, SIGMA_FLOOR, ChangePoint, Detection, detect, noise_sigma,
 )
 from pytest_rnnperf.history.runs import order_runs
+from pytest_rnnperf.model.metrics import BUSY, WALL, WALL_SPEEDUP, Metric, metric
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 
 FALLBACKS = ("skip", "wall")
 
 
-@dataclass(frozen=True)
-class Metric:
-    """What a series holds: its name, how it reads, its unit and scale, and which direction is worse."""
-
-    name: str
-    label: str
-    unit: str  # as printed
-    scale: float  # stored value (seconds, or a ratio) -> printed unit
-    higher_is_worse: bool
-
-
-METRICS: dict[str, Metric] = {
-    "device": Metric("device", "cuDNN device time per step", "ms", 1e3, True),
-    "wall": Metric("wall", "cuDNN wall time per step", "ms", 1e3, True),
-    "speedup": Metric("speedup", "speedup (generic / cuDNN wall time)", "x", 1.0, False),
-}
+# --metric's series, by the names users pass -> their entries in the metric table.
+SERIES: Mapping[str, str] = {"device": BUSY, "wall": WALL, "speedup": WALL_SPEEDUP}
+METRICS: Mapping[str, Metric] = {series: metric(tag) for series, tag in SERIES.items()}
 
 
 def metric_value(record: CaseRecord, metric: str) -> float | None:
@@ -77,7 +65,7 @@ def metric_value(record: CaseRecord, metric: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class CaseHistory:
+class CaseSeries:
     """One case's series on one GPU model: which runs, their values, and what ``detect`` found."""
 
     case_id: str
@@ -93,7 +81,7 @@ class CaseHistory:
 
     def regressing(self, cp: ChangePoint) -> bool:
         """A change toward slower: a longer time, or a lower speedup."""
-        return cp.shift > 0 if METRICS[self.metric].higher_is_worse else cp.shift < 0
+        return cp.shift < 0 if METRICS[self.metric].higher_is_better else cp.shift > 0
 
     @property
     def change_points(self) -> tuple[ChangePoint, ...]:
@@ -107,7 +95,7 @@ class ModelHistory:
 
     gpu: str
     runs: tuple[StoredRun, ...]
-    cases: tuple[CaseHistory, ...]
+    cases: tuple[CaseSeries, ...]
     notes: tuple[str, ...]
 
 
@@ -148,23 +136,28 @@ def parse_since(text: str) -> Window:
 class History:
     """The series of every GPU model and case, for one metric."""
 
-    metric: Metric
+    series: str  # a key of METRICS: the name --metric takes
     min_shift: float
     models: tuple[ModelHistory, ...]
     notes: tuple[str, ...] = ()
 
     @property
-    def regressions(self) -> list[tuple[ModelHistory, CaseHistory, ChangePoint]]:
+    def metric(self) -> Metric:
+        """The metric table's entry of the series."""
+        return METRICS[self.series]
+
+    @property
+    def regressions(self) -> list[tuple[ModelHistory, CaseSeries, ChangePoint]]:
         """Every change point toward slower."""
         return [(m, c, cp) for m in self.models for c in m.cases for cp in c.change_points if c.regressing(cp)]
 
-    def slower(self, window: Window | None = None) -> list[tuple[ModelHistory, CaseHistory, ChangePoint]]:
+    def slower(self, window: Window | None = None) -> list[tuple[ModelHistory, CaseSeries, ChangePoint]]:
         """The change points toward slower that set the exit status: those inside ``window`` (all without one)."""
         return [(m, c, cp) for m, c, cp in self.regressions if window is None or window.holds(m, c.at(cp))]
 
 
-def _case_history(runs: Sequence[StoredRun], case_id: str, metric: str, fallback: str,
-                  min_shift: float) -> CaseHistory | None:
+def _case_series(runs: Sequence[StoredRun], case_id: str, metric: str, fallback: str,
+                  min_shift: float) -> CaseSeries | None:
     """One case's series over the ordered runs (None where no run has it with a cuDNN side)."""
     records = [(i, r.records[case_id]) for i, r in enumerate(runs)
                if case_id in r.records and r.records[case_id].cudnn is not None]
@@ -177,10 +170,10 @@ def _case_history(runs: Sequence[StoredRun], case_id: str, metric: str, fallback
         points = [(i, metric_value(rec, "wall")) for i, rec in records]
     kept = [(i, float(v)) for i, v in points if v is not None and v > 0]
     if not kept:
-        return CaseHistory(case_id, used, (), (), len(records), None)
+        return CaseSeries(case_id, used, (), (), len(records), None)
     values = tuple(v for _, v in kept)
     detection = detect(values, min_shift) if len(values) >= MIN_RUNS else None
-    return CaseHistory(case_id, used, tuple(i for i, _ in kept), values, len(records) - len(kept), detection)
+    return CaseSeries(case_id, used, tuple(i for i, _ in kept), values, len(records) - len(kept), detection)
 
 
 def analyse(runs: Sequence[StoredRun], metric: str = "device", fallback: str = "skip",
@@ -197,10 +190,10 @@ def analyse(runs: Sequence[StoredRun], metric: str = "device", fallback: str = "
     for gpu in sorted(by_model):
         ordered, order_note = order_runs(by_model[gpu])
         model_notes = [order_note] if order_note else []
-        cases: list[CaseHistory] = []
+        cases: list[CaseSeries] = []
         unmeasured = no_cudnn = 0
         for case_id in sorted({c for r in ordered for c in r.records}):
-            case = _case_history(ordered, case_id, metric, fallback, min_shift)
+            case = _case_series(ordered, case_id, metric, fallback, min_shift)
             if case is None:
                 no_cudnn += 1
             elif not case.values:
@@ -221,4 +214,4 @@ def analyse(runs: Sequence[StoredRun], metric: str = "device", fallback: str = "
         if short:
             model_notes.append(f"{short} case(s) with fewer than {MIN_RUNS} runs: no change points looked for")
         models.append(ModelHistory(gpu, tuple(ordered), tuple(cases), tuple(model_notes)))
-    return History(METRICS[metric], min_shift, tuple(models), tuple(notes))
+    return History(metric, min_shift, tuple(models), tuple(notes))

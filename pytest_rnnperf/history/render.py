@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseHistory, ChangePoint, History,
+from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseSeries, ChangePoint, History,
                                             ModelHistory, Window, analyse)
 from pytest_rnnperf.history.runs import load_runs
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
@@ -21,13 +21,12 @@ def _label(run: StoredRun) -> str:
     return f"{run.path.stem} ({when})" if when else run.path.stem
 
 
-def _value(metric: str, value: float) -> str:
-    """A value in the metric's printed unit."""
-    m = METRICS[metric]
-    return f"{value * m.scale:.4g}" + ("x" if m.unit == "x" else "")
+def _value(series: str, value: float) -> str:
+    """A value as its metric's hint shows it, to 4 significant digits."""
+    return METRICS[series].show(value, ".4g")
 
 
-def _where(model: ModelHistory, case: CaseHistory, cp: ChangePoint) -> str:
+def _where(model: ModelHistory, case: CaseSeries, cp: ChangePoint) -> str:
     """Where a change point is: the run it starts at (a drift: the runs it spans, and how many)."""
     start = _label(model.runs[case.runs[cp.start]])
     if cp.kind == "step":
@@ -41,8 +40,8 @@ def count_line(history: History, window: Window | None = None) -> str:
     m = history.metric
     cases = sum(len(model.cases) for model in history.models)
     counted = history.slower(window)
-    worse = "a longer time" if m.higher_is_worse else "a lower speedup"
-    where = f"toward slower in the {m.name} series ({worse})" + ("" if window is None else f" {window}")
+    worse = "a lower speedup" if m.higher_is_better else "a longer time"
+    where = f"toward slower in the {history.series} series ({worse})" + ("" if window is None else f" {window}")
     if counted:
         hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in counted})
         line = f"{cases} case(s): {len(counted)} change point(s) {where} in {len(hit)} case(s): {', '.join(hit)}"
@@ -52,7 +51,7 @@ def count_line(history: History, window: Window | None = None) -> str:
     return line + (f"; {earlier} earlier, outside the window (not counted)" if earlier else "")
 
 
-def _slower(model: ModelHistory, case: CaseHistory, cp: ChangePoint, window: Window | None) -> str:
+def _slower(model: ModelHistory, case: CaseSeries, cp: ChangePoint, window: Window | None) -> str:
     """How a change point is marked: toward slower (inside the window, or before it), or not at all."""
     if not case.regressing(cp):
         return ""
@@ -64,11 +63,11 @@ def table_lines(history: History, window: Window | None = None, width: int | Non
     None: as wide as its cells), then the one count."""
     m = history.metric
     several = len(history.models) > 1  # one model: named in the first line, not on every row
-    header = ["case", "runs", "noise", f"first -> last {m.unit}", "total", "change points (run, start)"]
+    header = ["case", "runs", "noise", f"first -> last {m.display.unit}", "total", "change points (run, start)"]
     rows: list[list[str]] = []
     for model in history.models:
         for case in model.cases:
-            name = case.case_id + (f" [{case.metric}]" if case.metric != m.name else "")
+            name = case.case_id + (f" [{case.metric}]" if case.metric != history.series else "")
             first, last = case.values[0], case.values[-1]
             changes = "; ".join(f"{cp.kind}{_slower(model, case, cp, window)} {cp.shift:+.1%} at "
                                 f"{_where(model, case, cp)}: {_value(case.metric, cp.before)} -> "
@@ -97,14 +96,14 @@ def to_dict(history: History, window: Window | None = None) -> dict[str, Any]:
     """The machine-readable result (values in seconds, or ratios for the speedup)."""
     m = history.metric
 
-    def point(model: ModelHistory, case: CaseHistory, index: int) -> dict[str, Any]:
+    def point(model: ModelHistory, case: CaseSeries, index: int) -> dict[str, Any]:
         """A run of a series: its index among the model's runs, file and start."""
         run = model.runs[case.runs[index]]
         return {"run": case.runs[index], "path": str(run.path), "datetime": run.datetime}
 
     return {
         "format": 1,
-        "metric": m.name, "label": m.label, "unit": "s" if m.unit == "ms" else "ratio",
+        "metric": history.series, "label": m.label, "unit": "s" if m.unit == "s" else "ratio",
         "method": {"library": "ruptures", "algorithm": "Pelt", "cost": "l2 on log values", "penalty": PENALTY,
                    "penalty_rule": "PENALTY * noise**2 * ln(runs)", "min_size": MIN_SIZE, "min_runs": MIN_RUNS,
                    "min_shift": history.min_shift},
@@ -171,7 +170,7 @@ def plot(history: History, folder: Path) -> list[Path]:
                      f"line: toward slower, dotted: toward faster; shaded: drift)", fontsize=9)
         if any(c.change_points for c in model.cases):
             ax.legend(fontsize=7, loc="best")
-        path = folder / f"history-{model.gpu}-{m.name}.png"
+        path = folder / f"history-{model.gpu}-{history.series}.png"
         fig.savefig(path, dpi=110)
         written.append(path)
     return written

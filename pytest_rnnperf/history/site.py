@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import (METRICS, CaseHistory, ChangePoint, History, ModelHistory, Window,
+from pytest_rnnperf.history.changes import (METRICS, CaseSeries, ChangePoint, History, ModelHistory, Window,
                                             analyse)
 from pytest_rnnperf.history.render import count_line
 from pytest_rnnperf.judge.changepoints import DEFAULT_MIN_SHIFT, MIN_RUNS, PENALTY
+from pytest_rnnperf.model.metrics import KERNEL, from_ms, show
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 from pytest_rnnperf.report.html import COLOURS, Charts, Raw, anchor, bullet_list, esc, filters, page, table
 
@@ -68,7 +69,7 @@ def kernel_mix(record: CaseRecord, rows: int = 3) -> str:
     if dev is None:
         return "no device time"
     named = [k for k in dev.kernels if not k.name.startswith("(")][:rows]
-    return "<br>".join(f"{k.ms_per_step:.3f} ms {esc(k.name[:70])}" for k in named)
+    return "<br>".join(f"{show(KERNEL, from_ms(k.ms_per_step), unit=True)} {esc(k.name[:70])}" for k in named)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Change:
     order: int  # index of ``after`` among the model's runs: the newest change first
 
 
-def changes(model_runs: Sequence[StoredRun], cases: Sequence[CaseHistory]) -> list[Change]:
+def changes(model_runs: Sequence[StoredRun], cases: Sequence[CaseSeries]) -> list[Change]:
     """Every change point of the given series, newest first (then the largest shift first)."""
     out = []
     for case in cases:
@@ -101,7 +102,7 @@ class ModelSite:
 
     gpu: str
     runs: tuple[StoredRun, ...]
-    series: dict[str, dict[str, CaseHistory]]  # metric -> case id -> series
+    series: dict[str, dict[str, CaseSeries]]  # metric -> case id -> series
     notes: tuple[str, ...]
     metric: str = "device"  # the series whose change points toward slower set the exit status (--metric)
     counted: int = 0  # those change points, within the window: this model's share of the terminal's count
@@ -135,7 +136,7 @@ def model_sites(histories: dict[str, History], metric: str = "device", window: W
     sites = []
     counted = histories[metric].slower(window)
     for i, model in enumerate(histories[ROWS[0]].models):
-        series: dict[str, dict[str, CaseHistory]] = {}
+        series: dict[str, dict[str, CaseSeries]] = {}
         for row in ROWS:
             other: ModelHistory = histories[row].models[i]
             # --fallback wall puts a case's wall time in the device analysis: the wall row shows it already.
@@ -166,20 +167,21 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
 
     present = [m for m in ROWS if case_id in site.series[m]]
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[f"{METRICS[m].label} ({METRICS[m].unit})" for m in present])
+                        subplot_titles=[f"{METRICS[m].label} ({METRICS[m].display.unit})" for m in present])
     for row, metric in enumerate(present, start=1):
         case = site.series[metric][case_id]
-        m = METRICS[metric]
-        template = (f"<b>%{{y:.4g}} {m.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>%{{customdata[2]}}<br>"
+        m, scale = METRICS[metric], METRICS[metric].display.scale
+        template = (f"<b>%{{y:.4g}} {m.display.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>"
+                    "%{customdata[2]}<br>"
                     "<b>kernels of the cuDNN side</b><br>%{customdata[3]}<extra></extra>")
-        fig.add_trace(go.Scatter(x=[axis[i] for i in case.runs], y=[v * m.scale for v in case.values],
+        fig.add_trace(go.Scatter(x=[axis[i] for i in case.runs], y=[v * scale for v in case.values],
                                  mode="lines+markers", name=metric, showlegend=False,
                                  line=dict(color=COLOURS["now"], width=1.5), marker=dict(size=6),
                                  customdata=_hover(site, case_id, case.runs), hovertemplate=template),
                       row=row, col=1)
         # The band a shift must leave to be reported, around the series' newest level.
         level = (case.change_points[-1].after if case.change_points else
-                 case.detection.first_level if case.detection is not None else case.values[-1]) * m.scale
+                 case.detection.first_level if case.detection is not None else case.values[-1]) * scale
         fig.add_hrect(y0=level * (1 - site.min_shift), y1=level * (1 + site.min_shift), fillcolor="#8c959f",
                       opacity=0.18, line_width=0, row=row, col=1)
         fig.add_annotation(x=1, xref="x domain", y=level * (1 + site.min_shift), yanchor="bottom", xanchor="right",
@@ -194,7 +196,7 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
                 fig.add_vrect(x0=case.runs[cp.start] - 0.5, x1=case.runs[cp.end] + 0.5, fillcolor=colour, opacity=0.12,
                               line_width=0, row=row, col=1)
             fig.add_vline(x=case.runs[cp.start] - 0.5, line=dict(color=colour, dash="dash", width=1.5), row=row, col=1)
-            fig.add_annotation(x=x1 if cp.kind == "drift" else x0, y=cp.after * m.scale, text=text, showarrow=True,
+            fig.add_annotation(x=x1 if cp.kind == "drift" else x0, y=cp.after * scale, text=text, showarrow=True,
                                arrowhead=2, ax=30, ay=-22, font=dict(color=colour, size=11), row=row, col=1)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=axis, tickangle=-30, tickfont=dict(size=9))
     return fig
@@ -268,7 +270,7 @@ def model_page(site: ModelSite, metric: str, plotly: str) -> str:
         first = next(site.series[m][case_id] for m in ROWS if case_id in site.series[m])
         m = METRICS[first.metric]
         rows.append([Raw(f'<a href="#{esc(anchor("h", case_id))}">{esc(case_id)}</a>'), first.metric,
-                     str(len(first.values)), f"{first.values[-1] * m.scale:.4g} {m.unit}",
+                     str(len(first.values)), m.show(first.values[-1], ".4g", unit=True),
                      f"{first.values[-1] / first.values[0] - 1:+.1%}"]
                     + ["-" if case_id not in site.series[s] else f"{n}" + (f" ({slower} slower)" if slower else "")
                        for s, (n, slower) in found.items()])
@@ -324,8 +326,8 @@ def changes_page(site: ModelSite) -> str:
             kernels = record_kernel_lines(c.before.records.get(c.case), c.after.records.get(c.case), rows=4)
             span = "" if c.point.kind == "step" else f" over {c.point.end - c.point.start + 1} runs"
             rows.append([Raw(f'<a href="{esc(model_file(site.gpu))}#{esc(anchor("h", c.case))}">{esc(c.case)}</a>'),
-                         c.metric, c.point.kind + span, f"{c.point.before * m.scale:.4g} -> {c.point.after * m.scale:.4g}"
-                         f" {m.unit}", f"{c.point.shift:+.1%}", "slower" if c.regressing else "faster",
+                         c.metric, c.point.kind + span,
+                         f"{m.show(c.point.before, '.4g')} -> {m.show(c.point.after, '.4g', unit=True)}", f"{c.point.shift:+.1%}", "slower" if c.regressing else "faster",
                          "; ".join(kernels) or "-"])
             attrs.append(' class="bad"' if c.regressing else "")
         body.append(f"<h2>{esc(run_label(first.after))}: {esc(first.after.path.name)}</h2>"

@@ -13,7 +13,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from pytest_rnnperf.model.metrics import KERNEL, MS, show
 from pytest_rnnperf.model.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, as_positive_array, ratio_interval
+
+PER_STEP = f"{MS}/step"  # how a kernel's time per step reads
 
 
 class Word(str, Enum):
@@ -79,14 +82,14 @@ class Comparison:
         r = self.ratio
         change = f"{pct(r.estimate - 1)} [{pct(r.low - 1)}, {pct(r.high - 1)}]"
         noise = "no noise of its own" if self.noise is None else f"its own noise {self.noise * 100:.1f}%"
-        if self.metric.startswith("kernel/"):
-            name, before, now = self.metric[len("kernel/"):], self.baseline_median * 1e3, self.current_median * 1e3
+        if self.metric.startswith(KERNEL):
+            name, before, now = self.metric[len(KERNEL):], self.baseline_median, self.current_median
             if before == 0:
-                moved = f"appeared: {name} {now:.3f} ms/step"
+                moved = f"appeared: {name} {show(KERNEL, now)} {PER_STEP}"
             elif now == 0:
-                moved = f"vanished: {name} {before:.3f} ms/step"
+                moved = f"vanished: {name} {show(KERNEL, before)} {PER_STEP}"
             else:
-                moved = f"{name} {before:.3f} -> {now:.3f} ms/step"
+                moved = f"{name} {show(KERNEL, before)} -> {show(KERNEL, now)} {PER_STEP}"
             return (f"{moved}, {change} of the step ({noise} over {self.processes} processes, threshold "
                     f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + (f" ({self.why})" if self.why else ""))
         return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "

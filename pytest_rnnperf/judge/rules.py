@@ -18,6 +18,7 @@ from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.metrics import METRICS
 from pytest_rnnperf.model.process import BUSY, HOST, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
@@ -120,10 +121,10 @@ class Speedup:
         if ctx.across:
             past = ctx.past(SPEEDUP)
             return None if past is None or not cur else xp.across(
-                "speedup", past, cur, **ctx.across_options(ctx.wall_effect, higher_is_better=True))
+                METRICS[SPEEDUP].name, past, cur, **ctx.across_options(ctx.wall_effect, higher_is_better=True))
         if not (base and cur):
             return None
-        return compare("speedup", base, cur, higher_is_better=True, **ctx.options(min_effect=ctx.wall_effect))
+        return compare(METRICS[SPEEDUP].name, base, cur, higher_is_better=True, **ctx.options(min_effect=ctx.wall_effect))
 
 
 @dataclass(frozen=True)
@@ -138,10 +139,10 @@ class DeviceTime:
         if ctx.across:
             past = ctx.past(BUSY)
             return None if past is None or cur is None else xp.across(
-                "cudnn device time", past, cur.busy.samples, **ctx.across_options(ctx.policy.device_min_effect))
+                METRICS[BUSY].name, past, cur.busy.samples, **ctx.across_options(ctx.policy.device_min_effect))
         if base is None or cur is None:
             return None
-        return compare("cudnn device time", base.busy.samples, cur.busy.samples, **ctx.device_options())
+        return compare(METRICS[BUSY].name, base.busy.samples, cur.busy.samples, **ctx.device_options())
 
 
 @dataclass(frozen=True)
@@ -157,10 +158,10 @@ class WallTime:
             if ctx.past(BUSY) is not None and ctx.current.cudnn_device is not None:
                 return None  # device time decides
             return None if past is None or cur is None else xp.across(
-                "cudnn time", past, cur.samples, **ctx.across_options(ctx.wall_effect))
+                METRICS[WALL].name, past, cur.samples, **ctx.across_options(ctx.wall_effect))
         if ctx.device or ctx.baseline.cudnn is None or ctx.current.cudnn is None:
             return None
-        return compare("cudnn time", ctx.baseline.cudnn.samples, ctx.current.cudnn.samples,
+        return compare(METRICS[WALL].name, ctx.baseline.cudnn.samples, ctx.current.cudnn.samples,
                        **ctx.options(min_effect=ctx.wall_effect))
 
 
@@ -176,10 +177,10 @@ class KernelTime:
         if ctx.across:
             past = ctx.past(WORK)
             return None if past is None or cur is None else xp.across(
-                "cudnn kernel time", past, cur.work.samples, **ctx.across_options(ctx.policy.device_min_effect))
+                METRICS[WORK].name, past, cur.work.samples, **ctx.across_options(ctx.policy.device_min_effect))
         if base is None or cur is None:
             return None
-        return compare("cudnn kernel time", base.work.samples, cur.work.samples, **ctx.device_options())
+        return compare(METRICS[WORK].name, base.work.samples, cur.work.samples, **ctx.device_options())
 
 
 def host_samples(record: CaseRecord) -> tuple[float, ...] | None:
@@ -205,13 +206,13 @@ class HostOverhead:
                 return None
             if float(np.median(past)) < ctx.policy.host_share * float(np.median(walls)):
                 return None
-            return xp.across("cudnn host overhead", past, now, **ctx.across_options(ctx.policy.host_effect))
+            return xp.across(METRICS[HOST].name, past, now, **ctx.across_options(ctx.policy.host_effect))
         base, cur = host_samples(ctx.baseline), host_samples(ctx.current)
         if not (ctx.device and base and cur and ctx.baseline.cudnn is not None):
             return None
         if float(np.median(base)) < ctx.policy.host_share * ctx.baseline.cudnn.median:
             return None
-        return compare("cudnn host overhead", base, cur, **ctx.options(min_effect=ctx.policy.host_effect))
+        return compare(METRICS[HOST].name, base, cur, **ctx.options(min_effect=ctx.policy.host_effect))
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ class Overlap:
     def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
         """The OVERLAP flag with both changes."""
         busy, work = found.get("cudnn_time"), found.get("kernel_time")
-        if busy is None or work is None or busy.metric != "cudnn device time":
+        if busy is None or work is None or busy.metric != METRICS[BUSY].name:
             return None
         if busy.verdict is not Verdict.REGRESSED or work.verdict is Verdict.REGRESSED:
             return None

@@ -42,6 +42,7 @@ from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.sensitivity import drift
 from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
+from pytest_rnnperf.model.metrics import BUSY, METRICS
 from pytest_rnnperf.model.process import ProcessSummary
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -207,7 +208,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
     flags += tuple(f for finding in findings if (f := finding.flag(ctx, found)) is not None)
     time = found["cudnn_time"]
     processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
-    if time.metric == "cudnn device time":
+    if time.metric == METRICS[BUSY].name:
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
             ctx.history, time.current_median, policy.device_min_effect)
         return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,

@@ -19,6 +19,7 @@ Without cupti-python, or where CUPTI cannot trace (another profiler holds it, a 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import shutil
@@ -28,8 +29,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.model.stats import median_noise
-from pytest_rnnperf.model.timing import DeviceTiming, KernelStat, Measurement, Step, Sync
+from pytest_rnnperf.measure.rounds import Sampling, sample
+from pytest_rnnperf.model.stopping import Criterion, rounds_budget_noise
+from pytest_rnnperf.model.timing import DeviceTiming, KernelStat, Measurement, Round, Step, Sync
 
 NAME = "device"
 # Kernels a side's table keeps (by time per step); the rest are summed into one "(N other kernels)" row.
@@ -258,6 +260,29 @@ class DeviceTimer:
         """Why this timer cannot trace here (None when it can)."""
         return None if self.cupti is not None else device_time_problem()
 
+    def _binding(self) -> Any:
+        """The cupti module this timer traces with."""
+        return self.cupti if self.cupti is not None else _real_cupti()
+
+    def now(self) -> float:
+        """The host clock, in seconds."""
+        return self.host_clock() / 1e9
+
+    def block(self, step: Step, steps: int, sync: Sync) -> Round:
+        """One traced round: ``steps`` steps between two device syncs; CUPTI's clock and the host's read at its ends.
+
+        The records arrive only when CUPTI flushes, so the round's sample is its host time per step: drained at
+        both ends, it follows the device time of a GPU-bound step (the noise target is checked on it).
+        """
+        cupti = self._binding()
+        sync()
+        start, host_start = cupti.get_timestamp(), self.host_clock()
+        for _ in range(steps):
+            step()
+        sync()
+        end, host_end = cupti.get_timestamp(), self.host_clock()
+        return Round((host_end - host_start) / 1e9 / steps, span=(start, end), host_ns=host_end - host_start)
+
     def pair(self, a: Step, b: Step, sync: Sync, rounds: int | tuple[int, int], steps: tuple[int, int],
              names: tuple[str, str] = ("cudnn", "generic"), max_time_s: float = math.inf,
              min_rounds: int = 3, max_noise: float = 0.0, steady_rounds: int = 4) -> tuple[DeviceTiming, DeviceTiming]:
@@ -268,54 +293,44 @@ class DeviceTimer:
         ``max_noise`` (``stats.median_noise``; 0: every round). RuntimeError when CUPTI recorded nothing in a round that ran
         steps (another profiler took the activity buffers, say) or its clock does not track the host's.
         """
-        cupti = self.cupti if self.cupti is not None else _real_cupti()
-        windows: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
-        host_ns = cupti_units = 0
         per_side = (rounds, rounds) if isinstance(rounds, int) else rounds
-        recorder = _Recorder(cupti)
-        begun = self.host_clock()
+        until = tuple(rounds_budget_noise(n, max_time_s, min_rounds, max_noise, noise_min_rounds=steady_rounds)
+                      for n in per_side)
+        return self.trace(a, b, sync, steps, (until[0], until[1]), names)
+
+    def trace(self, a: Step, b: Step, sync: Sync, steps: tuple[int, int], until: tuple[Criterion, Criterion],
+              names: tuple[str, str] = ("cudnn", "generic")) -> tuple[DeviceTiming, DeviceTiming]:
+        """Trace each side in turn, rounds of ``steps`` steps until its criterion stops them (one budget for both)."""
+        recorder = _Recorder(self._binding())
+        begun = self.now()
+        done: list[Sampling] = []
         with recorder:
             for side, step in enumerate((a, b)):
                 step()  # warm: the caches and clocks this side leaves, not the other's (its records start too early)
-                # The records arrive only when CUPTI flushes, so the stopping signal is each round's host time:
-                # drained at both ends, it follows the device time of a GPU-bound step.
-                host_rounds: list[float] = []
-                for i in range(per_side[side]):
-                    if i >= min_rounds and self.host_clock() - begun > max_time_s * 1e9:
-                        break
-                    if i >= steady_rounds and max_noise > 0 and median_noise(host_rounds) <= max_noise:
-                        break
-                    sync()
-                    start, host_start = cupti.get_timestamp(), self.host_clock()
-                    for _ in range(steps[side]):
-                        step()
-                    sync()
-                    end, host_end = cupti.get_timestamp(), self.host_clock()
-                    windows[side].append((start, end))
-                    host_rounds.append(float(host_end - host_start))
-                    host_ns += host_end - host_start
-                    cupti_units += end - start
+                done.append(sample(self, ((step, steps[side]),), sync, until[side], started=begun))
         # The record timestamps are on CUPTI's clock; the host clock read beside it at every round's ends says
         # what one unit of it is worth, whoever set CUPTI's timestamp source.
+        taken = [r for side in done for r in side.rounds[0]]
+        host_ns = sum(r.host_ns for r in taken)
+        cupti_units = sum(r.span[1] - r.span[0] for r in taken)
         scale = host_ns / cupti_units / 1e9 if cupti_units > 0 else 0.0
         if not 0.05e-9 < scale < 20e-9:
             raise RuntimeError(f"CUPTI's clock does not track the host's ({scale * 1e9:.3g} ns per unit)")
         records = sorted(recorder.records)
         display = demangle(name for _, _, name in records)
-        return (_side(names[0], windows[0], steps[0], records, display, scale),
-                _side(names[1], windows[1], steps[1], records, display, scale))
+        return (_side(names[0], done[0], steps[0], records, display, scale),
+                _side(names[1], done[1], steps[1], records, display, scale))
 
 
-def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequence[tuple[int, int, str]],
+def _side(name: str, done: Sampling, steps: int, records: Sequence[tuple[int, int, str]],
           display: dict[str, str], scale: float) -> DeviceTiming:
     """One side's timing from the records that started inside its rounds (``scale``: seconds per CUPTI unit)."""
-    import bisect
-
     starts = [r[0] for r in records]
     busy: list[float] = []
     kernel_sums: list[float] = []
     mine: list[tuple[int, int, str]] = []
     rounds: list[dict[str, float]] = []  # per round: readable kernel name -> seconds per step
+    windows = [r.span for r in done.rounds[0]]
     for start, end in windows:
         chunk = records[bisect.bisect_left(starts, start):bisect.bisect_left(starts, end)]  # [start, end)
         if not chunk:
@@ -339,8 +354,8 @@ def _side(name: str, windows: list[tuple[int, int]], steps: int, records: Sequen
         return sum(1 for _, _, n in named if test(n)) / total_steps
 
     table = kernel_table(named, total_steps)
-    return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME),
-                        work=Measurement(name, tuple(kernel_sums), steps, timer=NAME + "-work"),
+    return DeviceTiming(busy=Measurement(name, tuple(busy), steps, timer=NAME, stopped=done.stopped),
+                        work=Measurement(name, tuple(kernel_sums), steps, timer=NAME + "-work", stopped=done.stopped),
                         launches_per_step=len(mine) / total_steps,
                         kernels=table, clock_scale=scale * 1e9, kernel_rounds=kernel_rounds(table, rounds),
                         rnn_forward=per_step(CUDNN_RNN_FORWARD), rnn_backward=per_step(CUDNN_RNN_BACKWARD),

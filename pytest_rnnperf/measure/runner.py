@@ -22,7 +22,8 @@ from pytest_rnnperf.model.stats import Interval, speedup_interval
 from pytest_rnnperf.model.timing import Measurement, Timer, TimingConfig
 from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
 from pytest_rnnperf.model.timing import DeviceTiming
-from pytest_rnnperf.measure.wall import WallTimer, settle_heap
+from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_single
+from pytest_rnnperf.model.stopping import BUDGET
 
 
 class Window(Protocol):
@@ -211,11 +212,11 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
     cudnn_m: Measurement | None = None
     speedup: Interval | None = None
     if "cudnn" in sides:
-        paired = config.timer.pair(sides["cudnn"].step, sides["generic"].step, pair.sync, timing)
+        paired = time_pair(sides["cudnn"].step, sides["generic"].step, pair.sync, timing, config.timer)
         cudnn_m, generic_m = paired.a, paired.b
         speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
     else:
-        generic_m = config.timer.single(sides["generic"].step, pair.sync, timing)
+        generic_m = time_single(sides["generic"].step, pair.sync, timing, config.timer)
     telemetry = None
     flags: tuple[WindowFlag, ...] = ()
     if window is not None:
@@ -246,7 +247,7 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
         cudnn_dev, generic_dev, device_note, device_flags = _device_timing(
             pair, sides["cudnn"], sides["generic"], (cudnn_m, generic_m), config, budget_s=left())
         # Fewer rounds than asked is news only when the budget cut them (steady rounds stop early by design).
-        if cudnn_dev is not None and len(cudnn_dev.busy.samples) < config.device_rounds and left() <= 0:
+        if cudnn_dev is not None and cudnn_dev.busy.stopped == BUDGET:
             extra.append(f"device time: {len(cudnn_dev.busy.samples)} of {config.device_rounds} traced rounds: "
                          f"{_spent(config)}")
     cost["device"] = time.perf_counter() - started

@@ -25,7 +25,8 @@ from typing import Iterator
 
 import numpy as np
 
-from pytest_rnnperf.model.timing import Clock, Measurement, PairedMeasurement, Step, Sync, TimingConfig
+from pytest_rnnperf.measure.rounds import sample
+from pytest_rnnperf.model.timing import Clock, Measurement, PairedMeasurement, Round, Step, Sync, Timer, TimingConfig
 
 NAME = "wall"
 
@@ -98,39 +99,24 @@ def time_pair(
     b: Step,
     sync: Sync,
     config: TimingConfig = TimingConfig(),
-    clock: Clock = time.perf_counter,
+    timer: Timer | None = None,
     names: tuple[str, str] = ("cudnn", "generic"),
 ) -> PairedMeasurement:
-    """Warm up both steps, calibrate each block length, then time up to ``config.rounds`` ABBA-interleaved rounds.
+    """Warm up both steps, calibrate each block length, then time ABBA-interleaved rounds until ``config.until``.
 
-    Rounds stop early once both medians are steady (``TimingConfig.steady``) or the time budget is spent.
+    Rounds stop at ``config.rounds``, once the time budget is spent, or once both medians are steady (checked
+    after a "ba" round only: an ABBA pattern cut after "ab" would favour one side in a drift).
     """
-    warm_up((a, b), sync, clock, config)
-    steps_a = calibrate(a, sync, clock, config)
-    steps_b = calibrate(b, sync, clock, config)
-    samples_a: list[float] = []
-    samples_b: list[float] = []
-    order: list[str] = []
+    timer = timer or WallTimer()
+    warm_up((a, b), sync, timer.now, config)
+    steps_a = calibrate(a, sync, timer.now, config)
+    steps_b = calibrate(b, sync, timer.now, config)
     with gc_paused(config.pause_gc):
-        started = clock()
-        for i in range(config.rounds):
-            if i % 2 == 0:
-                samples_a.append(time_block(a, steps_a, sync, clock))
-                samples_b.append(time_block(b, steps_b, sync, clock))
-                order.append("ab")
-            else:
-                samples_b.append(time_block(b, steps_b, sync, clock))
-                samples_a.append(time_block(a, steps_a, sync, clock))
-                order.append("ba")
-            if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
-                break
-            # Only after a "ba" round: an ABBA pattern cut after "ab" would favour one side in a drift.
-            if i % 2 == 1 and config.steady(samples_a, samples_b):
-                break
+        done = sample(timer, ((a, steps_a), (b, steps_b)), sync, config.until(every=2), alternate=True)
     return PairedMeasurement(
-        a=Measurement(names[0], tuple(samples_a), steps_a, timer=NAME),
-        b=Measurement(names[1], tuple(samples_b), steps_b, timer=NAME),
-        order=tuple(order),
+        a=Measurement(names[0], done.samples(0), steps_a, timer=timer.name, stopped=done.stopped),
+        b=Measurement(names[1], done.samples(1), steps_b, timer=timer.name, stopped=done.stopped),
+        order=done.order,
     )
 
 
@@ -138,36 +124,29 @@ def time_single(
     step: Step,
     sync: Sync,
     config: TimingConfig = TimingConfig(),
-    clock: Clock = time.perf_counter,
+    timer: Timer | None = None,
     name: str = "generic",
 ) -> Measurement:
     """Time one step alone (used where only one side can run, e.g. the generic path on a CPU)."""
-    warm_up((step,), sync, clock, config)
-    steps = calibrate(step, sync, clock, config)
-    samples: list[float] = []
+    timer = timer or WallTimer()
+    warm_up((step,), sync, timer.now, config)
+    steps = calibrate(step, sync, timer.now, config)
     with gc_paused(config.pause_gc):
-        started = clock()
-        for i in range(config.rounds):
-            samples.append(time_block(step, steps, sync, clock))
-            if i + 1 >= config.min_rounds and clock() - started > config.max_time_s:
-                break
-            if config.steady(samples):
-                break
-    return Measurement(name, tuple(samples), steps, timer=NAME)
+        done = sample(timer, ((step, steps),), sync, config.until())
+    return Measurement(name, done.samples(0), steps, timer=timer.name, stopped=done.stopped)
 
 
 @dataclass(frozen=True)
 class WallTimer:
-    """The default timer; ``clock`` is the seam for a fake clock in tests."""
+    """The default timer: device-synchronized blocks on the host clock; ``clock``: the seam for a fake one in tests."""
 
     clock: Clock = time.perf_counter
     name: str = NAME
 
-    def pair(self, a: Step, b: Step, sync: Sync, config: TimingConfig,
-             names: tuple[str, str] = ("cudnn", "generic")) -> PairedMeasurement:
-        """Time two steps in interleaved ABBA rounds of device-synchronized blocks."""
-        return time_pair(a, b, sync, config, self.clock, names)
+    def now(self) -> float:
+        """The host clock, in seconds."""
+        return self.clock()
 
-    def single(self, step: Step, sync: Sync, config: TimingConfig, name: str = "generic") -> Measurement:
-        """Time one step in device-synchronized blocks."""
-        return time_single(step, sync, config, self.clock, name)
+    def block(self, step: Step, steps: int, sync: Sync) -> Round:
+        """One block of ``steps`` steps with the device drained at both ends."""
+        return Round(time_block(step, steps, sync, self.clock))

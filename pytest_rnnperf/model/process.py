@@ -3,7 +3,7 @@
 Within a process a case's rounds agree to a fraction of a percent; between processes the same kernels settle
 differently. So the history judges a new process against other processes, each reduced to its medians: the
 cuDNN side's device busy time, summed kernel time, wall time, host overhead, and each kernel's time per step.
-Metrics are keyed by stable names (``busy``, ``kernel/<name>``), so a new metric is a new key. Pure data.
+Metrics are keyed by their tags in the metric table (``model.metrics``: ``busy``, ``kernel/<name>``). Pure data.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_rnnperf.model.fields import as_ratio, as_time
+from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, SPEEDUP, WALL, WORK, metric
 
 # The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
 FOLDED = "(other kernels)"
 _FOLDED = re.compile(r"^\(\d+ other kernels\)$")
-BUSY, WORK, WALL, HOST, SPEEDUP = "busy", "work", "wall", "host", "speedup"
-KERNEL = "kernel/"
+__all__ = ["BUSY", "FOLDED", "HOST", "KERNEL", "SPEEDUP", "WALL", "WORK", "ProcessSummary", "kernel_key", "summarize"]
 
 
 def kernel_key(name: str) -> str:
@@ -64,12 +64,14 @@ class ProcessSummary:
                     or not math.isfinite(value) or value < 0:
                 raise ValueError(f"process summary of {data['case']}: metric {name!r} must be a finite number >= 0")
             what = f"process summary of {data['case']}: metric {name!r}"
+            try:
+                hint = metric(name).hint
+            except KeyError:
+                hint = ""  # a metric of a newer version: kept, unchecked
             if name == SPEEDUP:
                 as_ratio(value, what)
-            elif name in (BUSY, WORK, WALL):
-                as_time(value, what)
-            elif name == HOST or name.startswith(KERNEL):  # parts of a step
-                as_time(value, what, part=True)
+            elif hint == DURATION:  # a step (busy, work, wall) or a part of one (host, a kernel)
+                as_time(value, what, part=name == HOST or name.startswith(KERNEL))
             out[name] = float(value)
         return cls(str(data["case"]), str(data.get("source", source)), out)
 

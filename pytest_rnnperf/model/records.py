@@ -21,6 +21,7 @@ from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
+from pytest_rnnperf.model.metrics import KERNEL, side_tag
 from pytest_rnnperf.model.peaks import peak_tflops
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.stats import Interval, speedup_interval
@@ -210,12 +211,13 @@ class CaseRecord:
         }
 
     def metrics(self) -> dict[str, list[float]]:
-        """Per-round samples by stable name: ``<side>/kernel/<name>`` in seconds per step, one per traced round."""
+        """Per-round samples by side and tag (``model.metrics``): ``<side>/kernel/<name>`` in seconds per step, one per
+        traced round."""
         out: dict[str, list[float]] = {}
         for side in ("cudnn", "generic"):
             dev = self.device_timing(side)
             if dev is not None:
-                out.update({f"{side}/kernel/{name}": list(v) for name, v in dev.kernel_rounds.items()})
+                out.update({side_tag(side, KERNEL + name): list(v) for name, v in dev.kernel_rounds.items()})
         return out
 
     @classmethod
@@ -257,7 +259,7 @@ class CaseRecord:
         out = self
         for side in ("cudnn", "generic"):
             dev = self.device_timing(side)
-            prefix = f"{side}/kernel/"
+            prefix = side_tag(side, KERNEL)
             rounds = {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
             if dev is not None and rounds:
                 timed = replace(dev, kernel_rounds=rounds)
@@ -266,7 +268,7 @@ class CaseRecord:
 
 
 def _metrics_from_dict(data: Any) -> dict[str, tuple[float, ...]]:
-    """Stored metrics: stable name -> samples, each a finite number >= 0 (at most 100,000 of them)."""
+    """Stored metrics: side and tag (model.metrics) -> samples, each a finite number >= 0 (at most 100,000 of them)."""
     out = {}
     for name, values in as_mapping(data, "metrics").items():
         samples = as_list(values, f"metrics.{name}")

@@ -18,7 +18,7 @@ import numpy as np
 # scipy is imported where a bootstrap runs, not here: the plugin loads this module (through verdicts) while
 # it checks options, and scipy.stats costs about a second to import.
 
-__all__ = ["Interval", "Summary", "ratio_interval", "speedup_interval", "spread", "summarize"]
+__all__ = ["Interval", "Summary", "describe", "ratio_interval", "speedup_interval", "spread"]
 
 DEFAULT_SEED = 0
 DEFAULT_RESAMPLES = 2000
@@ -67,8 +67,8 @@ def as_positive_array(samples: Sequence[float], name: str) -> np.ndarray:
     return arr
 
 
-def summarize(samples: Sequence[float]) -> Summary:
-    """Summarize samples: n, median, quartiles, IQR, mean, stdev, range and relative IQR."""
+def describe(samples: Sequence[float]) -> Summary:
+    """Describe samples: n, median, quartiles, IQR, mean, stdev, range and relative IQR."""
     arr = _as_finite_array(samples)
     q1, median, q3 = (float(v) for v in np.percentile(arr, [25.0, 50.0, 75.0]))
     iqr = q3 - q1

@@ -1,19 +1,20 @@
 """Timing: what a measurement is, and the seam where a timer plugs in.
 
-A ``Timer`` turns one or two steps (callables that queue device work) into ``Measurement``s; every
-measurement carries the name of the timer that took it (``wall``: device-synchronized host-clock blocks,
-see ``timing.wall``). Adding another way to time means adding a module with a class that satisfies
-``Timer``; the runner takes whichever timer it is given (``RunConfig.timer``).
+A ``Timer`` times one round of a step (a block of steps between two device syncs) and says what its clock reads;
+one loop (``measure.rounds.sample``) runs the rounds of one or two sides until a stopping criterion
+(``model.stopping``) says stop. Every measurement carries the name of the timer that took it (``wall``:
+device-synchronized host-clock blocks, see ``measure.wall``; ``device``: CUPTI's kernel records, see
+``measure.device_time``). The runner takes whichever wall-clock timer it is given (``RunConfig.timer``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
-from pytest_rnnperf.model.stats import median_noise
+from pytest_rnnperf.model.stopping import FirstOf, rounds_budget_noise
 
 Clock = Callable[[], float]
 Step = Callable[[], None]
@@ -52,10 +53,12 @@ class TimingConfig:
         if self.max_noise < 0:
             raise ValueError(f"max_noise must be >= 0 (got {self.max_noise})")
 
-    def steady(self, *sides: Sequence[float]) -> bool:
-        """Whether the rounds so far may stop: at least ``min_rounds``, and every side's median within ``max_noise``."""
-        return (self.max_noise > 0 and all(len(s) >= self.min_rounds for s in sides)
-                and all(median_noise(s) <= self.max_noise for s in sides))
+    def until(self, every: int = 1) -> FirstOf:
+        """When the timed rounds stop: ``rounds``, the time budget after ``min_rounds``, or every side steady.
+
+        ``every``: the noise target is checked only on a multiple of this many rounds (2 for ABBA rounds).
+        """
+        return rounds_budget_noise(self.rounds, self.max_time_s, self.min_rounds, self.max_noise, every=every)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Measurement:
     samples: tuple[float, ...]
     steps_per_block: int
     timer: str = "wall"  # the Timer that measured them
+    # Why the rounds stopped (``stopping.NOISE``, ``ROUNDS`` or ``BUDGET``; "" where unknown, as in a stored record):
+    # what this process saw, not part of the samples' value.
+    stopped: str = field(default="", compare=False)
 
     @property
     def median(self) -> float:
@@ -97,19 +103,29 @@ class PairedMeasurement:
         return np.asarray(self.b.samples) / np.asarray(self.a.samples)
 
 
+@dataclass(frozen=True)
+class Round:
+    """One timed round of one side: seconds per step, and what the timer read of it on its own clock."""
+
+    per_step_s: float
+    # The round's start and end on the timer's own clock (CUPTI's timestamps for the device timer; unused by the
+    # wall timer) and its length in host nanoseconds, which says what one unit of that clock is worth.
+    span: tuple[int, int] = (0, 0)
+    host_ns: int = 0
+
+
 class Timer(Protocol):
-    """A way to time steps; ``name`` labels every measurement it takes."""
+    """A way to time rounds of a step; ``name`` labels every measurement it takes."""
 
     @property
     def name(self) -> str:
         """What this timer measures, e.g. "wall"."""
 
-    def pair(self, a: Step, b: Step, sync: Sync, config: TimingConfig,
-             names: tuple[str, str] = ("cudnn", "generic")) -> PairedMeasurement:
-        """Time two steps interleaved; ``a`` is the cuDNN side by convention."""
+    def now(self) -> float:
+        """Seconds on the host clock that a time budget is spent on."""
 
-    def single(self, step: Step, sync: Sync, config: TimingConfig, name: str = "generic") -> Measurement:
-        """Time one step alone (where only one side can run)."""
+    def block(self, step: Step, steps: int, sync: Sync) -> Round:
+        """One round: ``steps`` steps between two device syncs, timed."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_problems, compare_without_our_section,
                                              configure, machine_id, option_problems, storage_problem)
+from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_worker
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
@@ -30,6 +31,8 @@ SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
 FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
+THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
+SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -44,6 +47,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     """Before a conftest.py or test module imports Keras: an installed backend where its default, TensorFlow, is not."""
     from pytest_rnnperf.backends.keras_layers import keras_backend_choice
 
+    share = limit_worker(os.environ)  # a pytest-xdist worker's CPU threads, before a conftest imports a framework
+    if share is not None:
+        early_config.stash[THREADS_KEY] = share
     backend, line = keras_backend_choice(os.environ)
     if backend is not None:  # this process's Keras; the backends' subprocesses set their own
         os.environ["KERAS_BACKEND"] = backend
@@ -287,6 +293,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
+        if THREADS_KEY in config.stash:  # torch imported before the environment was set (by another plugin)
+            limit_imported(config.stash[THREADS_KEY].threads)
     from pytest_rnnperf.backends import compile_cache
 
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
@@ -299,6 +307,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 for p in plan(_workers(config), os.environ)]
     session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
     config.stash[SESSION_KEY] = session
+    if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
+        from pytest_rnnperf.plugin.schedule import Sharding, record_cost
+
+        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case))), SHARDING)
     problem = storage_problem(config, session)
     if problem:
         raise pytest.UsageError(problem)
@@ -586,6 +598,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[WORKER_KEY] = ours.worker_output()  # type: ignore[attr-defined]
         return
+    if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
+        ours.measured.notes.append(line)
     if ours.settings.update_baseline:
         from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 

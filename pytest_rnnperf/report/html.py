@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.model.metrics import (DEVICE_SPEEDUP, FLOOR, KERNEL, LAUNCHES, METRICS, MS, PARITY, WALL,
+                                          WALL_SPEEDUP, from_ms, metric, show)
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
                                         CaseRow, Rows, Samples, VerdictRow, change_text, deciding,
                                         not_run)
@@ -300,6 +302,13 @@ def log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
 # ------------------------------------------------------------------------------------------------ charts
 
 
+def hover(tag: str, axis: str, spec: str = "", fine: bool = False) -> str:
+    """A plotly hover template's value of metric ``tag`` on ``axis`` as its hint shows it, e.g. "%{x:.2f}x"."""
+    h = metric(tag).display  # the plotted values are already in the shown unit (rows' samples are in ms)
+    unit = h.suffix or f" {h.unit}"
+    return f"%{{{axis}:{spec or (h.fine if fine else h.spec)}}}{unit}<extra></extra>"
+
+
 def speedup_figure(rows: Sequence[CaseRow]) -> Any:
     """Every paired case's speedup with its 95% interval, the baseline's beside it and the floor (plotly)."""
     import plotly.graph_objects as go
@@ -311,16 +320,16 @@ def speedup_figure(rows: Sequence[CaseRow]) -> Any:
     fig.add_trace(go.Scatter(x=[s.estimate for s in now], y=ids, mode="markers", name="now (95% CI)",
                              marker=dict(color=[COLOURS["now"] if r.verdict is None else
                                                 outcome_colour(str(r.verdict.outcome)) for r in paired], size=8),
-                             error_x=_error_bars(now), hovertemplate="%{y}<br>now %{x:.2f}x<extra></extra>"))
+                             error_x=_error_bars(now), hovertemplate=f"%{{y}}<br>now {hover(WALL_SPEEDUP, 'x')}"))
     based = [(r.id, r.baseline_speedup) for r in paired if r.baseline_speedup is not None]
     if based:
         fig.add_trace(go.Scatter(x=[s.estimate for _, s in based], y=[i for i, _ in based], mode="markers",
                                  name="baseline (95% CI)", marker=dict(color=COLOURS["baseline"], symbol="square", size=7),
                                  error_x=_error_bars([s for _, s in based]),
-                                 hovertemplate="%{y}<br>baseline %{x:.2f}x<extra></extra>"))
+                                 hovertemplate=f"%{{y}}<br>baseline {hover(WALL_SPEEDUP, 'x')}"))
     fig.add_trace(go.Scatter(x=[r.floor for r in paired], y=ids, mode="markers", name="floor",
                              marker=dict(color=COLOURS["floor"], symbol="line-ns-open", size=14, line=dict(width=2)),
-                             hovertemplate="%{y}<br>floor %{x:.1f}x<extra></extra>"))
+                             hovertemplate=f"%{{y}}<br>floor {hover(FLOOR, 'x', '.1f')}"))
     fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=10))
     fig.update_xaxes(title_text="cuDNN speedup over generic, wall time (x): median generic / median cuDNN",
                      rangemode="tozero")
@@ -377,19 +386,19 @@ def samples_figure(row: CaseRow) -> Any:
     samples: Sequence[Samples] = row.detail.samples
     with_speedup = row.speedup is not None
     fig = make_subplots(rows=1, cols=2 if with_speedup else 1, column_widths=[0.72, 0.28] if with_speedup else None,
-                        subplot_titles=("ms per step, each dot one round (log scale)",)
+                        subplot_titles=(f"{MS} per step, each dot one round (log scale)",)
                         + (("speedup, 95% CI, and floor",) if with_speedup else ()))
     legend: set[str] = set()
     for s in samples:
         fig.add_trace(go.Box(x=[f"{s.side} {s.timer}"] * len(s.ms), y=list(s.ms), name=s.run, legendgroup=s.run,
                              offsetgroup=s.run, showlegend=s.run not in legend, boxpoints="all", jitter=0.5,
                              pointpos=0, marker=dict(color=COLOURS[s.run], size=4), line=dict(width=1),
-                             hovertemplate=f"{s.run} {s.side} {s.timer}<br>%{{y:.4f}} ms<extra></extra>"),
+                             hovertemplate=f"{s.run} {s.side} {s.timer}<br>{hover(WALL, 'y', fine=True)}"),
                       row=1, col=1)
         legend.add(s.run)
     values = [v for s in samples for v in s.ms if v > 0]
     ticks, texts = log_ticks(min(values), max(values)) if values else ([], [])
-    fig.update_yaxes(type="log", title_text="ms per step", tickvals=ticks or None, ticktext=texts or None,
+    fig.update_yaxes(type="log", title_text=f"{MS} per step", tickvals=ticks or None, ticktext=texts or None,
                      row=1, col=1)
     fig.update_layout(boxmode="group", legend=dict(orientation="h", y=1.12, yanchor="bottom", x=0))
     if with_speedup:
@@ -399,10 +408,10 @@ def samples_figure(row: CaseRow) -> Any:
                                  mode="markers", showlegend=False,
                                  marker=dict(color=[COLOURS[n] for n, _ in shown_points], size=9),
                                  error_y=_error_bars([s for _, s in shown_points]),
-                                 hovertemplate="%{x}: %{y:.2f}x<extra></extra>"), row=1, col=2)
+                                 hovertemplate=f"%{{x}}: {hover(WALL_SPEEDUP, 'y')}"), row=1, col=2)
         fig.add_hline(y=row.floor, line=dict(color=COLOURS["floor"], dash="dash", width=1.5), row=1, col=2,
-                      annotation_text=f"floor {row.floor:g}x", annotation_position="bottom right")
-        fig.update_yaxes(rangemode="tozero", title_text="x", row=1, col=2)
+                      annotation_text=f"floor {show(FLOOR, row.floor, 'g')}", annotation_position="bottom right")
+        fig.update_yaxes(rangemode="tozero", title_text=METRICS[WALL_SPEEDUP].display.unit, row=1, col=2)
     return fig
 
 
@@ -411,14 +420,15 @@ def samples_figure(row: CaseRow) -> Any:
 
 def _fmt_interval(s: Interval | None) -> str:
     """e.g. "7.36x [6.09, 8.47]" ('-' for none)."""
-    return "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+    return "-" if s is None else METRICS[WALL_SPEEDUP].interval(s.estimate, s.low, s.high)
 
 
 def kernel_table(kernels: Sequence[KernelStat]) -> str:
     """A side's kernels: name, ms and launches per step, and each one's share of the side's kernel time."""
     total = sum(k.ms_per_step for k in kernels) or 1.0
-    return table(("kernel", "ms/step", "launches/step", "share"),
-                 [(k.name, f"{k.ms_per_step:.4f}", f"{k.launches_per_step:g}", f"{k.ms_per_step / total:.1%}")
+    return table(("kernel", f"{MS}/step", METRICS[LAUNCHES].name, "share"),
+                 [(k.name, show(KERNEL, from_ms(k.ms_per_step), fine=True), show(LAUNCHES, k.launches_per_step, "g"),
+                   f"{k.ms_per_step / total:.1%}")
                   for k in kernels], numeric=(1, 2, 3))
 
 
@@ -431,7 +441,7 @@ def parity_table(rows: Sequence[ParityRow]) -> str:
     for q in quantities:
         found = [cell.get((q, c)) for c in comparisons]
         notes = "; ".join(dict.fromkeys(r.note for r in found if r is not None and r.note))
-        body.append([q] + ["-" if r is None else f"{r.error:.2e} / {r.tolerance:.0e}" + ("" if r.ok else " FAIL")
+        body.append([q] + ["-" if r is None else f"{show(PARITY, r.error, fine=True)} / {show(PARITY, r.tolerance, '.0e')}" + ("" if r.ok else " FAIL")
                            for r in found] + [notes])
         attrs.append("" if all(r is None or r.ok for r in found) else ' class="bad"')
     return table(["quantity", *comparisons, "note"], body, numeric=range(1, len(comparisons) + 1), row_attrs=attrs)
@@ -450,9 +460,10 @@ def case_panel(row: CaseRow, verdict: VerdictRow | None, panel_id: str, charts: 
     parts = [summary]
     if row.speedup is not None:
         line = (f"speedup, wall (median generic / median cuDNN) <b>{esc(_fmt_interval(row.speedup))}</b>, "
-                f"floor {row.floor:g}x"
+                f"floor {show(FLOOR, row.floor, 'g')}"
                 + (f"; baseline {esc(_fmt_interval(row.baseline_speedup))}" if row.baseline_speedup else "")
-                + (f"; speedup, device time {d.device_speedup:.2f}x" if d.device_speedup is not None else "")
+                + (f"; speedup, device time {show(DEVICE_SPEEDUP, d.device_speedup)}" if d.device_speedup is not None
+                   else "")
                 + (f"; the table below judges the {ROUND_SPEEDUP}" if verdict is not None else ""))
         parts.append(f"<p>{line}</p>")
     if d.baseline_file:

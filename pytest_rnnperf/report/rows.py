@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, METRICS, MS, PARITY,
+                                          SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -18,15 +20,30 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.timing import KernelStat
 
 UNAVAILABLE = "unavailable"
-CROSS_HEADER = ("check", "sides (same canonical weights)", "parity err/tol (worst)", "path")
-VERDICT_HEADER = ("case", "basis", "base cuDNN ms", "now cuDNN ms", "change [95% CI]", "host overhead ms", "speedup",
-                  "verdict")
+# The case table's columns that show a metric, by header -> the tags (model.metrics) of what each shows.
+CUDNN_TIMES, GENERIC_TIMES = f"cudnn {MS} wall/dev", f"generic {MS} wall/dev"
+TFLOPS_COLUMN = f"{METRICS[TFLOPS].name} (of peak)"
+CASE_METRIC_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    CUDNN_TIMES: (WALL, BUSY), GENERIC_TIMES: (WALL, BUSY),
+    f"{METRICS[WALL_SPEEDUP].name} [95% CI]": (WALL_SPEEDUP,), METRICS[DEVICE_SPEEDUP].name: (DEVICE_SPEEDUP,),
+    METRICS[FLOOR].name: (FLOOR,), TFLOPS_COLUMN: (TFLOPS,),
+    METRICS[ENERGY_PER_STEP].name: (ENERGY_PER_STEP,), METRICS[PARITY].name: (PARITY,),
+}
+CASE_COLUMNS = ("case", *CASE_METRIC_COLUMNS, "path")
+CROSS_HEADER = ("check", "sides (same canonical weights)", f"{METRICS[PARITY].name} (worst)", "path")
+# The verdict table's columns that show a metric -> their tags (the time is the one the verdict was judged on).
+VERDICT_METRIC_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    f"base cuDNN {MS}": (WALL, BUSY), f"now cuDNN {MS}": (WALL, BUSY), f"host overhead {MS}": (HOST,),
+    METRICS[SPEEDUP].name: (SPEEDUP,),
+}
+VERDICT_HEADER = ("case", "basis", *list(VERDICT_METRIC_COLUMNS)[:2], "change [95% CI]",
+                  *list(VERDICT_METRIC_COLUMNS)[2:], "verdict")
 STATUSES = ("regressions found", "gate failures", "all checks passed")  # worst first
 COMPARISON_HEADER = ("metric", "baseline", "now", "ratio [95% CI]", "p", "threshold", "verdict")
 ANSWER_HEADER = ("case", "metric", "change [95% CI]", "threshold", "verdict")
 # How the session says why a cuDNN case (or a model's cuDNN side) did not run: no GPU visible to its framework.
 NEEDS_GPU = "cuDNN case needs a GPU"
-ROUND_SPEEDUP = "speedup, median of rounds"  # the judged speedup: each round's generic/cuDNN, their median
+ROUND_SPEEDUP = METRICS[SPEEDUP].label  # the judged speedup: each round's generic/cuDNN, their median
 # The environment fields that explain most regressions, in the order a reader checks them (the rest follow).
 ENV_RANKS = (("driver", r"(^|\.)driver_version$"),
              ("CUDA", r"(^|\.)(cuda_build|cuda_runtime|cuda_driver_version|cudart_library|cuda_plugin)$"
@@ -293,8 +310,9 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
         if case.cells.get("parity err/tol", "").startswith("FAIL"):
             out.append(AnswerRow(case.id, (case.id, "parity err/tol", case.cells["parity err/tol"][5:], "-", "failed")))
         if s is not None and s.estimate < case.floor:
-            out.append(AnswerRow(case.id, (case.id, "speedup", f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
-                                           f"floor {case.floor:.1f}x", "below its floor")))
+            out.append(AnswerRow(case.id, (case.id, METRICS[SPEEDUP].name,
+                                           METRICS[WALL_SPEEDUP].interval(s.estimate, s.low, s.high),
+                                           f"floor {show(FLOOR, case.floor, '.1f')}", "below its floor")))
     return tuple(out)
 
 
@@ -310,7 +328,7 @@ def _wall_dev(wall: Any, dev: Any) -> str:
     """"1.558/0.268": wall and device ms per step of one side ('-' for what was not measured)."""
     if wall is None:
         return "-"
-    return f"{wall.median * 1e3:.3f}/" + ("-" if dev is None else f"{dev.busy.median * 1e3:.3f}")
+    return f"{show(WALL, wall.median)}/{show(BUSY, None if dev is None else dev.busy.median)}"
 
 
 def result_cells(r: CaseRecord) -> dict[str, str]:
@@ -318,26 +336,20 @@ def result_cells(r: CaseRecord) -> dict[str, str]:
     worst = r.parity.worst()
     parity = "ok" if r.parity.ok else "FAIL"
     if worst is not None:
-        parity += f" {worst.error:.1e}/{worst.tolerance:.0e}"
+        parity += f" {show(PARITY, worst.error)}/{show(PARITY, worst.tolerance, '.0e')}"
     # TFLOP/s of the cuDNN side only: a generic-only row is a correctness check at a tiny size.
     tf = r.tflops("cudnn") if r.cudnn is not None else None
     peak = r.peak_tflops
-    tflops = "-" if tf is None else (f"{tf:.2f}" + (f" ({tf / peak:.1%})" if peak else ""))
-    energy = r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")
+    tflops = show(TFLOPS, tf) + (f" ({tf / peak:.1%})" if tf is not None and peak else "")
     s = r.speedup
-    dev = r.device_speedup
-    return {
-        "case": r.id,
-        "cudnn ms wall/dev": _wall_dev(r.cudnn, r.cudnn_device),
-        "generic ms wall/dev": _wall_dev(r.generic, r.generic_device),
-        "speedup wall [95% CI]": "-" if s is None else f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]",
-        "dev": "-" if dev is None else f"{dev:.2f}x",
-        "floor": "-" if s is None else f"{r.case.floor:.1f}x",
-        "TFLOP/s (of peak)": tflops,
-        "J/step": "-" if energy is None else f"{energy:.3g}",
-        "parity err/tol": parity,
-        "path": "ok" if r.paths_ok else "WRONG",
-    }
+    cells = (
+        r.id, _wall_dev(r.cudnn, r.cudnn_device), _wall_dev(r.generic, r.generic_device),
+        "-" if s is None else METRICS[WALL_SPEEDUP].interval(s.estimate, s.low, s.high),
+        show(DEVICE_SPEEDUP, r.device_speedup), "-" if s is None else show(FLOOR, r.case.floor, ".1f"), tflops,
+        show(ENERGY_PER_STEP, r.energy_per_step_j.get("cudnn" if r.cudnn is not None else "generic")), parity,
+        "ok" if r.paths_ok else "WRONG",
+    )
+    return dict(zip(CASE_COLUMNS, cells))
 
 
 def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
@@ -374,10 +386,16 @@ def _samples(r: CaseRecord, run: str) -> list[Samples]:
     for side in ("cudnn", "generic"):
         wall, dev = getattr(r, side), r.device_timing(side)
         if wall is not None:
-            out.append(Samples(side, run, "wall", tuple(v * 1e3 for v in wall.samples)))
+            out.append(Samples(side, run, "wall", _shown(WALL, wall.samples)))
         if dev is not None:
-            out.append(Samples(side, run, "device", tuple(v * 1e3 for v in dev.busy.samples)))
+            out.append(Samples(side, run, "device", _shown(BUSY, dev.busy.samples)))
     return out
+
+
+def _shown(tag: str, values: Sequence[float]) -> tuple[float, ...]:
+    """Values of a metric in the unit its hint shows them in (ms for times per step), for a plot's axis."""
+    scale = METRICS[tag].display.scale
+    return tuple(v * scale for v in values)
 
 
 def _telemetry_value(value: Any, skip_zero: bool = False) -> str:
@@ -449,13 +467,13 @@ def change_text(c: Comparison) -> str:
 
 def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
     """The verdict table's row of one case, and (when it moved) its kernels that moved."""
-    s, h = v.speedup, v.host
+    s, h, time = v.speedup, v.host, named(v.time.metric)
     cells = (
         v.case_id, v.basis + (f" x{v.processes}" if v.processes else ""),
-        f"{v.time.baseline_median * 1e3:.4f}", f"{v.time.current_median * 1e3:.4f}", change_text(v.time),
-        "-" if h is None else f"{h.baseline_median * 1e3:.3f} -> {h.current_median * 1e3:.3f} "
+        time.show(v.time.baseline_median, fine=True), time.show(v.time.current_median, fine=True), change_text(v.time),
+        "-" if h is None else f"{show(HOST, h.baseline_median)} -> {show(HOST, h.current_median)} "
                               f"({h.ratio.estimate - 1:+.0%}, {h.verdict})",
-        "-" if s is None else f"{s.baseline_median:.2f}x -> {s.current_median:.2f}x ({s.verdict})",
+        "-" if s is None else f"{show(SPEEDUP, s.baseline_median)} -> {show(SPEEDUP, s.current_median)} ({s.verdict})",
         str(v.outcome) + (" (re-measured)" if v.remeasured else "")
         + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
     )
@@ -466,10 +484,11 @@ def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
 
 def comparison_cells(c: Comparison) -> tuple[str, ...]:
     """One comparison as display cells (times in ms, speedups as x), in COMPARISON_HEADER's order."""
-    fmt = (lambda x: f"{x:.2f}x") if c.metric == "speedup" else (lambda x: f"{x * 1e3:.4f} ms")
+    m = named(c.metric)
     p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
     r = c.ratio
-    return (ROUND_SPEEDUP if c.metric == "speedup" else c.metric, fmt(c.baseline_median), fmt(c.current_median),
+    return (m.label if m.tag == SPEEDUP else c.metric, m.show(c.baseline_median, unit=True, fine=True),
+            m.show(c.current_median, unit=True, fine=True),
             f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]", p, f"{c.min_effect:.1%}", str(c.verdict))
 
 

@@ -6,9 +6,11 @@ import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_rnnperf.judge.verdicts import Verdict
-from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, STATUSES, UNAVAILABLE, VERDICT_HEADER, CaseRow,
-                                        PhaseTotals, Rows, TimeSpent, build_rows, env_diff_lines, kernel_lines,
-                                        below_floor, not_run, shown as _v, time_spent, verdict_counts)
+from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, MS, WALL, WALL_SPEEDUP, show
+from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIMES, STATUSES, TFLOPS_COLUMN,
+                                        UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, build_rows,
+                                        comparison_cells, env_diff_lines, kernel_lines, below_floor, not_run,
+                                        shown as _v, time_spent, verdict_counts)
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -135,9 +137,10 @@ def gate_failures(result: CaseRecord) -> list[str]:
     if below_floor(result) and s is not None and cudnn is not None:
         problems.append(
             f"{result.id}: cuDNN speedup below its floor:\n"
-            f"  {'obtained':>10} {'95% CI':>16} {'floor':>7}  cuDNN ms   generic ms\n"
-            f"  {s.estimate:>9.2f}x [{s.low:>5.2f}, {s.high:>5.2f}] {result.case.floor:>6.2f}x  "
-            f"{cudnn.median * 1e3:>8.3f}   {result.generic.median * 1e3:>10.3f}\n"
+            f"  {'obtained':>10} {'95% CI':>16} {'floor':>7}  cuDNN {MS}   generic {MS}\n"
+            f"  {show(WALL_SPEEDUP, s.estimate, '>9.2f')} [{s.low:>5.2f}, {s.high:>5.2f}] "
+            f"{show(FLOOR, result.case.floor, '>6.2f')}  "
+            f"{show(WALL, cudnn.median, '>8.3f')}   {show(WALL, result.generic.median, '>10.3f')}\n"
             + ("  floors and where they come from: suites/floors.py" if hasattr(result.case, "shape")
                else "  the floor is the one the test passed to rnnperf.model(..., floor=)")
         )
@@ -232,7 +235,8 @@ def _column_limits(natural: list[int], words: list[int], width: int) -> list[int
 
 
 # The case table's columns a narrow terminal leaves out, the first first (summary.md and rnnperf.json keep them).
-OPTIONAL_COLUMNS = ("J/step", "TFLOP/s (of peak)", "dev", "generic ms wall/dev", "floor")
+OPTIONAL_COLUMNS = (METRICS[ENERGY_PER_STEP].name, TFLOPS_COLUMN, METRICS[DEVICE_SPEEDUP].name, GENERIC_TIMES,
+                    METRICS[FLOOR].name)
 
 
 def cases_table(rows: Sequence[CaseRow], width: int | None = None) -> list[str]:
@@ -292,12 +296,9 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
 
 
 def _comparison_row(c: Comparison) -> str:
-    """One row of a comparison table (times in ms, speedups as x)."""
-    speed = c.metric == "speedup"
-    fmt = (lambda v: f"{v:.2f}x") if speed else (lambda v: f"{v * 1e3:.4f} ms")
-    p = "n/a" if c.p_value is None else f"{c.p_value:.1e}"
-    ci = f"{c.ratio.estimate:.3f} [{c.ratio.low:.3f}, {c.ratio.high:.3f}]"
-    return f"  {c.metric:<19} {fmt(c.baseline_median):>12} {fmt(c.current_median):>12} {ci:>24} {p:>8}  {c.verdict}"
+    """One row of a comparison table (each value as its metric's hint shows it)."""
+    _, base, now, ci, p, _, _ = comparison_cells(c)
+    return f"  {c.metric:<19} {base:>12} {now:>12} {ci:>24} {p:>8}  {c.verdict}"
 
 
 def answer_lines(rows: Rows, width: int | None = None) -> list[str]:
@@ -413,7 +414,7 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
         lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
     lines += [f"warning: {w}" for w in library_warnings(run)]
     if rows.paired:
-        lines += ["", "cuDNN vs generic (medians per step, wall/device ms; speedup = generic/cuDNN):"]
+        lines += ["", f"cuDNN vs generic (medians per step, wall/device {MS}; speedup = generic/cuDNN):"]
         lines += cases_table(rows.paired, width)
     if rows.alone:
         lines += ["", "generic path vs float64 reference:"] + cases_table(rows.alone, width)

@@ -300,6 +300,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         os.unlink(tmp)
 
 
+def replace_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically, replacing it: a reader sees the old file or the new one, never half."""
+    os.replace(_temp_json(path.parent, data), path)
+
+
 def _temp_json(folder: Path, data: dict[str, Any]) -> str:
     """``data`` as JSON in a new fsynced temporary file in ``folder`` (made on demand), with umask permissions."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from pytest_rnnperf.model.fields import RecordError, as_list, json_kind
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import (BASELINE, FORMAT_VERSION, KEPT, BaselineError, CaseRecord, StoredRun,
                                           case_to_dict)
+from pytest_rnnperf.store import accepts
 from pytest_rnnperf.store.baselines import find_all
 from pytest_rnnperf.store.schema import formats, migrate_record, readable
 
@@ -221,5 +222,11 @@ def load_paths(paths: Sequence[Path]) -> Loaded:
 
 
 def load_model(root: Path, gpu_slug: str, machine_id: str | None = None) -> Loaded:
-    """Every stored run of one GPU model, newest first, each counted once; BaselineError as ``find_all`` and ``load_run``."""
-    return load_paths(find_all(root, gpu_slug, machine_id))
+    """Every stored run of one GPU model to judge against, newest first, each counted once: those stored since its
+    newest accepted change (``store.accepts``); BaselineError as ``find_all`` and ``load_run``."""
+    loaded = load_paths(find_all(root, gpu_slug, machine_id))
+    accepted = accepts.newest(accepts.load(root / gpu_slug / accepts.FILE_NAME))
+    runs, left_out = accepts.after(loaded.runs, accepted)
+    if accepted is None:
+        return loaded
+    return Loaded(runs, (*loaded.notes, accepts.note(accepted, left_out)))

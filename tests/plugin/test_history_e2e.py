@@ -165,3 +165,42 @@ def test_a_full_history_folder_is_refused_before_the_run(project: pytest.Pyteste
     result = run(project, "--rnnperf-keep-run")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--rnnperf-keep-run: cannot keep the run in {first.parent}: holds baseline 9999*"])
+
+
+def _accept(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
+    """python -m pytest_rnnperf accept baselines/NVIDIA_H200 ARGS, run in the project."""
+    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "accept", GPU_DIR, *args],
+                          capture_output=True, text=True, cwd=project.path)
+
+
+def test_an_accepted_upgrade_restarts_the_history_at_the_next_kept_run(project: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deliberate slowdown fails; once accepted (reason stored), the night after is kept and judges the next."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    run(project).assert_outcomes(failed=2)
+    done = _accept(project, "--reason", "cuDNN upgrade, slower on purpose")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "history restarts at the next run kept with --rnnperf-keep-run; 1 older stored run(s)" in done.stdout
+    stored = load_json(project.path / GPU_DIR / "accepted.json")["accepted"]
+    assert [a["reason"] for a in stored] == ["cuDNN upgrade, slower on purpose"]
+    kept = run(project, "--rnnperf-keep-run")
+    kept.assert_outcomes(passed=2)
+    whole_lines(kept).fnmatch_lines(["baseline: none since the change accepted * (cuDNN upgrade, slower on purpose); "
+                                     "the next run kept with --rnnperf-keep-run starts the history",
+                                     "run kept for the history: *0002_run.json"])
+    assert _files(project) == ["0001_baseline.json", "0002_run.json"]
+    again = run(project)
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["verdicts: 2 unchanged"])
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.5")  # back to the old speed: now a change against the new history
+    assert "improved" in run(project).stdout.str()
+
+
+def test_accept_refuses_a_run_it_cannot_find_and_changes_nothing(project: pytest.Pytester) -> None:
+    """--from a number no stored run has: one line, exit 2, no accepted.json written."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    done = _accept(project, "--reason", "upgrade", "--from", "0042")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: --from 0042: no stored run of that number or name here (1 stored)"]
+    assert not (project.path / GPU_DIR / "accepted.json").exists()

@@ -279,11 +279,12 @@ def test_an_installed_jax_that_fails_to_import_is_a_skip_reason_naming_the_error
         monkeypatch: pytest.MonkeyPatch) -> None:
     """jaxlib of another version than jax (installed, raising on import) errored every case with a traceback."""
     import pytest_rnnperf.backends.jax as jax_backend
+    from pytest_rnnperf.backends import jax_common
 
     def broken() -> None:
         raise RuntimeError("jaxlib version 0.4.1 is older than jax's minimum 0.10.0")
 
-    monkeypatch.setattr(jax_backend, "import_jax", broken)
+    monkeypatch.setattr(jax_common, "import_jax", broken)
     assert jax_backend.JaxBackend().unavailable_reason() == (
         "jax is installed but cannot be imported (RuntimeError: jaxlib version 0.4.1 is older than jax's minimum "
         "0.10.0); reinstall it (pip install 'pytest-rnnperf[jax]')")

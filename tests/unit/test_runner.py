@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fake_cupti import FakeCupti
+from fake_nvml import FakeClock
 
+from pytest_rnnperf.measure import runner
+from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.runner import RunConfig, energy_per_step
+from pytest_rnnperf.measure.wall import WallTimer
+from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.model.parity import ParityReport
+from pytest_rnnperf.model.timing import TimingConfig
 
 
 @dataclass
@@ -108,8 +117,6 @@ def test_what_is_left_of_the_case_budget_cuts_the_energy_window() -> None:
 
 def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """D14 (issue 23): a judge's second look timed the case again with a whole budget of its own."""
-    from pytest_rnnperf.measure import runner
-
     clock = Clock()
     budgets: list[float | None] = []
 
@@ -123,3 +130,32 @@ def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch
     assert runner._timed_and_judged(None, None, (), None, (), config,  # type: ignore[arg-type]
                                     judge=lambda record, again: again()) == "record"
     assert budgets == [None, 20.0]
+
+
+def _traced_notes(cudnn_s: float, generic_s: float, budget_s: float) -> tuple[str, ...]:
+    """The notes of a timed pair of fake steps (4 wall rounds, up to 8 traced) under a case budget of ``budget_s``."""
+    clock = FakeClock()
+    cupti = FakeCupti(clock)
+
+    def step(seconds: float) -> Any:
+        def run() -> None:
+            cupti.launch("k", seconds)
+            clock.advance(seconds)
+        return SimpleNamespace(step=run)
+
+    timing = TimingConfig(rounds=4, min_rounds=4, max_noise=0.005, max_time_s=budget_s, warmup_steps=0,
+                          warmup_s=0.0, min_block_s=0.0, max_steps_per_block=1)
+    config = RunConfig(timing=timing, timer=WallTimer(clock), clock=clock, device_rounds=8,
+                       device_timer=DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9)))
+    pair = SimpleNamespace(cudnn=step(cudnn_s), generic=step(generic_s), sync=lambda: None, device="cuda:0")
+    case = Case("torch", "lstm", Shape(4, 2, 3, 5))
+    parity = ParityReport(case.precision, ())
+    record = runner._timed(case, pair, (), parity, ("cudnn", "generic"), config)  # type: ignore[arg-type]
+    return record.notes
+
+
+def test_the_traced_rounds_note_names_the_budget_only_where_the_budget_cut_the_cudnn_side() -> None:
+    """A steady cuDNN side stops at 4 traced rounds; the slow generic side spending the budget after it is no cut."""
+    spent = "device time: 3 of 8 traced rounds: the case's time budget (0.9 s, --rnnperf-max-case-s) was spent"
+    assert spent in _traced_notes(0.100, 0.100, budget_s=0.9)  # the wall rounds spent it all: 3 traced rounds
+    assert not [n for n in _traced_notes(0.001, 0.100, budget_s=1.0) if n.startswith("device time")]

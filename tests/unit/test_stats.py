@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_rnnperf.model.stats import Interval, Summary, ratio_interval, speedup_interval, spread, summarize
+from pytest_rnnperf.model.stats import Interval, Summary, describe, ratio_interval, speedup_interval, spread
 
 
 def times(median: float, n: int, seed: int, sigma: float = 0.015) -> np.ndarray:
@@ -15,11 +15,11 @@ def times(median: float, n: int, seed: int, sigma: float = 0.015) -> np.ndarray:
     return median * np.random.default_rng(seed).lognormal(0.0, sigma, n)
 
 
-# ------------------------------------------------------------------------------------------------ summarize
+# ------------------------------------------------------------------------------------------------- describe
 
 
-def test_summarize_hand_checked_values() -> None:
-    s = summarize([5.0, 1.0, 4.0, 2.0, 3.0])
+def test_describe_hand_checked_values() -> None:
+    s = describe([5.0, 1.0, 4.0, 2.0, 3.0])
     assert isinstance(s, Summary)
     assert s.n == 5
     assert (s.median, s.q1, s.q3, s.iqr) == (3.0, 2.0, 4.0, 2.0)
@@ -29,8 +29,8 @@ def test_summarize_hand_checked_values() -> None:
     assert s.rel_iqr == pytest.approx(2.0 / 3.0)
 
 
-def test_summarize_single_sample_has_zero_spread() -> None:
-    s = summarize([0.25])
+def test_describe_single_sample_has_zero_spread() -> None:
+    s = describe([0.25])
     assert (s.n, s.median, s.iqr, s.stdev, s.rel_iqr) == (1, 0.25, 0.0, 0.0, 0.0)
 
 
@@ -38,13 +38,13 @@ def test_summarize_single_sample_has_zero_spread() -> None:
     ("samples", "match"),
     [([], "empty"), ([1.0, float("nan")], "non-finite"), ([1.0, float("inf"), 2.0], "non-finite")],
 )
-def test_summarize_rejects_empty_and_non_finite(samples: list[float], match: str) -> None:
+def test_describe_rejects_empty_and_non_finite(samples: list[float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        summarize(samples)
+        describe(samples)
 
 
 def test_summary_is_frozen() -> None:
-    s = summarize([1.0, 2.0])
+    s = describe([1.0, 2.0])
     with pytest.raises(AttributeError):
         s.median = 0.0  # type: ignore[misc]
 

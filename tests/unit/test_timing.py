@@ -67,7 +67,8 @@ def test_time_pair_interleaves_abba_and_keeps_raw_samples(clock: FakeClock) -> N
     """Rounds alternate ab, ba; each side keeps one sample per round; the ratio is generic/cuDNN."""
     log: list[str] = []
     config = TimingConfig(rounds=4, min_rounds=1, warmup_steps=0, warmup_s=0.0, min_block_s=0.0)
-    paired = time_pair(stepper(clock, 0.001, log, "a"), stepper(clock, 0.003, log, "b"), lambda: None, config, clock)
+    paired = time_pair(stepper(clock, 0.001, log, "a"), stepper(clock, 0.003, log, "b"), lambda: None, config,
+                       WallTimer(clock))
     assert paired.order == ("ab", "ba", "ab", "ba")
     assert log[-8:] == list("abbaabba")  # the timed rounds, after one calibration block per side
     assert len(paired.a.samples) == len(paired.b.samples) == 4
@@ -85,7 +86,7 @@ def test_abba_rounds_bracket_the_true_ratio_under_linear_drift(clock: FakeClock)
         return step
 
     config = TimingConfig(rounds=20, warmup_steps=0, warmup_s=0.0, min_block_s=0.0)
-    paired = time_pair(drifting(0.002), drifting(0.006), lambda: None, config, clock)
+    paired = time_pair(drifting(0.002), drifting(0.006), lambda: None, config, WallTimer(clock))
     assert paired.speedup == pytest.approx(3.0, rel=0.01)
     ratios = paired.round_ratios()
     # The block that runs second in a round runs later (slower): ab rounds read high, ba rounds low, and
@@ -98,10 +99,10 @@ def test_abba_rounds_bracket_the_true_ratio_under_linear_drift(clock: FakeClock)
 def test_time_budget_cuts_rounds_but_never_below_min_rounds(clock: FakeClock) -> None:
     """A 0.5 s budget with 100 ms blocks stops early; min_rounds holds even when the budget is spent."""
     config = TimingConfig(rounds=50, min_rounds=3, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_time_s=0.5)
-    m = time_single(stepper(clock, 0.1), lambda: None, config, clock)
+    m = time_single(stepper(clock, 0.1), lambda: None, config, WallTimer(clock))
     assert 3 <= len(m.samples) < 50
     tight = TimingConfig(rounds=50, min_rounds=3, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_time_s=0.01)
-    assert len(time_single(stepper(clock, 0.1), lambda: None, tight, clock).samples) == 3
+    assert len(time_single(stepper(clock, 0.1), lambda: None, tight, WallTimer(clock)).samples) == 3
 
 
 def test_warm_up_lasts_warmup_s_for_short_steps(clock: FakeClock) -> None:
@@ -123,10 +124,10 @@ def test_time_pair_and_time_single_warm_up_by_time(clock: FakeClock) -> None:
     """Both timers spend warmup_s warming up: 1 ms + 1 ms rounds for 0.1 s is 50 rounds before calibration."""
     log: list[str] = []
     config = TimingConfig(rounds=1, min_rounds=1, warmup_steps=1, warmup_s=0.1, min_block_s=0.0)
-    time_pair(stepper(clock, 0.001, log, "a"), stepper(clock, 0.001, log, "b"), lambda: None, config, clock)
+    time_pair(stepper(clock, 0.001, log, "a"), stepper(clock, 0.001, log, "b"), lambda: None, config, WallTimer(clock))
     assert log.count("a") == 50 + 1 + 1  # warm-up, one calibration block, one timed round
     log.clear()
-    time_single(stepper(clock, 0.001, log, "s"), lambda: None, config, clock)
+    time_single(stepper(clock, 0.001, log, "s"), lambda: None, config, WallTimer(clock))
     assert len(log) == 100 + 1 + 1
 
 
@@ -160,13 +161,13 @@ def test_timed_rounds_run_with_gc_paused_and_restore_it(clock: FakeClock) -> Non
 
     gc.enable()
     config = TimingConfig(rounds=3, warmup_steps=2, warmup_s=0.0, min_block_s=0.0)
-    time_pair(step, step, lambda: None, config, clock)
+    time_pair(step, step, lambda: None, config, WallTimer(clock))
     assert seen[:4] == [True] * 4  # warm-up (2 rounds x 2 sides)
     assert seen[-6:] == [False] * 6  # the 3 timed rounds x 2 sides
     assert gc.isenabled()
     seen.clear()
     time_single(step, lambda: None, TimingConfig(rounds=2, warmup_steps=0, warmup_s=0.0, min_block_s=0.0,
-                                                  pause_gc=False), clock)
+                                                  pause_gc=False), WallTimer(clock))
     assert all(seen)
 
 
@@ -195,8 +196,8 @@ def test_the_wall_timer_labels_its_measurements_and_uses_the_clock_it_is_given(c
     """The timer seam: a WallTimer on a fake clock measures the fake steps, and says it was the wall timer."""
     timer = WallTimer(clock=clock)
     config = TimingConfig(rounds=3, min_rounds=1, warmup_steps=0, warmup_s=0.0, min_block_s=0.0)
-    paired = timer.pair(stepper(clock, 0.002), stepper(clock, 0.006), lambda: None, config)
-    single = timer.single(stepper(clock, 0.004), lambda: None, config)
+    paired = time_pair(stepper(clock, 0.002), stepper(clock, 0.006), lambda: None, config, timer)
+    single = time_single(stepper(clock, 0.004), lambda: None, config, timer)
     assert (paired.a.timer, paired.b.timer, single.timer) == ("wall", "wall", "wall") == (timer.name,) * 3
     assert paired.a.median == pytest.approx(0.002) and single.median == pytest.approx(0.004)
     assert (paired.a.name, paired.b.name, single.name) == ("cudnn", "generic", "generic")
@@ -205,11 +206,12 @@ def test_the_wall_timer_labels_its_measurements_and_uses_the_clock_it_is_given(c
 def test_steady_rounds_stop_after_an_even_round_once_both_medians_are_within_the_noise_target(clock: FakeClock) -> None:
     """A side as steady as a fake clock stops at 4 rounds (after a "ba" round, never mid-ABBA); a noise target of 0 runs all."""
     steady = TimingConfig(rounds=20, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.005)
-    paired = time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, steady, clock)
+    paired = time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, steady, WallTimer(clock))
     assert len(paired.a.samples) == 4 and paired.order[-1] == "ba"
-    assert len(time_single(stepper(clock, 0.01), lambda: None, steady, clock).samples) == 4
+    assert len(time_single(stepper(clock, 0.01), lambda: None, steady, WallTimer(clock)).samples) == 4
     every = TimingConfig(rounds=20, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.0)
-    assert len(time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, every, clock).a.samples) == 20
+    paired = time_pair(stepper(clock, 0.01), stepper(clock, 0.03), lambda: None, every, WallTimer(clock))
+    assert len(paired.a.samples) == 20
 
 
 def test_a_noisy_side_keeps_the_rounds_going_up_to_the_cap(clock: FakeClock) -> None:
@@ -218,7 +220,7 @@ def test_a_noisy_side_keeps_the_rounds_going_up_to_the_cap(clock: FakeClock) -> 
     noisy = lambda: clock.advance(next(times))  # noqa: E731  (a step whose time alternates)
     config = TimingConfig(rounds=12, min_rounds=4, warmup_steps=0, warmup_s=0.0, min_block_s=0.0, max_noise=0.005,
                           max_steps_per_block=1)
-    paired = time_pair(stepper(clock, 0.01), noisy, lambda: None, config, clock)
+    paired = time_pair(stepper(clock, 0.01), noisy, lambda: None, config, WallTimer(clock))
     assert len(paired.a.samples) == len(paired.b.samples) == 12
 
 

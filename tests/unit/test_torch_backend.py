@@ -142,11 +142,12 @@ def test_an_installed_torch_that_fails_to_import_is_a_skip_reason_naming_the_err
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken install (find_spec finds torch, importing it raises) failed every case with a traceback."""
     import pytest_rnnperf.backends.torch as torch_backend
+    from pytest_rnnperf.backends import torch_common
 
     def broken() -> None:
         raise ImportError("libcudnn.so.9: cannot open shared object file: No such file or directory")
 
-    monkeypatch.setattr(torch_backend, "import_torch", broken)
+    monkeypatch.setattr(torch_common, "import_torch", broken)
     reason = torch_backend.TorchBackend().unavailable_reason()
     assert reason == ("torch is installed but cannot be imported (ImportError: libcudnn.so.9: cannot open shared object "
                       "file: No such file or directory); reinstall it (pip install 'pytest-rnnperf[torch]')")

@@ -1,0 +1,107 @@
+"""A pytest-xdist worker's share of the host's CPU threads, set in its environment before any framework loads.
+
+Each framework sizes its thread pools to every core of the host (torch's intra-op pool, TensorFlow's, XLA's
+Eigen pool, the BLAS under NumPy). Two workers that each do so fight over the cores: on two H100s the float64
+references and the CPU-side work of each case took three times as long under ``-n 2`` as in one process,
+while the GPUs idled. A worker gets ``CPUs // workers`` threads (its affinity within the container's quota) (at least one). Set as environment
+variables before any framework is imported, the share reaches this process's frameworks and the backend
+subprocesses, which inherit the environment. A variable the user set keeps the user's value.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, MutableMapping
+
+from pytest_rnnperf.backends.jax import XLA_THREAD_FLAGS
+
+WORKER_COUNT = "PYTEST_XDIST_WORKER_COUNT"  # pytest-xdist sets it in each worker before pytest reads a conftest
+# OpenMP (torch's intra-op pool), the BLAS libraries NumPy may use, TensorFlow's two pools.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                    "TF_NUM_INTEROP_THREADS")
+
+
+@dataclass(frozen=True)
+class ThreadShare:
+    """The threads one worker may use and the environment variables that say so (the user's own left out)."""
+
+    threads: int
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def thread_share(cpus: int | None, workers: int) -> int:
+    """Threads per worker: the host's CPUs split evenly among ``workers``, at least one (all with no workers)."""
+    return max(1, (cpus or 1) // max(1, workers))
+
+
+def xla_flags(threads: int, given: str) -> str:
+    """XLA_FLAGS with the CPU thread limit added to the user's ``given`` flags (unchanged where they set one)."""
+    if any(flag.startswith(XLA_THREAD_FLAGS) for flag in given.split()):
+        return given
+    limit = f"{XLA_THREAD_FLAGS[0]}false {XLA_THREAD_FLAGS[1]}{threads}"
+    return f"{given} {limit}".strip()
+
+
+def share_env(threads: int, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that limit every framework to ``threads``, less those ``environ`` already sets."""
+    env = {name: str(threads) for name in THREAD_VARIABLES if name not in environ}
+    flags = xla_flags(threads, environ.get("XLA_FLAGS", ""))
+    if flags != environ.get("XLA_FLAGS", ""):
+        env["XLA_FLAGS"] = flags
+    return env
+
+
+def quota_cpus(cpu_max: str) -> int | None:
+    """The CPUs a cgroup v2 ``cpu.max`` line ("QUOTA PERIOD", or "max PERIOD") allows, rounded up; None: no quota."""
+    parts = cpu_max.split()
+    if len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit() or int(parts[1]) == 0:
+        return None
+    return max(1, -(-int(parts[0]) // int(parts[1])))
+
+
+def host_cpus(cgroup_cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may run on: its affinity, within its container's CPU quota.
+
+    ``os.cpu_count()`` counts the whole host: a 32-core slice of a larger machine would hand each worker more
+    threads than it has cores.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota = quota_cpus(cgroup_cpu_max.read_text(encoding="ascii"))
+    except (OSError, UnicodeDecodeError):
+        quota = None
+    return min(cpus, quota) if quota else cpus
+
+
+def limit_worker(environ: MutableMapping[str, str], cpus: int | None = None) -> ThreadShare | None:
+    """In a pytest-xdist worker, set its share of the CPU threads in ``environ``; None outside a worker."""
+    workers = environ.get(WORKER_COUNT, "")
+    if not workers.isdigit():
+        return None
+    threads = thread_share(host_cpus() if cpus is None else cpus, int(workers))
+    env = share_env(threads, environ)
+    environ.update(env)
+    return ThreadShare(threads, env)
+
+
+def limit_imported(threads: int, modules: Mapping[str, Any] = sys.modules) -> None:
+    """Limit the pools that started before the environment was set: NumPy's BLAS (the plugin imports NumPy, and
+    the float64 references run on it) and torch where a plugin or conftest imported it."""
+    if "numpy" in modules:
+        try:
+            from threadpoolctl import threadpool_limits  # optional: without it the BLAS keeps every core
+        except ImportError:
+            pass
+        else:
+            threadpool_limits(limits=threads)  # applied now, for the rest of the process
+    torch = modules.get("torch")
+    if torch is None:
+        return
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:  # torch allows it once, before its inter-op pool starts: that pool stays as it is
+        pass

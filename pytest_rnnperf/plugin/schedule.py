@@ -1,0 +1,128 @@
+"""pytest-xdist: hand out the costliest tests first, one at a time, and tell what each worker spent.
+
+xdist's ``--dist load`` sends tests in collection order and in chunks, so one worker can end with the long
+cases while the other idles. ``CostScheduling`` orders the tests by what their cases cost in the newest
+stored run that holds them (every phase of the record's ``cost_s``; a test with no stored cost counts as
+the median) and keeps each worker at the one test it runs plus the next (a worker starts a test only
+once it knows the next one): longest first, each free worker taking the next.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScheduling
+from xdist.workermanage import WorkerController
+
+from pytest_rnnperf.measure.placement import worker_number
+from pytest_rnnperf.model.records import CaseRecord
+
+AHEAD = 2  # tests a worker holds: the one it runs and the next, which it must know to start the first
+
+
+def case_id(nodeid: str) -> str:
+    """The case a test measures: its parameter id (``test_x[torch-lstm-...]`` -> ``torch-lstm-...``), else ""."""
+    _, bracket, param = nodeid.partition("[")
+    return param[:-1] if bracket and param.endswith("]") else ""
+
+
+def costs_of(nodeids: Sequence[str], stored: Callable[[str], float | None]) -> list[float]:
+    """Each test's stored cost in seconds (``stored`` of its case id); a test with none counts as the median."""
+    known = [stored(case_id(n)) if case_id(n) else None for n in nodeids]
+    found = [c for c in known if c is not None]
+    middle = statistics.median(found) if found else 0.0
+    return [middle if c is None else c for c in known]
+
+
+def longest_first(costs: Sequence[float]) -> list[int]:
+    """Indices of ``costs`` from the largest down; equal costs keep their collection order."""
+    return sorted(range(len(costs)), key=lambda i: -costs[i])
+
+
+class CostScheduling(LoadScheduling):
+    """``--dist load`` with the costliest tests first, handed out one at a time as workers free up."""
+
+    collection: list[str] | None  # xdist's: the tests every worker collected, once they agree
+
+    def __init__(self, config: pytest.Config, log: Producer | None, stored: Callable[[str], float | None]) -> None:
+        super().__init__(config, log)
+        self._stored = stored
+
+    def schedule(self) -> None:
+        """Order the collection by cost and deal each worker its first tests; xdist's own for anything else."""
+        collections = list(self.node2collection.values())
+        if self.collection is not None or not collections or any(c != collections[0] for c in collections):
+            super().schedule()  # later calls, and different collections (xdist reports them)
+            return
+        collection: list[str] = collections[0]
+        self.collection = collection
+        self.pending[:] = longest_first(costs_of(collection, self._stored))
+        for _ in range(AHEAD):
+            for node in self.nodes:
+                self._send_tests(node, 1)
+        if not self.pending:
+            for node in self.nodes:
+                node.shutdown()
+
+    def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
+        """Top the worker up to ``AHEAD`` tests from the front of the pending ones; shut it down when none are left."""
+        if node.shutting_down:
+            return
+        if not self.pending:
+            node.shutdown()
+            return
+        missing = AHEAD - len(self.node2pending[node])
+        if missing > 0:
+            self._send_tests(node, missing)
+
+
+@dataclass(frozen=True)
+class WorkerCost:
+    """What one pytest-xdist worker spent: seconds in its tests' setup, call and teardown, and how many tests."""
+
+    seconds: float = 0.0
+    tests: int = 0
+
+
+def workers_line(costs: Mapping[str, WorkerCost]) -> str:
+    """e.g. ``workers: gw0 41 s (15 tests), gw1 40 s (15 tests)`` (empty without workers)."""
+    if not costs:
+        return ""
+    shown = (f"{w} {costs[w].seconds:.0f} s ({costs[w].tests} test{'' if costs[w].tests == 1 else 's'})"
+             for w in sorted(costs, key=lambda w: (worker_number(w), w)))
+    return "workers: " + ", ".join(shown)
+
+
+class Sharding:
+    """The pytest-xdist controller's part: the cost-ordered scheduler, and what each worker's tests took."""
+
+    def __init__(self, stored: Callable[[str], float | None]) -> None:
+        self.stored = stored
+        self.costs: dict[str, WorkerCost] = {}
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own (trylast), and only for its default mode
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> CostScheduling | None:
+        """``--dist load`` (what ``-n`` gives): the costliest tests first; any other mode stays xdist's."""
+        return CostScheduling(config, log, self.stored) if config.getvalue("dist") == "load" else None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count a worker's report (xdist names the worker in ``report.node``); a test counts once, at its setup."""
+        node = getattr(report, "node", None)
+        if node is None:
+            return
+        worker = str(node.gateway.id)
+        old = self.costs.get(worker, WorkerCost())
+        self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"))
+
+    def line(self) -> str:
+        """The summary's line on what each worker spent."""
+        return workers_line(self.costs)
+
+
+def record_cost(record: CaseRecord | None) -> float | None:
+    """A stored record's seconds over every phase; None without one (or one stored before phases were timed)."""
+    return sum(record.cost_s.values()) if record is not None and record.cost_s else None

@@ -1,0 +1,51 @@
+"""End-to-end: under ``-n 2`` each worker takes its share of the CPU threads, and the summary says what each spent."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import run, unwrapped
+from pytest_rnnperf.measure.threads import THREAD_VARIABLES
+
+# A test that writes what its worker's environment and torch's pools say (torch only where installed).
+THREADS_TEST = """
+import importlib.util, json, os
+
+def test_threads():
+    seen = {name: os.environ.get(name) for name in (NAMES)}
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        seen["torch"] = torch.get_num_threads()
+    with open(os.environ["FAKE_THREADS_SEEN"], "w") as out:
+        json.dump(seen, out)
+"""
+
+
+def test_each_worker_takes_its_share_of_the_cpu_threads_and_the_summary_says_what_each_spent(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-n 2 over a recorded baseline: the frameworks of a worker get cpu_count // 2 threads (the user's own setting
+    stays), every test runs once, and one summary line gives each worker's seconds and tests."""
+    for name in (*THREAD_VARIABLES, "XLA_FLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    seen = project.path / "threads.json"
+    monkeypatch.setenv("FAKE_THREADS_SEEN", str(seen))
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)  # the stored costs the workers are ordered by
+    project.makepyfile(test_threads=THREADS_TEST.replace("NAMES", repr((*THREAD_VARIABLES, "XLA_FLAGS"))))
+    result = run(project, "-p", "xdist", "-n", "2")
+    result.assert_outcomes(passed=3)
+
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    threads = json.loads(seen.read_text())
+    assert threads.pop("torch", int(share)) == int(share)
+    assert threads == {**{name: share for name in THREAD_VARIABLES}, "OPENBLAS_NUM_THREADS": "7",
+                       "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={share}"}
+    [line] = [line for line in unwrapped(result.stdout.str()) if line.startswith("workers: ")]
+    spent = re.fullmatch(r"workers: gw0 \d+ s \((\d) tests?\), gw1 \d+ s \((\d) tests?\)", line)
+    assert spent is not None and int(spent[1]) + int(spent[2]) == 3, line
+
