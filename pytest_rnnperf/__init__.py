@@ -6,8 +6,4 @@ Data flows down the layers measure -> judge -> store -> report, and every import
 and the frameworks are imported lazily by ``backends``.
 """
 
-from pytest_rnnperf import _moved
-
 __version__ = "0.1.0"
-
-_moved.install()

@@ -53,9 +53,10 @@ import pytest_rnnperf.plugin  # noqa: F401  (plugin import)
 from pytest_rnnperf.measure.gpu import read_gpu_info, nvml_index
 from pytest_rnnperf.measure.environment import software_info
 from pytest_rnnperf.report.text import header_lines
+from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
 t1 = time.perf_counter()
-run = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info())
+run = RnnperfSession(Run(gpu=read_gpu_info(nvml_index()), software=software_info()))
 lines = header_lines(run, "nightly")
 t2 = time.perf_counter()
 print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")

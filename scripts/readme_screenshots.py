@@ -36,7 +36,10 @@ def replayed_page(folder: Path, baseline: Path = BASELINE, run_file: Path = RUN)
     from pytest_rnnperf.judge.verdicts import compare_runs
     from pytest_rnnperf.measure.gpu import read_gpu_info
     from pytest_rnnperf.report.files import write_reports
+    from pytest_rnnperf.session.run import Run
     from pytest_rnnperf.session.session import RnnperfSession
+    from pytest_rnnperf.store.measured import Measured
+    from pytest_rnnperf.store.stored import Stored
     from pytest_rnnperf.store.runs import load_run
 
     old, new = load_run(baseline), load_run(run_file)
@@ -44,11 +47,9 @@ def replayed_page(folder: Path, baseline: Path = BASELINE, run_file: Path = RUN)
     device = read_gpu_info(0, nvml=FakeNVML())
     device = replace(device, **{f.name: new.environment[f"gpu.{f.name}"] for f in fields(device)
                                 if f"gpu.{f.name}" in new.environment})
-    run = RnnperfSession(gpu=device,
-                         software={k: v for k, v in new.environment.items() if not k.startswith("gpu.")})
-    run.results = list(new.records.values())
-    run.baseline = old
-    run.verdicts = {v.case_id: v for v in compare_runs(old, new)}
+    software = {k: v for k, v in new.environment.items() if not k.startswith("gpu.")}
+    measured = Measured(results=list(new.records.values()), verdicts={v.case_id: v for v in compare_runs(old, new)})
+    run = RnnperfSession(Run(gpu=device, software=software), measured, Stored((old,)))
     write_reports(run, str(folder))
     return folder / "index.html"
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.model.flags import (
     BENIGN_REASONS, WindowFlag, is_unavailable, unavailable, window_flags,
 )
@@ -664,8 +663,3 @@ class TelemetryWindow:
             foreign_processes=foreign, gpm=self._gpm_stop(), unavailable=why,
         )
 
-
-# The names before "gpu" named the card everywhere ("device" is device time, or a framework's device), for one release.
-_RENAMED = {"DeviceInfo": "GpuInfo", "read_device_info": "read_gpu_info", "DEVICE_FIELDS": "GPU_FIELDS"}
-
-__getattr__ = renamed_names(__name__, _RENAMED, globals())

@@ -23,7 +23,6 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from pytest_rnnperf._moved import renamed_names
 from pytest_rnnperf.backends import (IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions,
                                      OutOfDeviceMemory, model_backend_for, register)
 from pytest_rnnperf.measure.gpu import TelemetryWindow
@@ -471,8 +470,3 @@ def serve(fd: int) -> None:
 
 __all__ = ["RemoteBackend", "SideResult", "BackendSubprocess", "SubprocessFailed", "SubprocessPool", "model_payload", "serve"]
 
-
-# The names before backend processes were called subprocesses (pytest-xdist's are the workers), for one release.
-_RENAMED = {"Worker": "BackendSubprocess", "WorkerPool": "SubprocessPool", "WorkerError": "SubprocessFailed"}
-
-__getattr__ = renamed_names(__name__, _RENAMED, globals())

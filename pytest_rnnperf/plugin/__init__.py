@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 import warnings
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Generator, Literal
@@ -22,6 +23,7 @@ from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_pro
                                              configure, machine_id, option_problems, storage_problem)
 from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_worker
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
+from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
 
@@ -298,17 +300,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
     cache = compile_cache_folder(settings)
     compile_cache.use(cache)
-    session = RnnperfSession(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
-                         root=baseline_root(config, settings), machine_id=machine_id(), placement=placement,
-                         compile_cache=cache)
+    run = Run(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
+              root=baseline_root(config, settings), machine_id=machine_id(), placement=placement, compile_cache=cache)
+    session = RnnperfSession(replace(run, extra_environment=_extra_environment(config, run)))
     session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
+    session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
     config.stash[SESSION_KEY] = session
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
         from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 
-        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored_record(case))), SHARDING)
-    _connect_hooks(config, session)
+        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case))), SHARDING)
     problem = storage_problem(config, session)
     if problem:
         raise pytest.UsageError(problem)
@@ -317,7 +319,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if (settings.update_baseline or settings.keep_run) and not hasattr(config, "workerinput"):  # the controller writes
-        problems = session.record_problems()
+        problems = session.recorder().problems()
         if problems:
             raise pytest.UsageError("\n".join(problems))
     configure(config, session, latest)
@@ -330,19 +332,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError("\n".join(problems))
 
 
-def _connect_hooks(config: pytest.Config, session: RnnperfSession) -> None:
-    """Take the environment fields conftests add, and tell them each verdict (plugin/hooks.py)."""
+def _extra_environment(config: pytest.Config, run: Run) -> dict[str, str]:
+    """The environment fields conftests add (plugin/hooks.py); a UsageError where one is the plugin's own."""
     from pytest_rnnperf.backends import INJECT_ENVS, specs
     from pytest_rnnperf.plugin.hooks import reserved
 
-    own = dict(session.environment(), **{name: "" for name in INJECT_ENVS})
+    own = dict(run.environment({}), **{name: "" for name in INJECT_ENVS})
+    extras: dict[str, str] = {}
     own.update({f"{spec.name}.": "" for spec in specs()})  # each framework's runtime fields, read later
     for extra in config.hook.pytest_rnnperf_environment(config=config):
         why = reserved(extra, own)
         if why is not None:
             raise pytest.UsageError(f"pytest_rnnperf_environment (conftest.py): {why}")
-        session.extra_environment.update(extra)
-    session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
+        extras.update(extra)
+    return extras
 
 
 def _report_files(config: pytest.Config, session: RnnperfSession) -> None:
@@ -353,7 +356,7 @@ def _report_files(config: pytest.Config, session: RnnperfSession) -> None:
     written = [name for names in config.hook.pytest_rnnperf_report_files(config=config, folder=Path(folder),
                                                                           rows=session.report_rows) for name in names]
     if written:
-        session.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
+        session.measured.notes.append(f"reports written by conftest hooks to {folder}/: {', '.join(written)}")
 
 
 def require_plugin(config: pytest.Config, who: str) -> None:
@@ -388,7 +391,7 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
     items = [item for item in (report.result or ()) if isinstance(item, pytest.Item)]
     if not items or not report.passed or items[0].config.option.collectonly or SESSION_KEY not in items[0].config.stash:
         return
-    _session(items[0].config).start_subprocesses(_collected_frameworks(items)[0])
+    _session(items[0].config).backends.start(_collected_frameworks(items)[0])
 
 
 @pytest.hookimpl(tryfirst=True)  # before the terminal names the libraries each framework loaded (that waits)
@@ -400,10 +403,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _session(config).collected = time.monotonic()
     frameworks, _ = _collected_frameworks(session.items)
     if config.option.collectonly or session.testsfailed or not session.items:
-        _session(config).stop_subprocesses(keep=())
+        _session(config).backends.stop(keep=())
         return
-    _session(config).stop_subprocesses(keep=frameworks)
-    _session(config).start_subprocesses(frameworks)
+    _session(config).backends.stop(keep=frameworks)
+    _session(config).backends.start(frameworks)
     _session(config).plan_budget(sum(1 for item in session.items if _times_cudnn(item)))
 
 
@@ -446,7 +449,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
     lines = header_lines(session, scale=resolved_scale(config)) + [
         f"rnnperf: regression thresholds: {thresholds(session.settings.policy())}",
-        compile_cache_line(session.compile_cache)]
+        compile_cache_line(session.run.compile_cache)]
     keras = config.stash.get(KERAS_LINE, "")
     return lines + [keras] if keras else lines
 
@@ -476,7 +479,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         frameworks.update({s.name: None for s in specs() if set(s.model_modules) & set(sys.modules)})
     for name in frameworks:
         try:
-            session.backend(name)
+            session.backends.backend(name)
         except Exception:  # an unknown or broken backend: its own cases say why, as a skip or a failure
             continue
     return library_lines(session)
@@ -571,9 +574,9 @@ def pytest_runtest_makereport(
     failed as it is marked to (xfail), so the summary tells known issues apart from tonight's findings."""
     report = yield
     if report.failed:
-        _session(item.config).failed += 1
+        _session(item.config).measured.failed += 1
     elif report.skipped and hasattr(report, "wasxfail") and (fixture := item.stash.get(FIXTURE_KEY, None)):
-        _session(item.config).expected += fixture.case_ids
+        _session(item.config).measured.expected += fixture.case_ids
     return report
 
 
@@ -596,21 +599,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput[WORKER_KEY] = ours.worker_output()  # type: ignore[attr-defined]
         return
     if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
-        ours.notes.append(line)
+        ours.measured.notes.append(line)
     if ours.settings.update_baseline:
         from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
         bs = benchmark_session(config)
-        ours.notes += ours.record_baseline(partial(benchmark_json, config, bs),
+        ours.measured.notes += ours.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
     elif ours.settings.keep_run:
         from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = benchmark_session(config)
-        ours.notes += ours.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
+        ours.measured.notes += ours.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
                                   exit_status=int(exitstatus))
-    if ours.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
+    if ours.measured.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     ours.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
     _report_files(config, ours)
@@ -619,7 +622,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         line = move_tables(benchmark_session(config), ours.settings.report_dir)
         if line is not None:
-            ours.notes.append(line)
+            ours.measured.notes.append(line)
 
 
 @pytest.hookimpl(wrapper=True)  # around every plugin's summary: ours prints after pytest-benchmark's, whatever
@@ -637,7 +640,7 @@ def _write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     from pytest_rnnperf.report.text import summary_lines, terminal_width
 
     session = _session(config)
-    if not session.results and not session.cross and not session.skipped and not session.notes and not session.claims:
+    if not session.measured.has_cases() and not session.measured.notes:
         return
     terminalreporter.ensure_newline()  # else the first line of the section comes after a blank one
     terminalreporter.section("rnnperf summary")

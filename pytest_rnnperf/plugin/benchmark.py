@@ -221,8 +221,8 @@ def storage_problem(config: Any, session: Any) -> str | None:
     storage = config.getoption("benchmark_storage", None) or DEFAULT_STORAGE
     folder = _storage_folder(config, storage)
     if storage == DEFAULT_STORAGE and session.gpu.available:  # configure() points it at this GPU model's baselines
-        folder = session.root / session.gpu.gpu_slug
-    if folder is not None and folder.resolve().is_relative_to(session.root.resolve()):
+        folder = session.run.root / session.gpu.gpu_slug
+    if folder is not None and folder.resolve().is_relative_to(session.run.root.resolve()):
         return (f"{flag}: pytest-benchmark would save this run into {folder}, inside the baselines folder, where it "
                 f"becomes the newest baseline whatever the run's outcome; record a baseline with "
                 f"--rnnperf-update-baseline, or save elsewhere with --benchmark-storage=file://<folder>")
@@ -257,7 +257,7 @@ def configure(config: Any, session: Any, latest: Path | None) -> None:
         # pytest-benchmark reads plain JSON only: it would warn that it failed to load the file, and compare nothing.
         compare = _compare_off(config, session, f"pytest-benchmark cannot read the gzipped {latest.name}; the "
                                f"verdicts judge against it", "a gzipped baseline")
-    folder = session.root / session.gpu.gpu_slug
+    folder = session.run.root / session.gpu.gpu_slug
     saving = session.settings.update_baseline or config.getoption("benchmark_save", None) or config.getoption(
         "benchmark_autosave", None)
     if session.gpu.available and config.getoption("benchmark_storage", None) == DEFAULT_STORAGE and (
@@ -269,20 +269,20 @@ def configure(config: Any, session: Any, latest: Path | None) -> None:
         config.option.benchmark_compare = []
         why = ("no GPU (baselines are per GPU model)" if not session.gpu.available
                else f"no baseline for {session.gpu.gpu_slug} yet")
-        session.notes.append(f"--benchmark-compare: nothing to compare: {why}")
+        session.measured.notes.append(f"--benchmark-compare: nothing to compare: {why}")
         if config.getoption("benchmark_compare_fail", None):
             # pytest-benchmark would raise a usage error after the whole run; there is nothing to fail against.
             config.option.benchmark_compare_fail = None
-            session.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
+            session.measured.notes.append("--benchmark-compare-fail: no stored run to compare with yet; nothing to check")
 
 
 def _compare_off(config: Any, session: Any, why: str, short: str) -> list[str]:
     """Turn pytest-benchmark's --benchmark-compare (and -fail with it) off, saying why in the notes; its new value."""
     config.option.benchmark_compare = []
-    session.notes.append(f"--benchmark-compare: off: {why}")
+    session.measured.notes.append(f"--benchmark-compare: off: {why}")
     if config.getoption("benchmark_compare_fail", None):
         config.option.benchmark_compare_fail = None
-        session.notes.append(f"--benchmark-compare-fail: off with --benchmark-compare ({short})")
+        session.measured.notes.append(f"--benchmark-compare-fail: off with --benchmark-compare ({short})")
     return []
 
 

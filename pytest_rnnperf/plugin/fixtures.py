@@ -23,7 +23,8 @@ from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
 from pytest_rnnperf.plugin.ids import stored_test_id
-from pytest_rnnperf.session.session import RnnperfSession, Skipped
+from pytest_rnnperf.session.measuring import Skipped
+from pytest_rnnperf.session.session import RnnperfSession
 from pytest_rnnperf.session.settings import Settings
 
 
@@ -99,11 +100,10 @@ class RnnperfFixture:
         """Hand the record's samples to pytest-benchmark (for its JSON, storage and compare); it awaits its check."""
         self._measured(record)
         if self._bench is not None and not self._disabled:
-
             if off_for_xdist(self._bench):  # a pytest-xdist worker: the controller adds them to its pytest-benchmark
-                self._session.carry_entries(entry_source(self._item), record)
+                self._session.measured.bench_sources.append((entry_source(self._item), record))
             else:
-                add_entries(self._bench, entry_source(self._item), record, self._session.processes.get(record.id, ()))
+                add_entries(self._bench, entry_source(self._item), record, self._session.measured.processes.get(record.id, ()))
         return record
 
     def measure(self, case: Case) -> CaseRecord:
@@ -129,7 +129,8 @@ class RnnperfFixture:
 
     def _forget(self) -> None:
         """Take this test off the list of those a stored run may stand for."""
-        self._session.claim_tests[:] = [t for t in self._session.claim_tests if t != self._item.name]
+        claim_tests = self._session.measured.claim_tests
+        claim_tests[:] = [t for t in claim_tests if t != self._item.name]
 
     def _parity_only(self) -> None:
         """Skip a test that checks parity alone where a stored run's answer for it holds tonight (``claims_reason``)."""
@@ -143,13 +144,13 @@ class RnnperfFixture:
         """Fail in one line when ``case`` is no Case (a case id, a tuple of settings): the call would raise deep inside."""
         if not isinstance(case, Case):
             _fail(f"{self._item.nodeid}: rnnperf.{call}(): got {type(case).__name__} {case!r:.60}; pass a Case, e.g. "
-                  f"Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)")
+                  f"Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.model.cases import Case, Shape)")
 
     def _run(self, case: Case, impls: tuple[str, ...]) -> CaseRecord:
         """Measure a matrix case (checked by the caller to be one) or skip with the one-line reason."""
         self._skipped_by_benchmark()
         try:
-            record = self._session.measure(case, impls, self._settings, self._disabled)
+            record = self._session.measurer().measure(case, impls, self._settings, self._disabled)
         except Skipped as exc:
             pytest.skip(str(exc))
         except SubprocessFailed as exc:  # a backend subprocess died: say which and quote its log, no traceback
@@ -199,7 +200,7 @@ class RnnperfFixture:
         options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,
                                allow_generic=bool(allow_generic))
         try:
-            record = self._session.measure_model(case, build, inputs, self._settings, self._disabled, options=options,
+            record = self._session.measurer().measure_model(case, build, inputs, self._settings, self._disabled, options=options,
                                                  backend=backend)
         except Skipped as exc:
             pytest.skip(str(exc))
@@ -215,7 +216,7 @@ class RnnperfFixture:
         self._not_a_case("cross", case)
         self._parity_only()
         try:
-            record = self._session.measure_cross(case, other)
+            record = self._session.measurer().measure_cross(case, other)
         except Skipped as exc:
             pytest.skip(str(exc))
         except SubprocessFailed as exc:
@@ -231,7 +232,7 @@ class RnnperfFixture:
         self._unchecked = [r for r in self._unchecked if r is not record]
         self._fail_on(self._session.problems(record))
         if self._ran == {"parity"}:  # held tonight: a stored run may stand for it while the environment holds
-            self._session.claim_tests.append(self._item.name)
+            self._session.measured.claim_tests.append(self._item.name)
 
     def _measured(self, record: CaseRecord | CrossRecord) -> None:
         """Remember a record until ``check`` sees it, and its case for the known-issue count (xfail)."""
@@ -262,7 +263,7 @@ class ClaimsFixture:
     def add(self, *rows: ClaimRow) -> None:
         """Put rows into the session's claims table."""
         self.rows += rows
-        self._session.claims += rows
+        self._session.measured.claims += rows
 
     def check(self) -> None:
         """Fail the test with every row of it that broke a promise of the product."""
@@ -270,4 +271,4 @@ class ClaimsFixture:
         if broken:
             pytest.fail("\n".join(broken), pytrace=False)
         if self._test and self.rows:  # measured and kept its promises: a stored run may stand for it later
-            self._session.claim_tests.append(self._test)
+            self._session.measured.claim_tests.append(self._test)

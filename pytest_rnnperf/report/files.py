@@ -104,7 +104,7 @@ def _write_page(run: RunView, rows: Rows, folder: Any, written: list[str]) -> li
     views = run.model_views()
     sections = [(model_title(run, v), build_rows(v)) for v in views] if views else [("", rows)]
     try:
-        missing = write_run_page(folder / "index.html", sections, notes=run.notes)
+        missing = write_run_page(folder / "index.html", sections, notes=run.measured.notes)
     except ImportError as exc:  # plotly found but broken: the other files are worth more than the page
         return [f"index.html not written: {exc}"]
     written.append("index.html")

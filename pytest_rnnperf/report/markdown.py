@@ -16,7 +16,7 @@ def _worker_markdown(run: RunView) -> list[str]:
     """One list item per pytest-xdist worker: its GPU, fingerprint and baseline (empty without workers)."""
     items = [f"- {w.id}: {w.gpu.name if w.gpu.available else 'no GPU'}, uuid {_v(w.gpu.uuid)}, "
              f"CUDA_VISIBLE_DEVICES={w.placement.pin or '(as given)'}, fingerprint `{w.fingerprint}`, "
-             f"baseline {w.baseline or 'none'}, {len(w.results)} case(s)" for w in run.workers()]
+             f"baseline {w.baseline or 'none'}, {len(w.measured.results)} case(s)" for w in run.workers()]
     return [xdist_line(run), ""] + items + [""] if items else []
 
 
@@ -73,6 +73,6 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
             if row.verdict.host_regressed and not row.verdict.fails]
     # Each backend's line (indented in the terminal) becomes a list item, so Markdown keeps it on its own line.
     out += [f"- {line.strip()}" if line.startswith("  ") else line for line in device_lines(run, rows.time) if line]
-    if run.skipped:
-        out.append(f"\n{len(run.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.skipped})))
+    if run.measured.skipped:
+        out.append(f"\n{len(run.measured.skipped)} case(s) skipped: " + "; ".join(sorted({r for _, r in run.measured.skipped})))
     return "\n".join(out) + "\n"

@@ -258,8 +258,8 @@ def not_run(count: int) -> str:
 
 def no_gpu_count(run: RunView) -> int:
     """The cuDNN cases skipped for want of a GPU, and the models checked without their cuDNN side for that reason."""
-    skipped = sum(reason.startswith(NEEDS_GPU) for _, reason in run.skipped)
-    return skipped + sum(any(n.startswith(f"cuDNN side not run: {NEEDS_GPU}") for n in r.notes) for r in run.results)
+    skipped = sum(reason.startswith(NEEDS_GPU) for _, reason in run.measured.skipped)
+    return skipped + sum(any(n.startswith(f"cuDNN side not run: {NEEDS_GPU}") for n in r.notes) for r in run.measured.results)
 
 
 def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None) -> Rows:
@@ -268,23 +268,23 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
     ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run; ``collection_s``:
     how much of it collection took.
     """
-    cases = tuple(case_row(r, run) for r in run.results)
-    verdicts = tuple(verdict_row(v, run) for v in run.verdicts.values())
-    expected = tuple(dict.fromkeys(run.expected))
+    cases = tuple(case_row(r, run) for r in run.measured.results)
+    verdicts = tuple(verdict_row(v, run) for v in run.measured.verdicts.values())
+    expected = tuple(dict.fromkeys(run.measured.expected))
     return Rows(
         gpu=run.gpu.name if run.gpu.available else "no GPU",
         cases=cases,
-        cross=tuple(tuple(row) for row in cross_rows(run.cross)),
-        cross_ok=all(c.paths_ok and c.parity.ok for c in run.cross),
-        claims=tuple(run.claims),
+        cross=tuple(tuple(row) for row in cross_rows(run.measured.cross)),
+        cross_ok=all(c.paths_ok and c.parity.ok for c in run.measured.cross),
+        claims=tuple(run.measured.claims),
         verdicts=verdicts,
         env_diff=tuple(env_diff_lines(run)),
         unjudged=unjudged_line(run),
         fingerprint=run.fingerprint(),
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
-        skipped=tuple(_count(reason for _, reason in run.skipped)),
-        time=time_spent(run.results, wall_s, collection_s),
+        skipped=tuple(_count(reason for _, reason in run.measured.skipped)),
+        time=time_spent(run.measured.results, wall_s, collection_s),
         no_gpu=no_gpu_count(run),
         answer=answer_rows(cases, verdicts, set(expected)),
         expected=expected,
@@ -360,7 +360,7 @@ def result_cells(r: CaseRecord) -> dict[str, str]:
 def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
     """The speedup of the stored record of ``r``'s case, with its interval (None without one)."""
 
-    rec = run.stored_record(r.id) if run.baseline is not None and r.speedup is not None else None
+    rec = run.stored.stored_record(r.id) if run.stored.baseline is not None and r.speedup is not None else None
     if rec is None or rec.cudnn is None:
         return None
     return speedup_interval(rec.cudnn.samples, rec.generic.samples)
@@ -374,7 +374,7 @@ def below_floor(r: CaseRecord) -> bool:
 def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
-                   baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.verdicts.get(r.id),
+                   baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.measured.verdicts.get(r.id),
                    gates_ok=r.paths_ok and r.parity.ok and not below_floor(r), detail=case_detail(r, run))
 
 
@@ -426,8 +426,8 @@ def telemetry_rows(timed: Mapping[str, Any] | None, energy: Mapping[str, Any] | 
 
 def case_detail(r: CaseRecord, run: RunView) -> CaseDetail:
     """A case's panel: samples of both sides now and in the baseline, proofs, parity, kernels, telemetry, diff."""
-    base = run.stored_record(r.id) if run.baseline is not None else None
-    stored = run.stored_run(r.id) if base is not None else None
+    base = run.stored.stored_record(r.id) if run.stored.baseline is not None else None
+    stored = run.stored.stored_run(r.id) if base is not None else None
     kernels = {side: dev.kernels for side in ("cudnn", "generic") if (dev := r.device_timing(side)) is not None}
     if base is not None and base.cudnn_device is not None:
         kernels["cudnn baseline"] = base.cudnn_device.kernels
@@ -497,18 +497,18 @@ def comparison_cells(c: Comparison) -> tuple[str, ...]:
 
 def unjudged_line(run: RunView) -> str | None:
     """The cuDNN cases the baseline cannot judge, in one line (None when it judges them all)."""
-    if not run.unjudged or run.baseline is None:
+    if not run.measured.unjudged or run.stored.baseline is None:
         return None
     # A baseline recorded with -k (one framework, say) silently judging nothing would look like a pass.
-    listed = ", ".join(run.unjudged[:3]) + (", ..." if len(run.unjudged) > 3 else "")
-    files = run.baseline.path.name + (f" or the {len(run.older)} file(s) before it" if run.older else "")
-    return (f"not judged: {len(run.unjudged)} cuDNN case(s) have no record in {files} "
+    listed = ", ".join(run.measured.unjudged[:3]) + (", ..." if len(run.measured.unjudged) > 3 else "")
+    files = run.stored.baseline.path.name + (f" or the {len(run.stored.older)} file(s) before it" if run.stored.older else "")
+    return (f"not judged: {len(run.measured.unjudged)} cuDNN case(s) have no record in {files} "
             f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {listed}")
 
 
 def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
-    stored = run.baseline if case_id is None else run.stored_run(case_id)
+    stored = run.stored.baseline if case_id is None else run.stored.stored_run(case_id)
     if stored is None:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
@@ -528,8 +528,8 @@ def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[
 
 def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]:
     """The kernels of the cuDNN side that grew, shrank, appeared or vanished since the baseline."""
-    base = run.stored_record(verdict.case_id)
-    now = next((r for r in reversed(run.results) if r.id == verdict.case_id), None)
+    base = run.stored.stored_record(verdict.case_id)
+    now = next((r for r in reversed(run.measured.results) if r.id == verdict.case_id), None)
     return record_kernel_lines(base, now, rows)
 
 

@@ -96,7 +96,7 @@ def library_warnings(run: RunView) -> list[str]:
     """One line per CUDA library a framework loaded that is not the installed wheel's version (a system copy, say)."""
 
     warnings = []
-    for name, fields in sorted(run.runtime.items()):
+    for name, fields in sorted(run.measured.runtime.items()):
         short = {k.split(".", 1)[-1]: v for k, v in fields.items()}
         for field, (_, title, wheel) in CUDA_LIBRARIES.items():
             for copy in not_the_wheels(short.get(field, UNAVAILABLE), run.software.get(wheel)):
@@ -109,7 +109,7 @@ def library_lines(run: RunView) -> list[str]:
     """Each framework read so far: the cuDNN, cuBLAS and CUDA runtime it loaded, with their paths, then the warnings."""
 
     lines = []
-    for name, fields in sorted(run.runtime.items()):
+    for name, fields in sorted(run.measured.runtime.items()):
         short = {k.split(".", 1)[-1]: v for k, v in fields.items()}
         loaded = [f"{title} {_v(short[field])}" for field, (_, title, _) in CUDA_LIBRARIES.items() if field in short]
         if loaded:
@@ -289,7 +289,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines.append("  judged on wall time: the baseline or this run has no device time")
     diff = env_diff_lines(run, verdict.case_id)
     lines.append("  environment changes since the baseline: " + ("; ".join(diff) if diff else "none (same fingerprint)"))
-    stored = run.stored_run(verdict.case_id)
+    stored = run.stored.stored_run(verdict.case_id)
     lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
                  "--rnnperf-update-baseline")
@@ -352,11 +352,11 @@ def device_lines(run: RunView, spent: TimeSpent | None = None) -> list[str]:
     """Why device time is missing where it is, and where the run's time went, phase by phase and per backend."""
     lines: list[str] = []
     notes: dict[str, int] = {}
-    for r in run.results:
+    for r in run.measured.results:
         if r.device_note:
             notes[r.device_note] = notes.get(r.device_note, 0) + 1
     lines += [f"{note} ({n} case(s))" for note, n in notes.items()]
-    lines += time_lines(spent or time_spent(run.results))
+    lines += time_lines(spent or time_spent(run.measured.results))
     return [""] + lines if lines else []
 
 
@@ -406,12 +406,12 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
         grouped = [xdist_line(run)]
         for view in views:
             grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view, width=width)
-        grouped += [""] + list(run.notes) if run.notes else []
+        grouped += [""] + list(run.measured.notes) if run.measured.notes else []
         return fit(grouped, width) if width else grouped
     rows = rows or build_rows(run)
     lines: list[str] = answer_lines(rows, width) + [""]
     lines += [xdist_line(run), ""] if run.worker_runs else []
-    for name, fields in sorted(run.runtime.items()):
+    for name, fields in sorted(run.measured.runtime.items()):
         lines.append(f"{name}: " + ", ".join(f"{k.split('.', 1)[-1]}={_v(v)}" for k, v in fields.items()))
     lines += [f"warning: {w}" for w in library_warnings(run)]
     if rows.paired:
@@ -426,17 +426,17 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
 
         lines += ["", "claims (the folklore, measured on this machine):"]
         lines += text_table(HEADER, table_rows(rows.claims), set(), width=width)
-    if run.skipped:
+    if run.measured.skipped:
         lines += [""] + [f"skipped {n} case(s): {reason}" for reason, n in rows.skipped]
     lines += verdict_lines(rows, width)
     # Window flags are warnings (the measurement may be off); notes are facts about the case (compile time, a side
     # that did not run, an energy window too short to mean much).
-    warned = [f"warning: {r.id}: {w}" for r in run.results for w in r.warnings if w not in r.notes]
-    noted = [f"note: {r.id}: {n}" for r in run.results for n in r.notes]
+    warned = [f"warning: {r.id}: {w}" for r in run.measured.results for w in r.warnings if w not in r.notes]
+    noted = [f"note: {r.id}: {n}" for r in run.measured.results for n in r.notes]
     if warned or noted:
         lines += [""] + warned + noted
     lines += device_lines(run, rows.time)
-    lines += ["", run.baseline_status()] + list(run.notes)
+    lines += ["", run.baseline_status()] + list(run.measured.notes)
     if rows.status != STATUSES[2]:  # the block's last line repeats the answer for a reader at the bottom
         lines += ["", f"rnnperf: {headline(rows)}"]
     while lines and not lines[0]:

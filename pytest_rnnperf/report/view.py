@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, Sequence
 
-from pytest_rnnperf.judge.claims import ClaimRow
-from pytest_rnnperf.judge.verdicts import CaseVerdict
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo
 from pytest_rnnperf.measure.placement import Placement
-from pytest_rnnperf.model.records import CaseRecord, CrossRecord, StoredRun
+from pytest_rnnperf.store.measured import Measured
+from pytest_rnnperf.store.stored import Stored
 
 
 class WorkerView(Protocol):
@@ -19,7 +18,7 @@ class WorkerView(Protocol):
     gpu: GpuInfo
     fingerprint: str
     baseline: str | None
-    results: list[CaseRecord]
+    measured: Measured
 
     @property
     def id(self) -> str:
@@ -30,22 +29,19 @@ class WorkerView(Protocol):
 
 
 class RunView(Protocol):
-    """A run as its renderers see it: fingerprint, results, verdicts, baselines and the workers' share."""
+    """A run as its renderers see it: fingerprint, what it measured, baselines and the workers' share."""
 
-    gpu: GpuInfo
-    software: dict[str, str]
     device_timer: DeviceTimer
-    runtime: dict[str, dict[str, str]]
-    results: list[CaseRecord]
-    cross: list[CrossRecord]
-    claims: list[ClaimRow]
-    skipped: list[tuple[str, str]]
-    baseline: StoredRun | None
-    older: list[StoredRun]
-    verdicts: dict[str, CaseVerdict]
-    unjudged: list[str]
-    notes: list[str]
-    expected: list[str]
+    measured: Measured
+    stored: Stored
+
+    @property
+    def gpu(self) -> GpuInfo:
+        """The run's GPU."""
+
+    @property
+    def software(self) -> Mapping[str, str]:
+        """The run's software versions."""
 
     @property
     def worker_runs(self) -> Mapping[str, WorkerView]:
@@ -60,12 +56,6 @@ class RunView(Protocol):
 
     def fingerprint(self) -> str:
         """The short hash of the fingerprint's key fields."""
-
-    def stored_run(self, case_id: str) -> StoredRun | None:
-        """The baseline file holding the newest record of ``case_id``."""
-
-    def stored_record(self, case_id: str) -> CaseRecord | None:
-        """The newest stored record of ``case_id``."""
 
     def baseline_status(self) -> str:
         """One line: which baseline files the run was judged against."""

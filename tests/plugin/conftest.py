@@ -70,7 +70,8 @@ def pytest_configure(config):
     # Fake steps advance a fake clock and launch kernels on a fake CUPTI: timings are known in advance,
     # whatever the load on the machine. FAKE_NO_CUPTI leaves device time to the real (absent) cupti-python.
     run = config.stash[SESSION_KEY]
-    run.software.update(json.loads(os.environ.get("FAKE_WHEELS", "{{}}")))  # NVIDIA wheels this run pretends to have
+    wheels = json.loads(os.environ.get("FAKE_WHEELS", "{{}}"))  # NVIDIA wheels this run pretends to have
+    run.run = dataclasses.replace(run.run, software={{**run.run.software, **wheels}})
     run.timer = WallTimer(clock=fake_backend.CLOCK)
     if not os.environ.get("FAKE_NO_CUPTI"):
         run.device_timer = DeviceTimer(cupti=fake_backend.CUPTI, host_clock=fake_backend.host_ns)

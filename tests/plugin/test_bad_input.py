@@ -705,7 +705,7 @@ def test_one_test_checking_two_models_under_one_name_fails_in_one_line(pytester:
 def test_a_run_that_measured_one_case_twice_records_no_baseline(project: pytest.Pytester) -> None:
     """D10: two tests measuring one case wrote a baseline holding it twice (the last copy won when read)."""
     project.makepyfile(test_zz_again="""
-        from pytest_rnnperf.cases import Case, Shape
+        from pytest_rnnperf.model.cases import Case, Shape
 
         def test_lstm_again(rnnperf):
             rnnperf.check(rnnperf.measure(Case("torch", "lstm", Shape(4, 2, 3, 5), floor=2.0)))
@@ -1087,7 +1087,7 @@ def test_checking_or_measuring_the_wrong_thing_fails_in_one_line(project: pytest
         "test_wrong.py::test_check_none: rnnperf.check(): got NoneType None; pass what rnnperf.model(), measure(), "
         "reference() or cross() returned",
         "test_wrong.py::test_measure_an_id: rnnperf.measure(): got str 'torch-lstm-train-fp32-T4-B2-I3-H5-L1'; pass a "
-        "Case, e.g. Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.cases import Case, Shape)"])
+        "Case, e.g. Case(\"torch\", \"lstm\", Shape(...)) (from pytest_rnnperf.model.cases import Case, Shape)"])
     assert "Error" not in result.stdout.str().split("short test summary")[0]
 
 

@@ -14,6 +14,7 @@ from pytest_rnnperf.backends import BackendSpec, spec
 from pytest_rnnperf.backends.keras import KERAS_JAX
 from pytest_rnnperf.measure.gpu import GpuInfo
 from pytest_rnnperf.measure.subprocesses import SubprocessFailed, SubprocessPool
+from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
 
 
@@ -114,8 +115,9 @@ def _session_with_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t
     for name in ("KERAS_BACKEND", "XLA_PYTHON_CLIENT_PREALLOCATE", "RNNPERF_SUBPROCESS"):
         monkeypatch.delenv(name, raising=False)
     launcher = _Launcher()
-    session = RnnperfSession(gpu=GpuInfo.from_dict({"available": False, "reason": "test"}), software={}, compile_cache=tmp_path)
-    session.subprocess_pool().launch = launcher
+    gpu = GpuInfo.from_dict({"available": False, "reason": "test"})
+    session = RnnperfSession(Run(gpu=gpu, software={}, compile_cache=tmp_path))
+    session.backends.pool().launch = launcher
     return session, launcher
 
 
@@ -123,7 +125,7 @@ def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     session, launcher = _session_with_launcher(tmp_path, monkeypatch)
     # torch runs here; an unknown name is left for its cases to report; keras_jax and jax need their own environment.
-    started = session.start_subprocesses(["torch", "keras_jax", "no_such_backend", "jax", "keras_jax"])
+    started = session.backends.start(["torch", "keras_jax", "no_such_backend", "jax", "keras_jax"])
     assert started == ["keras_jax", "jax"]
     assert [p.spec.name for p in launcher.launched] == ["keras_jax", "jax"]
     assert launcher.launched[0].started_at <= launcher.launched[1].started_at
@@ -134,9 +136,9 @@ def test_the_session_starts_only_the_subprocesses_its_frameworks_need_in_order(
 def test_subprocesses_started_for_cases_that_were_then_deselected_are_killed_and_the_rest_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     session, launcher = _session_with_launcher(tmp_path, monkeypatch)
-    session.start_subprocesses(["keras_jax", "jax"])  # as the modules were collected
-    session.stop_subprocesses(keep=["torch", "jax"])  # -k left torch and jax cases
+    session.backends.start(["keras_jax", "jax"])  # as the modules were collected
+    session.backends.stop(keep=["torch", "jax"])  # -k left torch and jax cases
     assert [(p.spec.name, p.killed) for p in launcher.launched] == [("keras_jax", True), ("jax", False)]
-    assert list(session.subprocess_pool().subprocesses) == ["jax"]
-    session.start_subprocesses(["jax"])  # the selected cases' frameworks: already running, not started twice
+    assert list(session.backends.pool().subprocesses) == ["jax"]
+    session.backends.start(["jax"])  # the selected cases' frameworks: already running, not started twice
     assert len(launcher.launched) == 2

@@ -32,7 +32,9 @@ from pytest_rnnperf.judge.verdicts import judge  # noqa: E402
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag  # noqa: E402
 from pytest_rnnperf.report.html import PLOTLY_MISSING, OUTCOME_COLOURS, log_ticks, outcome_colour, run_page  # noqa: E402
 from pytest_rnnperf.report.rows import NEEDS_GPU, build_rows  # noqa: E402
+from pytest_rnnperf.session.run import Run  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
+from pytest_rnnperf.store.stored import Stored  # noqa: E402
 from pytest_rnnperf.store.runs import benchmark_extra, run_meta  # noqa: E402
 
 pytest.importorskip("plotly", reason="the pages' charts need plotly: pip install -e '.[html]'")
@@ -43,17 +45,17 @@ GPU = "NVIDIA_H100_80GB_HBM3"
 
 def _run(with_baseline: bool = True) -> RnnperfSession:
     """A judged-less run of two cases on the fake H200, the first with device time and a stored record to compare."""
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"torch": "2.13.0"})
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"torch": "2.13.0"}))
     now = record(cudnn_dev_ms=0.3, generic_dev_ms=2.0, busy_pct=40.0, speedup=Interval(4.0, 3.8, 4.2, 0.95),
                  kernel="RNN_blockPersist_fp_LSTM<float>")
     model = record(case=ModelCase(id="test_enc[</script><b>x]", framework="torch"), seed=2,
                    speedup=Interval(2.5, 2.4, 2.6, 0.95))
-    run.results += [now, model]
+    run.measured.results += [now, model]
     if with_baseline:
         base = record(cudnn_dev_ms=0.25, seed=5, kernel="RNN_elementWise_fp<float>")
         env = dict(run.environment(), **{"gpu.driver_version": "570.1"})
-        run.baseline = StoredRun(path=Path("0001_baseline.json"), gpu_slug="NVIDIA_H200", environment=env,
-                                 records={base.id: base})
+        run.stored = Stored((StoredRun(path=Path("0001_baseline.json"), gpu_slug="NVIDIA_H200", environment=env,
+                                       records={base.id: base}),))
     return run
 
 
@@ -90,13 +92,13 @@ def _judged(flagged: bool = False) -> RnnperfSession:
     """The run of ``_run`` with its first case judged against its stored record: 20% slower in device time, and a
     kernel that appeared (its window flagged, so that it regresses without failing, where ``flagged``)."""
     run = _run()
-    assert run.baseline is not None
-    base = next(iter(run.baseline.records.values()))
-    verdict = judge(base, run.results[0])
+    assert run.stored.baseline is not None
+    base = next(iter(run.stored.baseline.records.values()))
+    verdict = judge(base, run.measured.results[0])
     assert verdict is not None and verdict.fails
     if flagged:
         verdict = replace(verdict, flags=(WindowFlag(FlagKind.OVERLAP, "kernels overlapped differently"),))
-    run.verdicts = {verdict.case_id: verdict}
+    run.measured.verdicts = {verdict.case_id: verdict}
     return run
 
 
@@ -164,9 +166,9 @@ def test_each_speedup_on_a_case_panel_is_labelled_by_what_it_is() -> None:
 
 
 def test_without_a_gpu_the_page_says_how_many_cudnn_cases_did_not_run_instead_of_all_passed() -> None:
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML(device_count=0)), software={})
-    run.results.append(record(cudnn_ms=None, seed=3))
-    run.skipped += [("a", f"{NEEDS_GPU}: no CUDA GPU visible to torch"), ("b", f"{NEEDS_GPU}: no CUDA GPU visible "
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML(device_count=0)), software={}))
+    run.measured.results.append(record(cudnn_ms=None, seed=3))
+    run.measured.skipped += [("a", f"{NEEDS_GPU}: no CUDA GPU visible to torch"), ("b", f"{NEEDS_GPU}: no CUDA GPU visible "
                     "to torch"), ("c", "tensorflow is not installed")]
     rows = build_rows(run)
     assert rows.status == "2 cuDNN cases not run: no GPU" and rows.no_gpu == 2
@@ -193,7 +195,7 @@ def test_without_plotly_the_page_keeps_its_tables_and_says_what_to_install() -> 
 
 def test_a_gate_failure_and_a_regression_mark_the_row() -> None:
     run = _run(with_baseline=False)
-    run.results[0] = replace(run.results[0], speedup=Interval(1.5, 1.4, 1.6, 0.95))  # under the 2x floor
+    run.measured.results[0] = replace(run.measured.results[0], speedup=Interval(1.5, 1.4, 1.6, 0.95))  # under the 2x floor
     text = run_page([("", build_rows(run))])
     row = re.search(r'<tr data-backend="torch"[^>]*data-cell="lstm"[^>]*>', text)
     assert row and 'class="bad"' in row.group(0)

@@ -12,20 +12,22 @@ from fake_nvml import FakeNVML  # noqa: E402
 from pytest_rnnperf.measure.gpu import read_gpu_info  # noqa: E402
 from pytest_rnnperf.model.records import StoredRun  # noqa: E402
 from pytest_rnnperf.report.rows import env_diff_lines  # noqa: E402
+from pytest_rnnperf.session.run import Run  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
+from pytest_rnnperf.store.stored import Stored  # noqa: E402
 
 
 def test_env_diff_ignores_frameworks_not_loaded_yet_and_names_real_changes() -> None:
     """Before torch's first case the torch.* fields are not 'absent'; a cuDNN change of TF is named."""
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"})
-    run.runtime["tf"] = {"tf.cudnn_runtime": "9.20.0"}
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={"tensorflow": "2.21.0"}))
+    run.measured.runtime["tf"] = {"tf.cudnn_runtime": "9.20.0"}
     env = run.environment()
     old = dict(env, **{"tf.cudnn_runtime": "9.19.0", "torch.cudnn_version": "9.19.0"})
-    run.baseline = StoredRun(path=Path("b.json"), gpu_slug="NVIDIA_H200", environment=old, records={})
+    run.stored = Stored((StoredRun(path=Path("b.json"), gpu_slug="NVIDIA_H200", environment=old, records={}),))
     assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
-    run.runtime["torch"] = {"torch.cudnn_version": "9.19.0"}
+    run.measured.runtime["torch"] = {"torch.cudnn_version": "9.19.0"}
     assert env_diff_lines(run) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0"]
-    run.runtime["torch"] = {"torch.cuda_build": "13.0"}  # torch ran and no longer reports its cuDNN
+    run.measured.runtime["torch"] = {"torch.cuda_build": "13.0"}  # torch ran and no longer reports its cuDNN
     assert sorted(env_diff_lines(run)) == ["tf.cudnn_runtime: 9.19.0 -> 9.20.0", "torch.cuda_build: absent -> 13.0",
                                            "torch.cudnn_version: 9.19.0 -> absent"]
 
@@ -37,11 +39,11 @@ def test_window_flags_print_as_warnings_and_notes_as_notes() -> None:
     from pytest_rnnperf.model.flags import FlagKind, WindowFlag
     from pytest_rnnperf.report.text import summary_lines
 
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
     flag = WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s")
-    run.results.append(record(flags=(flag,), notes=("compiled in 8.16 s",)))
+    run.measured.results.append(record(flags=(flag,), notes=("compiled in 8.16 s",)))
     lines = summary_lines(run)
-    case = run.results[0].id
+    case = run.measured.results[0].id
     assert f"warning: {case}: clocks throttled during the 2.00 s window: power 0.50 s" in lines
     assert f"note: {case}: compiled in 8.16 s" in lines
     assert not any(line.startswith("warning:") and "compiled" in line for line in lines)
@@ -57,8 +59,8 @@ def test_the_terminal_markdown_and_json_draw_the_rows_built_once() -> None:
     from pytest_rnnperf.report.rows import build_rows
     from pytest_rnnperf.report.text import summary_lines
 
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
-    run.results.append(record())
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    run.measured.results.append(record())
     rows = build_rows(run)
     assert rows.status == "all checks passed" and len(rows.paired) == 1 and not rows.alone
     row = rows.cases[0]
@@ -76,10 +78,10 @@ def test_a_case_below_its_floor_makes_the_status_gate_failures() -> None:
     from pytest_rnnperf.report.markdown import markdown
     from pytest_rnnperf.report.rows import build_rows
 
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
     from pytest_rnnperf.model.stats import Interval
 
-    run.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))  # cuDNN 4x slower: far under any floor
+    run.measured.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))  # cuDNN 4x slower: far under any floor
     assert build_rows(run).status == "gate failures"
     assert markdown(run).startswith("## pytest-rnnperf: gate failures")
 
@@ -93,11 +95,11 @@ def test_a_known_issue_that_failed_as_marked_is_listed_apart_and_leaves_the_stat
     from pytest_rnnperf.report.rows import build_rows
     from pytest_rnnperf.report.text import answer_lines
 
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
-    run.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))
-    case = run.results[0].id
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    run.measured.results.append(record(speedup=Interval(0.25, 0.24, 0.26, 0.95)))
+    case = run.measured.results[0].id
     assert build_rows(run).status == "gate failures" and build_rows(run).answer
-    run.expected.append(case)
+    run.measured.expected.append(case)
     rows = build_rows(run)
     assert rows.status == "all checks passed" and not rows.answer
     assert answer_lines(rows)[1] == (f"known issues: 1 case(s) failed as their tests are marked to (xfail), not "
@@ -110,11 +112,11 @@ def _timed_run() -> RnnperfSession:
 
     from pytest_rnnperf.model.cases import ModelCase
 
-    run = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
     for case_id, framework, cost in (("tf-a", "tf", {"build": 10.0, "parity": 4.0}),
                                      ("torch-a", "torch", {"build": 2.0, "parity": 1.0, "wall": 3.0}),
                                      ("tf-b", "tf", {"build": 12.0, "parity": 5.5})):
-        run.results.append(record(case=ModelCase(id=case_id, framework=framework), cost_s=cost))
+        run.measured.results.append(record(case=ModelCase(id=case_id, framework=framework), cost_s=cost))
     return run
 
 
@@ -134,7 +136,7 @@ def test_without_a_wall_time_the_line_names_the_cases_alone_and_without_phases_t
 
     lines = summary_lines(_timed_run())
     assert "where the time went (3 case(s), 38 s): build 24.0 s, parity 10.5 s, wall 3.0 s" in lines
-    empty = RnnperfSession(gpu=read_gpu_info(0, nvml=FakeNVML()), software={})
+    empty = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
     assert not any(line.startswith("where the time went") for line in summary_lines(empty))
 
 

@@ -12,7 +12,9 @@ from fake_nvml import FakeNVML
 from pytest_rnnperf.measure.gpu import read_gpu_info
 from pytest_rnnperf.measure.placement import place
 from pytest_rnnperf.report.files import as_json_safe
+from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
+from pytest_rnnperf.store.measured import Measured
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge
 
 SOFTWARE = {"python": "3.11.7", "python_minor": "3.11"}
@@ -22,14 +24,14 @@ def worker(k: int, nvml: FakeNVML, runtime: dict[str, dict[str, str]], **fields:
     """A worker's session on GPU k of ``nvml`` (two workers), with the given framework runtime fields."""
     placement = place(f"gw{k}", 2, {}, nvml)
     assert placement.index == k
-    return RnnperfSession(gpu=read_gpu_info(k, nvml), software=SOFTWARE, placement=placement, runtime=runtime,
-                          **fields)
+    return RnnperfSession(Run(gpu=read_gpu_info(k, nvml), software=SOFTWARE, placement=placement),
+                          Measured(runtime=runtime, **fields))
 
 
 def controller(tmp_path: Path) -> RnnperfSession:
     """The controller's session, recording into ``tmp_path``/baselines."""
-    return RnnperfSession(gpu=read_gpu_info(0, FakeNVML()), software=SOFTWARE, root=tmp_path / "baselines",
-                          machine_id="Linux-CPython-3.11-64bit")
+    return RnnperfSession(Run(gpu=read_gpu_info(0, FakeNVML()), software=SOFTWARE, root=tmp_path / "baselines",
+                              machine_id="Linux-CPython-3.11-64bit"))
 
 
 def stub_json(entries: list[Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,18 +56,19 @@ def test_the_controller_merges_results_verdicts_unjudged_failures_and_benchmark_
     assert verdict is not None
     gw1 = worker(1, nvml, {"torch": {"torch.version": "2.13"}}, results=[done], verdicts={done.id: verdict},
                  unjudged=["torch-gru"], failed=1, skipped=[("c", "why")], notes=["a note"])
-    gw1.carry_entries({"name": "test_pair[x]", "nodeid": "t.py::test_pair[x]", "params": {}, "callspec_id": "x"}, done)
+    source = {"name": "test_pair[x]", "nodeid": "t.py::test_pair[x]", "params": {}, "callspec_id": "x"}
+    gw1.measured.bench_sources.append((source, done))
     run = controller(tmp_path)
     added: list[tuple[dict[str, Any], Any]] = []
     run.merge_worker(gw1.worker_output(), add_entries=lambda source, rec: added.append((source, rec)) or ["entry"])
     [merged] = run.workers()
     assert (merged.id, merged.gpu.uuid, merged.placement.pin) == ("gw1", nvml.uuids[1], nvml.uuids[1])
-    assert [r.id for r in run.results] == [done.id] and run.results[0].cudnn == done.cudnn
-    assert run.verdicts == {done.id: verdict} and run.unjudged == ["torch-gru"]
-    assert (run.failed, run.skipped, run.notes) == (1, [("c", "why")], ["a note"])
+    assert [r.id for r in run.measured.results] == [done.id] and run.measured.results[0].cudnn == done.cudnn
+    assert run.measured.verdicts == {done.id: verdict} and run.measured.unjudged == ["torch-gru"]
+    assert (run.measured.failed, run.measured.skipped, run.measured.notes) == (1, [("c", "why")], ["a note"])
     assert [(s["nodeid"], r.id) for s, r in added] == [("t.py::test_pair[x]", done.id)] and merged.entries == ["entry"]
     run.merge_worker(None, error="worker gw0 crashed")
-    assert run.failed == 2  # a worker that went down: no baseline from this run
+    assert run.measured.failed == 2  # a worker that went down: no baseline from this run
 
 
 def test_workers_of_one_model_record_one_file_with_every_frameworks_fields(tmp_path: Path) -> None:
@@ -74,7 +77,7 @@ def test_workers_of_one_model_record_one_file_with_every_frameworks_fields(tmp_p
     run = controller(tmp_path)
     for k, runtime in enumerate(({"torch": {"torch.cudnn_version": "9.19.0"}}, {"tf": {"tf.cudnn_version": "9.3.0"}})):
         gw = worker(k, nvml, runtime, results=[record(case_id=f"case{k}")])
-        gw.carry_entries({}, gw.results[0])
+        gw.measured.bench_sources.append(({}, gw.measured.results[0]))
         run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [{"name": rec.id}])
     [line] = run.record_baseline(stub_json, benchmarks_on=True)
     assert line.startswith("baseline recorded: ") and "NVIDIA_H200/Linux-CPython-3.11-64bit/0001_baseline.json" in line
@@ -104,11 +107,11 @@ def test_workers_on_two_models_record_a_file_each_and_report_each_model_apart(tm
     run = controller(tmp_path)
     for k in range(2):
         gw = worker(k, nvml, {}, results=[record(case_id=f"case{k}")])
-        gw.carry_entries({}, gw.results[0])
+        gw.measured.bench_sources.append(({}, gw.measured.results[0]))
         run.merge_worker(gw.worker_output(), add_entries=lambda source, rec: [{"name": rec.id}])
     lines = run.record_baseline(stub_json, benchmarks_on=True)
     assert ["NVIDIA_H200/" in lines[0], "NVIDIA_H100_80GB_HBM3/" in lines[1]] == [True, True]
     views = run.model_views()
-    assert [(v.gpu.gpu_slug, [r.id for r in v.results]) for v in views] == [
+    assert [(v.gpu.gpu_slug, [r.id for r in v.measured.results]) for v in views] == [
         ("NVIDIA_H200", ["case0"]), ("NVIDIA_H100_80GB_HBM3", ["case1"])]
     assert [w["gpu_slug"] for w in run.as_dict()["workers"]] == ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"]

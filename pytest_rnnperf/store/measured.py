@@ -1,0 +1,135 @@
+"""What one run measured: its records, verdicts, skips and notes, as one value that merges and serializes.
+
+Each collection is declared once, below, with how two pytest-xdist workers' values of it merge and how it is
+written to (and read from) JSON; ``merge``, ``to_dict`` and ``from_dict`` go through that declaration alone, so
+a collection cannot be added without being merged and carried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+from pytest_rnnperf.judge.claims import ClaimRow
+from pytest_rnnperf.judge.verdicts import CaseVerdict
+from pytest_rnnperf.model.process import ProcessSummary
+from pytest_rnnperf.model.records import CaseRecord, CrossRecord
+from pytest_rnnperf.store.rechecks import Recheck
+
+# How two values of a collection merge: appended, appended where new, keyed (the later wins), keyed (the
+# first wins), added up; LOCAL ones stay in the process that made them (bookkeeping of its own tests).
+EXTEND, EXTEND_NEW, UPDATE, FIRST, SUM, LOCAL = "extend", "extend_new", "update", "first", "sum", "local"
+
+
+@dataclass(frozen=True)
+class Collection:
+    """How one collection merges, is written to JSON and read back; ``report``: it is part of rnnperf.json;
+    ``whole_run``: it belongs to the run, not to one GPU model's share of it (a mixed-model run's views)."""
+
+    merge: str
+    dump: Callable[[Any], Any] = list
+    load: Callable[[Any], Any] = list
+    report: bool = False
+    whole_run: bool = False
+
+
+def _items(cls: Any) -> Collection:
+    """A list of records written with ``to_dict`` and read with ``cls.from_dict``."""
+    return Collection(EXTEND, lambda v: [x.to_dict() for x in v], lambda d: [cls.from_dict(x) for x in d], report=True)
+
+
+def _strings(merge: str = EXTEND, report: bool = False, whole_run: bool = False) -> Collection:
+    """A list of strings."""
+    return Collection(merge, list, lambda d: [str(x) for x in d], report=report, whole_run=whole_run)
+
+
+def _local() -> Collection:
+    """Kept by the process that made it: neither merged nor written."""
+    return Collection(LOCAL)
+
+
+def _declared(spec: Collection, default: Callable[[], Any]) -> Any:
+    """A dataclass field carrying its ``Collection``."""
+    return field(default_factory=default, metadata={"collection": spec})
+
+
+@dataclass
+class Measured:
+    """Every result of one run (or of one pytest-xdist worker), in the order they came."""
+
+    results: list[CaseRecord] = _declared(_items(CaseRecord), list)
+    cross: list[CrossRecord] = _declared(_items(CrossRecord), list)  # cross-framework checks of the same weights
+    claims: list[ClaimRow] = _declared(_items(ClaimRow), list)  # the claims suite's rows (judge/claims.py)
+    skipped: list[tuple[str, str]] = _declared(Collection(
+        EXTEND, lambda v: [{"case": c, "reason": r} for c, r in v],
+        lambda d: [(str(x["case"]), str(x["reason"])) for x in d], report=True), list)
+    verdicts: dict[str, CaseVerdict] = _declared(Collection(
+        UPDATE, lambda v: [x.as_dict() for x in v.values()],
+        lambda d: {v.case_id: v for v in map(CaseVerdict.from_dict, d)}, report=True), dict)
+    unjudged: list[str] = _declared(_strings(report=True), list)  # cuDNN cases the baseline has no record of
+    notes: list[str] = _declared(_strings(EXTEND_NEW, report=True, whole_run=True), list)  # one-line facts the summary prints last
+    # framework -> its runtime fields (versions, device), read when its first case runs
+    runtime: dict[str, dict[str, str]] = _declared(Collection(
+        FIRST, dict, lambda d: {n: {str(k): str(v) for k, v in f.items()} for n, f in d.items()}), dict)
+    expected: list[str] = _declared(_strings(whole_run=True), list)  # cases of tests that failed as marked (xfail): known issues
+    failed: int = _declared(Collection(SUM, int, int, whole_run=True), int)  # tests that failed (a baseline needs a clean run)
+    # case id -> the extra processes' summaries of a recording with --rnnperf-record-processes (stored beside it)
+    processes: dict[str, list[ProcessSummary]] = _declared(Collection(
+        UPDATE, lambda v: {c: [p.to_dict() for p in ps] for c, ps in v.items()},
+        lambda d: {c: [ProcessSummary.from_dict(p, "worker") for p in ps] for c, ps in d.items()}, whole_run=True), dict)
+    rechecks: dict[str, Recheck] = _declared(_local(), dict)  # case id -> full or sampled checks tonight, why
+    # Tests whose answer tonight's environment alone decides (claims, cross-framework and reference parity), measured
+    # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
+    claim_tests: list[str] = _declared(_local(), list)
+    claims_reused: dict[str, Recheck] = _declared(_local(), dict)
+    parity_reused: dict[str, Recheck] = _declared(_local(), dict)
+    # records and the pytest-benchmark entries they make, which a pytest-xdist controller adds (session/xdist.py)
+    bench_sources: list[tuple[dict[str, Any], CaseRecord]] = _declared(_local(), list)
+    unrecorded: bool = _declared(_local(), bool)  # a baseline or kept run was asked for and not written
+
+    def has_cases(self) -> bool:
+        """Whether any case was measured, checked or skipped (the run has a report to write)."""
+        return bool(self.results or self.cross or self.skipped or self.claims)
+
+    def merge(self, other: Measured, share: bool = False) -> None:
+        """Add ``other`` (a pytest-xdist worker's) to this one, collection by collection as each is declared;
+        ``share``: only what belongs to one GPU model's share of the run."""
+        for name, spec in collections().items():
+            if share and spec.whole_run:
+                continue
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if spec.merge == EXTEND:
+                mine += theirs
+            elif spec.merge == EXTEND_NEW:
+                mine += [x for x in theirs if x not in mine]
+            elif spec.merge == UPDATE:
+                mine.update(theirs)
+            elif spec.merge == FIRST:
+                for key, value in theirs.items():
+                    mine.setdefault(key, value)
+            elif spec.merge == SUM:
+                setattr(self, name, mine + theirs)
+
+    @classmethod
+    def merged(cls, parts: list[Measured], share: bool = False) -> Measured:
+        """One value holding each of ``parts`` in turn (``share``: as ``merge``)."""
+        out = cls()
+        for part in parts:
+            out.merge(part, share)
+        return out
+
+    def to_dict(self, report: bool = False) -> dict[str, Any]:
+        """JSON-safe form of the merged collections (with ``report``, those rnnperf.json holds)."""
+        return {name: spec.dump(getattr(self, name)) for name, spec in collections().items()
+                if spec.merge != LOCAL and (spec.report or not report)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measured:
+        """Inverse of ``to_dict``; a collection the data lacks is empty."""
+        return cls(**{name: spec.load(data[name]) for name, spec in collections().items()
+                      if spec.merge != LOCAL and name in data})
+
+
+def collections() -> dict[str, Collection]:
+    """Every collection of ``Measured`` by name, as declared (the one list of them)."""
+    return {f.name: f.metadata["collection"] for f in fields(Measured)}

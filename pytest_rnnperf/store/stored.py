@@ -1,0 +1,71 @@
+"""The stored runs one GPU model's cases are judged against: its baseline files, kept runs and noise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rnnperf.judge import noise
+from pytest_rnnperf.judge.noise import Noise
+from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun
+from pytest_rnnperf.store.baselines import root_problem
+from pytest_rnnperf.store.history import CaseHistory, case_history
+from pytest_rnnperf.store.runs import load_model
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One GPU model's stored runs, newest first, and its per-case device-time noise (``noise.json``)."""
+
+    runs: tuple[StoredRun, ...] = ()
+    noise: Noise | None = None
+    notes: tuple[str, ...] = ()  # what loading them found worth a line in the summary
+
+    @property
+    def baseline(self) -> StoredRun | None:
+        """The newest baseline file, or None."""
+        return self.runs[0] if self.runs else None
+
+    @property
+    def older(self) -> list[StoredRun]:
+        """The earlier ones, newest first."""
+        return list(self.runs[1:])
+
+    def stored_run(self, case_id: str) -> StoredRun | None:
+        """The newest baseline file that holds ``case_id``, or None."""
+        return next((run for run in self.runs if case_id in run.records), None)
+
+    def stored_record(self, case_id: str) -> CaseRecord | None:
+        """The newest stored record of ``case_id``, or None."""
+        run = self.stored_run(case_id)
+        return None if run is None else run.records[case_id]
+
+    def history(self, case_id: str) -> CaseHistory:
+        """The stored processes ``case_id`` is judged against: its newest recorded baseline's, then the kept runs'."""
+        return case_history(list(self.runs), case_id)
+
+
+def load_stored(root: Path, given: str, gpu_slug: str, machine_id: str) -> Stored:
+    """This GPU model's stored runs under ``root`` (``given`` as the user named it); BaselineError (one line) if
+    one is unusable.
+
+    Each case is judged against its newest stored record: a run recorded with -k (one framework, one shard
+    of a sharded job) updates its cases and leaves the others to the files before it.
+    """
+    wrong_root = root_problem(root, given, gpu_slug)
+    if wrong_root:  # baselines/<gpu> given as the root: <gpu>/<gpu>/ would be read and recorded into
+        raise BaselineError(f"--rnnperf-baselines / rnnperf_baselines: {wrong_root}")
+    loaded = load_model(root, gpu_slug, machine_id)
+    if not loaded.runs:
+        return Stored()
+    for run in loaded.runs:
+        path = run.path
+        if not run.gpu_slug:
+            raise BaselineError(f"{path}: machine_info.rnnperf names no GPU (no gpu_slug), so it cannot be told "
+                                f"apart from another model's run; move it out of {root}")
+        if run.gpu_slug != gpu_slug:
+            raise BaselineError(f"{path}: recorded on {run.gpu_slug} but stored in the folder of "
+                                f"{gpu_slug}; move it to {root / run.gpu_slug / path.parent.name}/")
+    noise_file = root / gpu_slug / noise.FILE_NAME
+    found = noise.load(noise_file) if noise_file.exists() else None
+    return Stored(tuple(loaded.runs), found, tuple(loaded.notes))
