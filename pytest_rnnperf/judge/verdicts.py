@@ -6,7 +6,7 @@ A case is judged against the stored baseline of this GPU model:
   Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the threshold's
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
   and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
-- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``
+- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_effect``
   (or at the case's own between-process noise measured by null runs, where higher: ``noise``) and on its
   estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is what cuDNN,
   the driver and the GPU did, and it does not drift with the host. Busy time (the union of kernel intervals)
@@ -209,7 +209,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
     processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
     if time.metric == "cudnn device time":
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
-            ctx.history, time.current_median, policy.device_min_effect)
+            ctx.history, time.current_median, policy.device_effect)
         return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
                            processes=processes, kernels=kernels, drift=slow)
     return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured,
