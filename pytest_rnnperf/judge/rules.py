@@ -17,6 +17,7 @@ import numpy as np
 
 from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
+from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.process import BUSY, HOST, SPEEDUP, WALL, WORK, ProcessSummary, summarize
@@ -342,12 +343,12 @@ FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
 
 
 def thresholds() -> tuple[Threshold, ...]:
-    """Every threshold the rules declare, once each, in the order the options list them.
+    """Every threshold the rules and gates declare, once each, in the order the options list them.
 
     Read at each call, so a rule added to ``RULES`` brings its thresholds everywhere they are generated.
     """
     found: dict[str, Threshold] = {}
-    for t in JUDGING + tuple(t for rule in RULES for t in rule.params):
+    for t in JUDGING + tuple(t for rule in RULES + GATES for t in rule.params):
         if found.setdefault(t.name, t) != t:
             raise ValueError(f"two declarations of the threshold {t.name!r}: {found[t.name]} and {t}")
     return tuple(found.values())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
+from pytest_rnnperf.judge.gates import FLOOR, gates_hold
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -352,14 +353,14 @@ def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
 
 def below_floor(r: CaseRecord) -> bool:
     """The case's cuDNN speedup is under the floor it promises."""
-    return r.speedup is not None and r.cudnn is not None and r.speedup.estimate < r.case.floor
+    return not FLOOR.holds(r)
 
 
 def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
                    baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.verdicts.get(r.id),
-                   gates_ok=r.paths_ok and r.parity.ok and not below_floor(r), detail=case_detail(r, run))
+                   gates_ok=gates_hold(r), detail=case_detail(r, run))
 
 
 def facets(r: CaseRecord) -> dict[str, str]:
