@@ -28,8 +28,9 @@ A case is judged against the stored baseline of this GPU model:
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
 floor guards it. The thresholds' defaults come from null runs (baselines/*/evidence/README.md). The statistic
-is ``compare.py``, the thresholds ``policy.py``, each rule and finding a class in ``rules.py`` (tested in
-tests/unit/test_verdicts.py); nothing else decides.
+is ``compare.py``, each rule and finding a class in ``rules.py`` with the thresholds it declares (their values
+for one run a ``policy.Policy``), the gates a record passes on its own in ``gates.py`` (tested in
+tests/unit/test_verdicts.py and test_gates.py); nothing else decides.
 """
 
 from __future__ import annotations
