@@ -34,17 +34,17 @@ class Threshold:
         if self.type is bool:
             return None if isinstance(value, bool) else f"{self.name} must be true or false, got {value!r}"
         if self.type is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and self._within(value)
+            ok = isinstance(value, int) and not isinstance(value, bool) and self.within(value)
             return None if ok else f"{self.name} must be a whole number >= {self.low:g}, got {value!r}"
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-            and self._within(value)
+            and self.within(value)
         if ok:
             return None
         if self.high is not None:
             return f"{self.name} must be between {self.low:g} and {self.high:g}, got {value!r}"
         return f"{self.name} must be a finite number {'>' if self.strict else '>='} {self.low:g}, got {value!r}"
 
-    def _within(self, value: float) -> bool:
+    def within(self, value: float) -> bool:
         """``value`` lies within the bounds."""
         above = self.low is None or (value > self.low if self.strict else value >= self.low)
         below = self.high is None or (value < self.high if self.strict else value <= self.high)

@@ -258,7 +258,13 @@ AFTER: tuple[Setting, ...] = (
 def threshold_setting(t: Threshold) -> Setting:
     """The setting of a threshold a rule declares: its name, default, help, and a check of its bounds."""
     convert = {bool: to_bool, int: to_int}.get(t.type, to_fraction if t.unit == FRACTION else to_float)
-    check = None if t.low is None else at_least(t.low, strict=t.strict, high=t.high)
+    if t.low is None:
+        return Setting(t.name, t.default, convert, t.help, switch=t.type is bool)
+    low = at_least(t.low, strict=t.strict, high=t.high)
+
+    def check(value: Any) -> str | None:
+        """The bounds the rule declares (a strict upper one included)."""
+        return low(value) or (None if t.within(value) else f"{value!r} must be < {t.high:g}")
     return Setting(t.name, t.default, convert, t.help, switch=t.type is bool, check=check)
 
 
