@@ -10,14 +10,20 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import DEFAULT, fraction, load, path_given
+from pytest_rnnperf.cli.args import load, number, path_given
+from pytest_rnnperf.judge.rules import thresholds as declared
 from pytest_rnnperf.judge.verdicts import Policy
-from pytest_rnnperf.session.settings import percent, thresholds
+from pytest_rnnperf.session.settings import Setting, threshold_setting, thresholds
 
 
-def _escaped(fraction_: float) -> str:
-    """A threshold as a percent inside an argparse help text (which formats '%')."""
-    return percent(fraction_).replace("%", "%%")
+def threshold_flag(parser: argparse.ArgumentParser, s: Setting) -> None:
+    """The flag ``--<name>`` of a threshold's setting: the plugin's checks, its default, its help."""
+    flag = "--" + s.name.replace("_", "-")
+    if s.switch:
+        parser.add_argument(flag, action="store_true", help=s.help.replace("%", "%%"))
+    else:
+        parser.add_argument(flag, type=number(s.check or (lambda _: None), convert=s.convert), default=s.default,
+                            help=f"{s.help} (default {s.typed_default})".replace("%", "%%"))
 
 
 def add_parser(subparsers: Any) -> None:
@@ -26,16 +32,9 @@ def add_parser(subparsers: Any) -> None:
     cmp.add_argument("old", type=path_given, help="baseline run (e.g. baselines/NVIDIA_H200/.../0001_baseline.json), or a "
                                             "GPU model's folder (baselines/NVIDIA_H200) to judge against its history")
     cmp.add_argument("new", type=path_given, help="run to judge (e.g. the --benchmark-json of tonight's run)")
-    cmp.add_argument("--min-effect", type=fraction(), default=DEFAULT.min_effect,
-                     help=f"smallest change that counts (default {DEFAULT.min_effect})")
-    cmp.add_argument("--host-bound-effect", type=fraction(), default=DEFAULT.host_bound_effect,
-                     help=f"threshold for cases that kept the GPU busy less than half the time "
-                          f"(default {DEFAULT.host_bound_effect})")
-    cmp.add_argument("--device-effect", type=fraction(), default=DEFAULT.device_min_effect,
-                     help=f"smallest change of the cuDNN device time that counts (default {DEFAULT.device_min_effect})")
-    cmp.add_argument("--host-effect", type=fraction(), default=DEFAULT.host_effect,
-                     help=f"smallest change of the host overhead that counts (default {_escaped(DEFAULT.host_effect)})")
-    cmp.add_argument("--fail-host", action="store_true", help="exit 1 on a host overhead regression too")
+    for t in declared():  # each threshold a rule declares for users, as --<name>
+        if t.option:
+            threshold_flag(cmp, threshold_setting(t))
     cmp.add_argument("--allow-other-gpu", action="store_true",
                      help="compare runs from different GPU models (refused by default: their times differ by design)")
     cmp.add_argument("--any-order", action="store_true",
@@ -51,8 +50,7 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``compare`` for parsed arguments."""
     from pytest_rnnperf.report.text import terminal_width
 
-    policy = Policy(min_effect=args.min_effect, host_bound_effect=args.host_bound_effect,
-                    device_min_effect=args.device_effect, host_effect=args.host_effect, fail_host=args.fail_host)
+    policy = Policy(**{t.name: getattr(args, t.name) for t in declared() if t.option})
     return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise, args.any_order, args.changed,
                          terminal_width())
 

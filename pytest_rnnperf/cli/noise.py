@@ -53,7 +53,7 @@ def noise_files(paths: Sequence[Path], out: Path | None, width: int | None = Non
     if wide:  # stored, such a spread would switch the case's gate off
         return 2, [f"error: {', '.join(f'{k} moved {v:.0%}' for k, v in wide)} between these runs: at most 100% for "
                    f"null runs; leave out the runs where something changed"]
-    floor = DEFAULT.device_min_effect
+    floor = DEFAULT.device_effect
     rows = [[case_id, f"{value:.1%}", f"{result.effect(case_id, floor):.1%}"]
             for case_id, value in sorted(result.spread.items(), key=lambda kv: -kv[1])]
     lines = text_table(["case", "device spread", "threshold"], rows, right={1, 2}, width=width)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -47,8 +47,8 @@ class Noise:
 
     def applied_to(self, policy: Policy) -> Policy:
         """``policy`` with each measured case's device-time threshold."""
-        return replace(policy, device_effects={case_id: self.effect(case_id, policy.device_min_effect)
-                                               for case_id in self.spread})
+        return policy.with_device_effects({case_id: self.effect(case_id, policy.device_effect)
+                                           for case_id in self.spread})
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form."""

@@ -1,54 +1,51 @@
-"""The thresholds a case is judged at; the defaults are the ones the command line and the ini file start from."""
+"""The thresholds a case is judged at: one value per threshold the rules declare (``rules.thresholds``)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pytest_rnnperf.judge.rules import thresholds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Policy:
-    """Thresholds of the rule; the defaults are the ones the command line and the ini file start from."""
+    """A value for every declared threshold (its default unless given), read as ``policy.<name>``."""
 
-    min_effect: float = 0.05  # wall time: smallest relative change that counts (0.05 = 5%)
-    host_bound_effect: float = 0.35  # wall time of host-bound cases
-    host_bound_below: float = 0.5  # GPU-busy fraction under which a case counts as host-bound
-    device_min_effect: float = 0.03  # device time
-    # Host overhead (wall minus device time): over ten H100 processes of one case it ranged 2-8x, a tail no robust
-    # noise estimate of a few processes sees; what a driver or framework does to dispatch doubles it or worse.
-    host_effect: float = 1.0
-    host_share: float = 0.2  # host overhead is judged where it is at least this share of the wall step
-    fail_host: bool = False  # a host overhead regression fails the case (else it is reported by name)
-    alpha: float = 0.01  # significance level of the Mann-Whitney test
-    confidence: float = 0.95  # of the bootstrap intervals
-    # A case's history judges it once it holds this many processes (else its newest stored record does).
-    min_processes: int = 3
-    # Across processes, a change must exceed this many times the history's own between-process noise.
-    history_k: float = 4.0
+    values: Mapping[str, Any]
     # Case id -> device-time threshold measured for that case on this GPU model (see ``noise``); a case
-    # without one is judged at device_min_effect, and none is judged below it.
-    device_effects: Mapping[str, float] = field(default_factory=dict)
+    # without one is judged at device_effect, and none is judged below it.
+    device_effects: Mapping[str, float]
 
-    def __post_init__(self) -> None:
-        """Refuse thresholds that would make every verdict meaningless (0, negative, inf, nan)."""
-        for name in ("min_effect", "host_bound_effect", "device_min_effect", "host_effect"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for case_id, value in self.device_effects.items():
+    def __init__(self, device_effects: Mapping[str, float] | None = None, **given: Any) -> None:
+        """Every declared threshold at ``given`` or its default; ValueError names one that would make every verdict
+        meaningless (0, negative, inf, nan), TypeError one that no rule declares."""
+        declared = {t.name: t for t in thresholds()}
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise TypeError(f"no rule declares a threshold {unknown[0]!r}")
+        values = {name: given.get(name, t.default) for name, t in declared.items()}
+        for name, t in declared.items():
+            if (problem := t.problem(values[name])) is not None:
+                raise ValueError(problem)
+        for case_id, value in (device_effects or {}).items():
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"device threshold of {case_id} must be a finite number > 0, got {value!r}")
-        if not (isinstance(self.min_processes, int) and self.min_processes >= 2):
-            raise ValueError(f"min_processes must be a whole number >= 2, got {self.min_processes!r}")
-        if not (isinstance(self.history_k, (int, float)) and math.isfinite(self.history_k) and self.history_k > 0):
-            raise ValueError(f"history_k must be a finite number > 0, got {self.history_k!r}")
-        for name in ("host_bound_below", "host_share", "alpha", "confidence"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0 < value < 1):
-                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "device_effects", dict(device_effects or {}))
 
+    def __getattr__(self, name: str) -> Any:
+        """The value of the threshold ``name``."""
+        values = self.__dict__.get("values", {})
+        if name not in values:
+            raise AttributeError(f"{type(self).__name__} has no threshold {name!r}")
+        return values[name]
 
-    def device_effect(self, case_id: str) -> float:
-        """The device-time threshold of one case: its measured one where larger than ``device_min_effect``."""
-        return max(self.device_min_effect, self.device_effects.get(case_id, 0.0))
+    def with_device_effects(self, device_effects: Mapping[str, float]) -> Policy:
+        """This policy with per-case device-time thresholds (``noise``)."""
+        return Policy(device_effects, **self.values)
+
+    def device_threshold(self, case_id: str) -> float:
+        """The device-time threshold of one case: its measured one where larger than ``device_effect``."""
+        return max(self.device_effect, self.device_effects.get(case_id, 0.0))

@@ -2,8 +2,9 @@
 
 ``judge`` (verdicts.py) runs every rule of ``RULES`` on a ``Context`` and keeps each comparison under the
 rule's name, then asks each finding of ``FINDINGS`` whether the comparisons together say the window is not to
-be trusted. A new rule is one class here (a ``name`` and a ``compare``), its threshold in ``Policy`` and the
-Setting table, and its test.
+be trusted. A new rule is one class here (a ``name``, its ``params`` and a ``compare``) in ``RULES``, and its
+test: each threshold it declares (``params.Threshold``) becomes a value of ``Policy`` and, where ``option``, a
+pytest option, an ini key, a ``compare`` flag and a row of docs/options.md.
 """
 
 from __future__ import annotations
@@ -16,11 +17,44 @@ import numpy as np
 
 from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
-from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.judge.gates import GATES
+from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import METRICS
 from pytest_rnnperf.model.process import BUSY, HOST, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
+
+
+# What every rule shares (``Context``): how a comparison is called, and when a history judges a case.
+ALPHA = Threshold("alpha", float, 0.01, FRACTION, "significance level of the Mann-Whitney test", low=0, high=1,
+                  option=False)
+CONFIDENCE = Threshold("confidence", float, 0.95, FRACTION, "confidence of the bootstrap intervals", low=0, high=1,
+                       option=False)
+MIN_PROCESSES = Threshold("min_processes", int, 3, "processes", "stored processes a case's history needs before it "
+                          "is judged across processes (fewer: against its newest stored record alone)", low=2,
+                          strict=False)
+HISTORY_K = Threshold("history_k", float, 4.0, "times the noise", "across processes, a change must exceed this many "
+                      "times the history's own between-process noise", low=0, option=False)
+JUDGING: tuple[Threshold, ...] = (ALPHA, CONFIDENCE, MIN_PROCESSES, HISTORY_K)
+
+# Thresholds are fractions (0.05) or percents ("5%"); a bare 5 is refused where users type them.
+MIN_EFFECT = Threshold("min_effect", float, 0.05, FRACTION, "smallest change of the cuDNN wall time that counts as a "
+                       "regression or improvement where either run has no device time (0.05 or 5%)", low=0)
+HOST_BOUND_EFFECT = Threshold("host_bound_effect", float, 0.35, FRACTION, "wall-time threshold for cases that kept "
+                              "the GPU busy less than half the time, where either run has no device time", low=0)
+HOST_BOUND_BELOW = Threshold("host_bound_below", float, 0.5, FRACTION, "GPU-busy fraction under which a case counts "
+                             "as host-bound", low=0, high=1, option=False)
+WALL_TIME: tuple[Threshold, ...] = (MIN_EFFECT, HOST_BOUND_EFFECT, HOST_BOUND_BELOW)
+DEVICE_EFFECT = Threshold("device_effect", float, 0.03, FRACTION, "smallest change of the cuDNN device time that "
+                          "counts as a regression or improvement (0.03 or 3%)", low=0)
+# Host overhead (wall minus device time): over ten H100 processes of one case it ranged 2-8x, a tail no robust
+# noise estimate of a few processes sees; what a driver or framework does to dispatch doubles it or worse.
+HOST_EFFECT = Threshold("host_effect", float, 1.0, FRACTION, "smallest change of the host overhead (wall minus "
+                        "device time) that counts as a regression (100%: doubled; write 50% for half)", low=0)
+HOST_SHARE = Threshold("host_share", float, 0.2, FRACTION, "host overhead is judged where it is at least this share "
+                       "of the wall step", low=0, high=1, option=False)
+FAIL_HOST = Threshold("fail_host", bool, False, "", "fail a case whose host overhead regressed (off: reported by "
+                      "name; host time drifts with the runner)")
 
 
 @dataclass(frozen=True)
@@ -29,7 +63,7 @@ class Context:
 
     baseline: CaseRecord
     current: CaseRecord
-    policy: Policy
+    policy: Thresholds  # a policy.Policy, made from this module's declarations
     # Every stored process of the case since its newest recorded baseline, oldest first (``store.history``).
     history: Sequence[ProcessSummary] = field(default=())
 
@@ -88,7 +122,7 @@ class Context:
         Within one process it is steady to well under the threshold, so the whole-interval rule would leave a
         true shift just past it ambiguous.
         """
-        return self.options(whole_interval=False, min_effect=self.policy.device_effect(self.current.id))
+        return self.options(whole_interval=False, min_effect=self.policy.device_threshold(self.current.id))
 
 
 class Rule(Protocol):
@@ -97,6 +131,10 @@ class Rule(Protocol):
     @property
     def name(self) -> str:
         """The key of its comparison in the verdict and in rnnperf.json."""
+
+    @property
+    def params(self) -> tuple[Threshold, ...]:
+        """The thresholds it reads from the policy (one declaration may serve several rules)."""
 
     def compare(self, ctx: Context) -> Comparison | None:
         """The comparison, or None where the rule does not apply to these two records."""
@@ -114,6 +152,7 @@ class Speedup:
     """The per-round speedup: reported, never failed (it moves with the generic side; the floor guards it)."""
 
     name: str = "speedup"
+    params: tuple[Threshold, ...] = WALL_TIME
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Round speedups, higher is better, at the wall threshold."""
@@ -132,6 +171,7 @@ class DeviceTime:
     """The cuDNN side's device busy time per step: what decides where both runs have device time."""
 
     name: str = "cudnn_time"
+    params: tuple[Threshold, ...] = (DEVICE_EFFECT,)
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Busy time per step, per traced round."""
@@ -139,7 +179,7 @@ class DeviceTime:
         if ctx.across:
             past = ctx.past(BUSY)
             return None if past is None or cur is None else xp.across(
-                METRICS[BUSY].name, past, cur.busy.samples, **ctx.across_options(ctx.policy.device_min_effect))
+                METRICS[BUSY].name, past, cur.busy.samples, **ctx.across_options(ctx.policy.device_effect))
         if base is None or cur is None:
             return None
         return compare(METRICS[BUSY].name, base.busy.samples, cur.busy.samples, **ctx.device_options())
@@ -150,6 +190,7 @@ class WallTime:
     """The cuDNN side's wall time per step: what decides where either run has no device time."""
 
     name: str = "cudnn_time"
+    params: tuple[Threshold, ...] = WALL_TIME
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Wall time per step, per round, at the wall threshold (wider when host-bound)."""
@@ -170,6 +211,7 @@ class KernelTime:
     """The cuDNN side's summed kernel time per step (> busy where kernels overlap): the work, whatever the overlap."""
 
     name: str = "kernel_time"
+    params: tuple[Threshold, ...] = (DEVICE_EFFECT,)
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Summed kernel durations per step, per traced round."""
@@ -177,7 +219,7 @@ class KernelTime:
         if ctx.across:
             past = ctx.past(WORK)
             return None if past is None or cur is None else xp.across(
-                METRICS[WORK].name, past, cur.work.samples, **ctx.across_options(ctx.policy.device_min_effect))
+                METRICS[WORK].name, past, cur.work.samples, **ctx.across_options(ctx.policy.device_effect))
         if base is None or cur is None:
             return None
         return compare(METRICS[WORK].name, base.work.samples, cur.work.samples, **ctx.device_options())
@@ -197,6 +239,7 @@ class HostOverhead:
     """Wall minus device time per step (dispatch, launches): judged where it is a real share of the step."""
 
     name: str = "host_overhead"
+    params: tuple[Threshold, ...] = (HOST_EFFECT, HOST_SHARE, FAIL_HOST)
 
     def compare(self, ctx: Context) -> Comparison | None:
         """The host overhead, where it is at least ``host_share`` of the baseline's wall step."""
@@ -266,13 +309,13 @@ def kernel_comparisons(ctx: Context, busy: Comparison | None = None) -> tuple[Co
     if not ctx.across or dev is None or ctx.past(WORK) is None:
         return ()
     rounds = {name: v for name, v in dev.kernel_rounds.items() if not name.startswith("(")}
-    found = xp.kernels(ctx.processes, ctx.summary, rounds, floor=ctx.policy.device_min_effect,
+    found = xp.kernels(ctx.processes, ctx.summary, rounds, floor=ctx.policy.device_effect,
                        k=ctx.policy.history_k, confidence=ctx.policy.confidence)
     step = 0.0 if busy is None else busy.ratio.estimate - 1
     found = [replace(k, verdict=Verdict.AMBIGUOUS, why="less than half of it reached the step's device time")
              if k.verdict is Verdict.REGRESSED and k.baseline_median > 0 and step < 0.5 * (k.ratio.estimate - 1)
              else k for k in found]
-    return tuple(mix_changes(found, ctx.policy.device_min_effect))
+    return tuple(mix_changes(found, ctx.policy.device_effect))
 
 
 def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
@@ -296,3 +339,15 @@ def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.
 RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), HostOverhead())
 FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
+
+
+def thresholds() -> tuple[Threshold, ...]:
+    """Every threshold the rules and gates declare, once each, in the order the options list them.
+
+    Read at each call, so a rule added to ``RULES`` brings its thresholds everywhere they are generated.
+    """
+    found: dict[str, Threshold] = {}
+    for t in JUDGING + tuple(t for rule in RULES + GATES for t in rule.params):
+        if found.setdefault(t.name, t) != t:
+            raise ValueError(f"two declarations of the threshold {t.name!r}: {found[t.name]} and {t}")
+    return tuple(found.values())

@@ -41,7 +41,7 @@ class Sensitivity:
 def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> Sensitivity:
     """The smallest device-time (or wall-time) regression ``history`` lets a new process be failed for."""
     busy = [v for s in history if (v := s.get(BUSY))]
-    metric, values, floor = ("device", busy, policy.device_min_effect) if busy else (
+    metric, values, floor = ("device", busy, policy.device_effect) if busy else (
         "wall", [v for s in history if (v := s.get(WALL))], policy.min_effect)
     if len(values) < policy.min_processes:
         return Sensitivity(case_id, len(values), metric, None, None, floor)

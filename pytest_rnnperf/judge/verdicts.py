@@ -6,7 +6,7 @@ A case is judged against the stored baseline of this GPU model:
   Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the threshold's
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
   and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
-- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_min_effect``
+- Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_effect``
   (or at the case's own between-process noise measured by null runs, where higher: ``noise``) and on its
   estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is what cuDNN,
   the driver and the GPU did, and it does not drift with the host. Busy time (the union of kernel intervals)
@@ -28,8 +28,9 @@ A case is judged against the stored baseline of this GPU model:
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
 floor guards it. The thresholds' defaults come from null runs (baselines/*/evidence/README.md). The statistic
-is ``compare.py``, the thresholds ``policy.py``, each rule and finding a class in ``rules.py`` (tested in
-tests/unit/test_verdicts.py); nothing else decides.
+is ``compare.py``, each rule and finding a class in ``rules.py`` with the thresholds it declares (their values
+for one run a ``policy.Policy``), the gates a record passes on its own in ``gates.py`` (tested in
+tests/unit/test_verdicts.py and test_gates.py); nothing else decides.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
     processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
     if time.metric == METRICS[BUSY].name:
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
-            ctx.history, time.current_median, policy.device_min_effect)
+            ctx.history, time.current_median, policy.device_effect)
         return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
                            processes=processes, kernels=kernels, drift=slow)
     return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured,

@@ -25,7 +25,7 @@ from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_wo
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
-from pytest_rnnperf.session.settings import BY_NAME, MARKER_SETTINGS, SETTINGS, Setting, SettingError, Settings
+from pytest_rnnperf.session.settings import MARKER_SETTINGS, Setting, SettingError, Settings, setting, settings_table
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
@@ -59,7 +59,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the rnnperf option group; every option has an ini twin of the same name."""
     group = parser.getgroup("rnnperf", "pytest-rnnperf: cuDNN vs generic RNN benchmarks")
-    for s in SETTINGS:
+    for s in settings_table():
         where = f"ini {s.ini}" + (f"; marker rnnperf({s.name}=...)" if s.marker else "")
         text = s.help.replace("%", "%%")  # argparse formats help strings with %
         kwargs: dict[str, Any] = {"dest": s.ini, "default": None}
@@ -86,12 +86,12 @@ def _option(config: pytest.Config, s: Setting) -> Any:
 
 def resolve(config: pytest.Config, item: pytest.Item | None = None) -> Settings:
     """Every setting for ``item`` (or the session): marker > command line > ini > default."""
-    values = {s.name: _option(config, s) for s in SETTINGS}
+    values = {s.name: _option(config, s) for s in settings_table()}
     marker = item.get_closest_marker("rnnperf") if item is not None else None
     if marker is not None:
         # Checked at collection (_marker_problem), so a bad marker never gets this far.
-        values.update({k: BY_NAME[k].parse(v) for k, v in marker.kwargs.items()})
-    return Settings(**values)
+        values.update({k: setting(k).parse(v) for k, v in marker.kwargs.items()})
+    return Settings.of(values)
 
 
 def _marker_problem(item: pytest.Item) -> str | None:
@@ -103,7 +103,7 @@ def _marker_problem(item: pytest.Item) -> str | None:
             if key not in MARKER_SETTINGS:
                 return f"@pytest.mark.rnnperf({key}=...): unknown setting; per-test settings: {', '.join(MARKER_SETTINGS)}"
             try:
-                BY_NAME[key].parse(value)
+                setting(key).parse(value)
             except SettingError as exc:
                 return f"@pytest.mark.rnnperf({key}={value!r}): {exc}"
     return None
@@ -133,7 +133,7 @@ def _unknown_ini_keys(config: pytest.Config) -> list[str]:
     import difflib
 
     unknown = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's own list (it warns after collection)
-    known = [s.ini for s in SETTINGS]
+    known = [s.ini for s in settings_table()]
     problems = []
     for key in sorted(k for k in unknown if k.lower().startswith("rnnperf")):
         close = difflib.get_close_matches(key, known, n=1)
@@ -183,7 +183,7 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
     problems = _unknown_ini_keys(config)
-    for s in SETTINGS:
+    for s in settings_table():
         if s.path and (value := _space_form_path(config, s)) is not None:
             problems.append(f"{s.flag} {value}: write {s.flag}={value} (pytest reads a separate path as a test path "
                             f"while it picks its rootdir, now {config.rootpath})")
@@ -224,7 +224,7 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     if settings.update_baseline and settings.keep_run:
         problems.append("--rnnperf-update-baseline and --rnnperf-keep-run: choose one (a recorded baseline is already "
                         "part of the history)")
-    elif not root.exists() and not settings.update_baseline and settings.baselines != BY_NAME["baselines"].default:
+    elif not root.exists() and not settings.update_baseline and settings.baselines != setting("baselines").default:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
     problems += option_problems(config, settings, root)

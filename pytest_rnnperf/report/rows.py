@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.judge.compare import Verdict
+from pytest_rnnperf.judge.gates import FLOOR as FLOOR_GATE
+from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.verdicts import Outcome, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
@@ -368,14 +369,14 @@ def _stored_speedup(r: CaseRecord, run: RunView) -> Interval | None:
 
 def below_floor(r: CaseRecord) -> bool:
     """The case's cuDNN speedup is under the floor it promises."""
-    return r.speedup is not None and r.cudnn is not None and r.speedup.estimate < r.case.floor
+    return not FLOOR_GATE.holds(r)
 
 
 def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
                    baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.measured.verdicts.get(r.id),
-                   gates_ok=r.paths_ok and r.parity.ok and not below_floor(r), detail=case_detail(r, run))
+                   gates_ok=gates_hold(r), detail=case_detail(r, run))
 
 
 def facets(r: CaseRecord) -> dict[str, str]:

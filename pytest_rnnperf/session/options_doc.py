@@ -1,4 +1,4 @@
-"""The options reference (docs/options.md), rendered from the settings table so the two cannot drift.
+"""The options reference (docs/options.md), rendered from the settings table (the rules' thresholds among them).
 
 ``python -m pytest_rnnperf.session.options_doc`` prints the table; ``--write`` puts it into docs/options.md
 between the page's markers, ``--check`` exits 1 when the page's table is not the one rendered here.
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_rnnperf.session.settings import SETTINGS, Setting, to_bool, to_float, to_fraction, to_int, to_str
+from pytest_rnnperf.session.settings import Setting, settings_table, to_bool, to_float, to_fraction, to_int, to_str
 
 PAGE = Path("docs") / "options.md"
 BEGIN = "<!-- BEGIN options table: generated from pytest_rnnperf/session/settings.py; do not edit by hand -->"
@@ -69,7 +69,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def options_markdown() -> str:
     """The Markdown table of every setting: flag, ini key, default, values, marker, what it does."""
     rows = [[code(s.flag), code(s.ini), _default(s), _values(s), "yes" if s.marker else "", escape(s.help)]
-            for s in SETTINGS]
+            for s in settings_table()]
     return markdown_table(["option", "ini", "default", "values", "marker", "what it does"], rows)
 
 

@@ -2,17 +2,20 @@
 
 Pure data and plain validation, no pytest: ``plugin`` turns each ``Setting`` into a command-line flag and
 an ini key (and a ``@pytest.mark.rnnperf(...)`` keyword where ``marker`` is set), and ``cli`` reuses
-the same checks for the offline commands, so a value is judged the same way wherever it is given.
+the same checks for the offline commands, so a value is judged the same way wherever it is given. The
+thresholds' rows are made from the rules' declarations (``judge.rules.thresholds``), never written here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pytest_rnnperf.model.cases import PRECISIONS, SCALES
 from pytest_rnnperf.store.baselines import baseline_tag_problem
+from pytest_rnnperf.judge.params import FRACTION, Threshold
+from pytest_rnnperf.judge.rules import thresholds as declared
 from pytest_rnnperf.judge.verdicts import Policy
 
 
@@ -69,7 +72,7 @@ def percent(fraction: float) -> str:
 def thresholds(policy: Policy) -> str:
     """The thresholds a policy judges with, in one line (printed wherever verdicts are)."""
     host = "failed" if policy.fail_host else "reported, not failed"
-    return (f"cuDNN device time {percent(policy.device_min_effect)}, wall time {percent(policy.min_effect)} "
+    return (f"cuDNN device time {percent(policy.device_effect)}, wall time {percent(policy.min_effect)} "
             f"(host-bound {percent(policy.host_bound_effect)}), host overhead {percent(policy.host_effect)} ({host})")
 
 
@@ -193,9 +196,7 @@ class Setting:
         return value
 
 
-_POLICY = Policy()
-
-SETTINGS: tuple[Setting, ...] = (
+BEFORE: tuple[Setting, ...] = (
     Setting("scale", "auto", to_str, "case matrix size: smoke (CPU CI), nightly, full; auto = nightly with a "
             "GPU, smoke without", choices=("auto",) + SCALES),
     # The upper bounds keep a typo (an extra zero, a unit mixed up) from running for days: far beyond any
@@ -235,20 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
             "baselines) when no test failed, without its cases that regressed (reported, not failed); nightly CI "
             "keeps its runs so the history learns each case's noise", switch=True),
-    Setting("min_processes", _POLICY.min_processes, to_int, "stored processes a case's history needs before it "
-            "is judged across processes (fewer: against its newest stored record alone)", check=at_least(2)),
-    # Thresholds are fractions (0.05) or percents ("5%"); a bare 5 is refused (see to_fraction).
-    Setting("min_effect", _POLICY.min_effect, to_fraction, "smallest change of the cuDNN wall time that counts as a "
-            "regression or improvement where either run has no device time (0.05 or 5%)",
-            check=at_least(0, strict=True)),
-    Setting("host_bound_effect", _POLICY.host_bound_effect, to_fraction, "wall-time threshold for cases that kept "
-            "the GPU busy less than half the time, where either run has no device time", check=at_least(0, strict=True)),
-    Setting("device_effect", _POLICY.device_min_effect, to_fraction, "smallest change of the cuDNN device time "
-            "that counts as a regression or improvement (0.03 or 3%)", check=at_least(0, strict=True)),
-    Setting("host_effect", _POLICY.host_effect, to_fraction, "smallest change of the host overhead (wall minus "
-            "device time) that counts as a regression (100%: doubled; write 50% for half)", check=at_least(0, strict=True)),
-    Setting("fail_host", False, to_bool, "fail a case whose host overhead regressed (off: reported by name; host "
-            "time drifts with the runner)", switch=True),
+)
+# The thresholds users may set come here, between what is stored and what is reported.
+AFTER: tuple[Setting, ...] = (
     Setting("no_fail_regression", False, to_bool, "report regressions against the baseline without failing "
             "the tests", switch=True),
     Setting("report_dir", "rnnperf-report", to_str, "folder for rnnperf.json, summary.md, index.html and speedups.png "
@@ -263,13 +253,40 @@ SETTINGS: tuple[Setting, ...] = (
             "on JAX in DIR/xla, Inductor's in DIR/inductor); empty: $XDG_CACHE_HOME/pytest-rnnperf or "
             "~/.cache/pytest-rnnperf; 'none' turns it off", path=True),
 )
-BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-MARKER_SETTINGS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.marker)
+
+
+def threshold_setting(t: Threshold) -> Setting:
+    """The setting of a threshold a rule declares: its name, default, help, and a check of its bounds."""
+    convert = {bool: to_bool, int: to_int}.get(t.type, to_fraction if t.unit == FRACTION else to_float)
+    if t.low is None:
+        return Setting(t.name, t.default, convert, t.help, switch=t.type is bool)
+    low = at_least(t.low, strict=t.strict, high=t.high)
+
+    def check(value: Any) -> str | None:
+        """The bounds the rule declares (a strict upper one included)."""
+        return low(value) or (None if t.within(value) else f"{value!r} must be < {t.high:g}")
+    return Setting(t.name, t.default, convert, t.help, switch=t.type is bool, check=check)
+
+
+def settings_table() -> tuple[Setting, ...]:
+    """Every setting, the rules' thresholds among them (read at each call: a new rule brings its own)."""
+    return BEFORE + tuple(threshold_setting(t) for t in declared() if t.option) + AFTER
+
+
+def setting(name: str) -> Setting:
+    """The setting called ``name``; KeyError if there is none."""
+    return {s.name: s for s in settings_table()}[name]
+
+
+MARKER_SETTINGS: tuple[str, ...] = tuple(s.name for s in BEFORE + AFTER if s.marker)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved values of every setting (marker > command line > ini > default) for one test or the session."""
+    """Resolved values of every setting (marker > command line > ini > default) for one test or the session.
+
+    The thresholds' values are kept in ``judging`` and read as ``settings.<name>`` like the others.
+    """
 
     scale: str
     rounds: int
@@ -286,27 +303,32 @@ class Settings:
     baseline_tag: str
     record_processes: int
     keep_run: bool
-    min_processes: int
-    min_effect: float
-    host_bound_effect: float
-    device_effect: float
-    host_effect: float
-    fail_host: bool
     no_fail_regression: bool
     report_dir: str
     markdown: str
     benchmark_tables: bool
     compile_cache: str
+    judging: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Settings:
+        """The settings of ``values`` (one per setting by name), the thresholds' set apart."""
+        names = {t.name for t in declared() if t.option}
+        return cls(**{k: v for k, v in values.items() if k not in names},
+                   judging={k: v for k, v in values.items() if k in names})
 
     @classmethod
     def defaults(cls, **overrides: Any) -> Settings:
         """Every default, with ``overrides`` applied (for code that runs outside pytest)."""
-        values = {s.name: s.default for s in SETTINGS}
-        values.update(overrides)
-        return cls(**values)
+        return cls.of({s.name: s.default for s in settings_table()} | overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        """The value of the threshold ``name``."""
+        judging = self.__dict__.get("judging", {})
+        if name not in judging:
+            raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
+        return judging[name]
 
     def policy(self) -> Policy:
         """The verdict policy these settings ask for."""
-        return Policy(min_effect=self.min_effect, host_bound_effect=self.host_bound_effect,
-                      device_min_effect=self.device_effect, host_effect=self.host_effect, fail_host=self.fail_host,
-                      min_processes=self.min_processes)
+        return Policy(**self.judging)

@@ -15,9 +15,9 @@ def test_help_lists_the_rnnperf_group_with_ini_twins(pytester: pytest.Pytester) 
     result = pytester.runpytest("--help")
     out = result.stdout.str()
     assert "pytest-rnnperf: cuDNN vs generic RNN benchmarks" in out
-    from pytest_rnnperf.session.settings import SETTINGS
+    from pytest_rnnperf.session.settings import settings_table
 
-    for s in SETTINGS:
+    for s in settings_table():
         assert s.flag in out, s.flag
         assert f"{s.ini} (ini)" in out or f"  {s.ini} " in out, s.ini
 

@@ -18,7 +18,7 @@ from pytest_rnnperf.backends.compile_cache import (
 )
 from pytest_rnnperf.backends.keras import KERAS_JAX
 from pytest_rnnperf.measure.subprocesses import subprocess_env
-from pytest_rnnperf.session.settings import BY_NAME, Settings
+from pytest_rnnperf.session.settings import Settings, setting
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +29,10 @@ def _no_process_folder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_setting_is_text_with_an_empty_default_and_a_flag_and_ini_key_of_its_name() -> None:
-    setting = BY_NAME["compile_cache"]
-    assert (setting.flag, setting.ini, setting.default, setting.path) == (
+    cache = setting("compile_cache")
+    assert (cache.flag, cache.ini, cache.default, cache.path) == (
         "--rnnperf-compile-cache", "rnnperf_compile_cache", "", True)
-    assert setting.parse("none") == "none" and setting.parse("/tmp/c") == "/tmp/c"
+    assert cache.parse("none") == "none" and cache.parse("/tmp/c") == "/tmp/c"
     assert Settings.defaults().compile_cache == ""
 
 

@@ -146,7 +146,7 @@ def test_a_one_percent_a_night_drift_is_flagged_though_no_night_failed_the_night
     # Night after night the plugin's own rule passes: no night moved by its 3% device-time threshold.
     runs = sorted((load_run(p) for p in paths), key=lambda r: r.datetime)
     device = [r.records[CASE].cudnn_device.busy.median for r in runs]  # type: ignore[union-attr]
-    assert max(abs(b / a - 1) for a, b in zip(device, device[1:])) < Policy().device_min_effect
+    assert max(abs(b / a - 1) for a, b in zip(device, device[1:])) < Policy().device_effect
     verdicts = [judge(a.records[CASE], b.records[CASE]) for a, b in zip(runs, runs[1:])]
     assert not any(v is not None and v.fails for v in verdicts)
     code, result, lines = _json(capsys, tmp_path, str(tmp_path / "runs"))

@@ -273,7 +273,7 @@ def test_device_time_decides_where_both_runs_have_it() -> None:
     assert host_noise is not None and host_noise.basis == "device" and host_noise.verdict is Verdict.UNCHANGED
     slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.525, generic_dev_ms=2.0))
     assert slower is not None and slower.fails and slower.time.metric == "cudnn device time"
-    assert slower.time.min_effect == Policy().device_min_effect == 0.03
+    assert slower.time.min_effect == Policy().device_effect == 0.03
 
 
 def test_host_overhead_has_its_own_verdict_and_name() -> None:
