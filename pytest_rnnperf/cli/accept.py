@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import path_given, text_given
+from pytest_rnnperf.cli.args import gpu_folder_problem, path_given, text_given
 from pytest_rnnperf.model.records import BaselineError, StoredRun
 from pytest_rnnperf.store import accepts
-from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of, replace_json
+from pytest_rnnperf.store.baselines import find_all, number_of, replace_json
 from pytest_rnnperf.store.runs import load_paths
 
 
@@ -29,10 +29,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``accept`` for parsed arguments."""
     folder: Path = args.folder
-    if not folder.is_dir():
-        return 2, [f"error: {folder}: not a folder (give baselines/<gpu>)"]
-    if (machine := machine_folder_problem(folder)) is not None:
-        return 2, [f"error: {machine}"]
+    if (problem := gpu_folder_problem(folder)) is not None:
+        return 2, [problem]
     path = folder / accepts.FILE_NAME
     try:
         runs = list(load_paths(find_all(folder.parent, folder.name)).runs)

@@ -10,6 +10,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.session.settings import SettingError, at_least, to_float, to_fraction
+from pytest_rnnperf.store.baselines import machine_folder_problem
 from pytest_rnnperf.store.runs import load_run
 
 DEFAULT = Policy()
@@ -95,3 +96,12 @@ def load(paths: Sequence[Path], allow_other_gpu: bool, force: str = "--allow-oth
                 raise ValueError(f"{path} holds the same run as {seen[key]} (a copy?); give runs of different nights")
             seen[key] = path
     return runs
+
+
+def gpu_folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` is not a GPU model's folder of stored runs (baselines/<gpu>), as an error line; None if it is."""
+    if not folder.is_dir():
+        return f"error: {folder}: not a folder (give baselines/<gpu>)"
+    if (machine := machine_folder_problem(folder)) is not None:
+        return f"error: {machine}"
+    return None

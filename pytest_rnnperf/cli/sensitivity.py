@@ -8,13 +8,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pytest_rnnperf.cli.args import DEFAULT, path_given, text_given
+from pytest_rnnperf.cli.args import DEFAULT, gpu_folder_problem, path_given, text_given
 from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
 from pytest_rnnperf.judge.sensitivity import sensitivity
 from pytest_rnnperf.model.metrics import BUSY, KERNEL, MS, WALL, show
 from pytest_rnnperf.model.records import BaselineError
 from pytest_rnnperf.report.text import fit, terminal_width, text_table
-from pytest_rnnperf.store.baselines import gpus_with_baselines, machine_folder_problem
+from pytest_rnnperf.store.baselines import gpus_with_baselines
 from pytest_rnnperf.store.history import case_history, case_ids
 from pytest_rnnperf.store.runs import load_model
 
@@ -30,10 +30,8 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``sensitivity`` for parsed arguments."""
 
     folder: Path = args.folder
-    if not folder.is_dir():
-        return 2, [f"error: {folder}: not a folder (give baselines/<gpu>)"]
-    if (machine := machine_folder_problem(folder)) is not None:
-        return 2, [f"error: {machine}"]
+    if (problem := gpu_folder_problem(folder)) is not None:
+        return 2, [problem]
     try:  # a misplaced, misnamed or broken file is one line naming it, as in the run
         loaded = load_model(folder.parent, folder.name)
     except BaselineError as exc:
