@@ -7,13 +7,21 @@ the plugin judges it (files numbered from NEW's own number on are left out when 
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pytest_rnnperf.cli.args import load, number, path_given
+from pytest_rnnperf.judge.noise import load as load_noise
 from pytest_rnnperf.judge.rules import thresholds as declared
-from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.judge.verdicts import Outcome, Policy, Verdict, compare_runs, judge
+from pytest_rnnperf.model.records import BaselineError
+from pytest_rnnperf.report.rows import environment_changes, record_kernel_lines, verdict_counts
+from pytest_rnnperf.report.text import fit, terminal_width
 from pytest_rnnperf.session.settings import Setting, threshold_setting, thresholds
+from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of
+from pytest_rnnperf.store.history import case_history
+from pytest_rnnperf.store.runs import load_paths, load_run
 
 
 def threshold_flag(parser: argparse.ArgumentParser, s: Setting) -> None:
@@ -48,7 +56,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Exit code and lines of ``compare`` for parsed arguments."""
-    from pytest_rnnperf.report.text import terminal_width
 
     policy = Policy(**{t.name: getattr(args, t.name) for t in declared() if t.option})
     return compare_files(args.old, args.new, policy, args.allow_other_gpu, args.noise, args.any_order, args.changed,
@@ -62,11 +69,6 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
 
     ``changed`` leaves out the cases that came out unchanged; ``width`` wraps the lines to it (None: as they are).
     """
-    from pytest_rnnperf.judge.noise import load as load_noise
-    from pytest_rnnperf.model.records import BaselineError
-    from pytest_rnnperf.report.rows import environment_changes, record_kernel_lines, verdict_counts
-    from pytest_rnnperf.report.text import fit
-    from pytest_rnnperf.judge.verdicts import Outcome, Verdict, compare_runs
 
     try:
         notes: tuple[str, ...] = ()
@@ -120,7 +122,6 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
 
 def _too_few_processes(case_id: str, runs: list[Any], policy: Policy) -> str:
     """Why an ambiguous case was judged one process against one: the history it had, and what would decide it."""
-    from pytest_rnnperf.store.history import case_history
 
     if not runs:
         return ("ambiguous with too few processes: OLD is one run, judged one process against one; give its GPU "
@@ -133,8 +134,6 @@ def _too_few_processes(case_id: str, runs: list[Any], policy: Policy) -> str:
 def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any, tuple[str, ...]]:
     """The stored runs of a GPU model's folder (newest first) that came before ``new``, ``new``, and notes on copies
     counted once; ValueError if there is none."""
-    from pytest_rnnperf.store.runs import load_paths, load_run
-    from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of
 
     if (machine := machine_folder_problem(folder)) is not None:
         raise ValueError(machine)
@@ -153,8 +152,6 @@ def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any, tuple[str, ..
 
 def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
     """Each case of ``cur`` judged against its history in ``runs`` (newest first), as the plugin judges it."""
-    from pytest_rnnperf.judge.verdicts import judge
-    from pytest_rnnperf.store.history import case_history
 
     out = []
     for case_id, record in cur.records.items():
@@ -169,7 +166,6 @@ def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
 
 def _when(stamp: str) -> Any:
     """A stored run's datetime, comparable across time zones (naive stamps read as UTC)."""
-    from datetime import datetime, timezone
 
     try:
         moment = datetime.fromisoformat(stamp)

@@ -7,6 +7,7 @@ markers, each checked before anything runs), outcomes out (usage errors, skips, 
 
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
 import sys
@@ -19,13 +20,28 @@ from typing import Any, Callable, Generator, Literal
 
 import pytest
 
-from pytest_rnnperf.plugin.benchmark import (benchmark_session, compare_fail_problems, compare_without_our_section,
-                                             configure, machine_id, option_problems, storage_problem)
+from pytest_rnnperf.backends import INJECT_ENVS, compile_cache, parse_injection, specs
+from pytest_rnnperf.backends.compile_cache import folder_problem, resolved
+from pytest_rnnperf.backends.keras_layers import keras_backend_choice
+from pytest_rnnperf.measure.environment import software_info
+from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_gpu_info
+from pytest_rnnperf.measure.placement import place, plan, usable_gpus
 from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_worker
+from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.plugin import hooks
+from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchmark_session, compare_fail_problems,
+                                             compare_without_our_section, configure, machine_id, move_tables,
+                                             off_for_xdist, option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
+from pytest_rnnperf.plugin.hooks import reserved
+from pytest_rnnperf.plugin.schedule import Sharding, record_cost
+from pytest_rnnperf.report.files import foreign_files
+from pytest_rnnperf.report.text import header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
-from pytest_rnnperf.session.settings import MARKER_SETTINGS, Setting, SettingError, Settings, setting, settings_table
+from pytest_rnnperf.session.settings import (MARKER_SETTINGS, Setting, SettingError, Settings, missing_library, setting,
+                                             settings_table, thresholds)
+from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
 SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
@@ -37,7 +53,6 @@ SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """Register the hooks a conftest.py implements to extend pytest-rnnperf (plugin/hooks.py)."""
-    from pytest_rnnperf.plugin import hooks
 
     pluginmanager.add_hookspecs(hooks)
 
@@ -45,7 +60,6 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """Before a conftest.py or test module imports Keras: an installed backend where its default, TensorFlow, is not."""
-    from pytest_rnnperf.backends.keras_layers import keras_backend_choice
 
     share = limit_worker(os.environ)  # a pytest-xdist worker's CPU threads, before a conftest imports a framework
     if share is not None:
@@ -130,7 +144,6 @@ def _space_form_path(config: pytest.Config, s: Setting) -> str | None:
 
 def _unknown_ini_keys(config: pytest.Config) -> list[str]:
     """The ini file's rnnperf_* keys that name no setting: pytest only warns, and the setting meant keeps its default."""
-    import difflib
 
     unknown = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's own list (it warns after collection)
     known = [s.ini for s in settings_table()]
@@ -158,7 +171,6 @@ def _markdown_problem(target: Path, store: Path | None, root: Path) -> str | Non
 
 def _compile_cache_problem(settings: Settings, store: Path | None, root: Path) -> str | None:
     """Why the compile cache cannot live where the settings put it (None when it can, or when it is off)."""
-    from pytest_rnnperf.backends.compile_cache import folder_problem
 
     folder = compile_cache_folder(settings)
     if folder is None:
@@ -171,7 +183,6 @@ def _compile_cache_problem(settings: Settings, store: Path | None, root: Path) -
 
 def compile_cache_folder(settings: Settings) -> Path | None:
     """The compile cache's folder, absolute (relative to the current directory), or None when it is off."""
-    from pytest_rnnperf.backends.compile_cache import resolved
 
     folder = resolved(settings.compile_cache, os.environ)
     return None if folder is None else folder.absolute()
@@ -179,8 +190,6 @@ def compile_cache_folder(settings: Settings) -> Path | None:
 
 def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
     """What is wrong with the paths the run will write to, found before anything runs."""
-    from pytest_rnnperf.report.files import foreign_files
-    from pytest_rnnperf.store.baselines import broken_link_on_the_way, root_problem, writable_problem
 
     problems = _unknown_ini_keys(config)
     for s in settings_table():
@@ -228,7 +237,6 @@ def _output_problems(config: pytest.Config, settings: Settings) -> list[str]:
         problems.append(f"--rnnperf-baselines / rnnperf_baselines: {root} does not exist (a typo would silently "
                         f"compare with nothing; --rnnperf-update-baseline creates it)")
     problems += option_problems(config, settings, root)
-    from pytest_rnnperf.backends import INJECT_ENVS, parse_injection
 
     for name in INJECT_ENVS:
         try:
@@ -260,7 +268,6 @@ def _workers(config: pytest.Config) -> int:
 
 def gpu_workers(config: pytest.Config) -> int | None:
     """For a suite's ``pytest_xdist_auto_num_workers``: ``-n auto`` starts one worker per GPU (None: xdist decides)."""
-    from pytest_rnnperf.measure.placement import usable_gpus
 
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):  # the user's own count for -n auto wins
         return None
@@ -273,7 +280,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
                             "(override command line and ini)")
     config.addinivalue_line("markers", "gpu: the test needs a GPU; skipped, with the reason, where NVML sees none")
-    from pytest_rnnperf.session.settings import missing_library
 
     if (missing := missing_library("rich")) is not None:  # the summary's tables: found now, not after every test
         raise pytest.UsageError(f"pytest-rnnperf {missing}")
@@ -281,9 +287,6 @@ def pytest_configure(config: pytest.Config) -> None:
     problems = _output_problems(config, settings)
     if problems:
         raise pytest.UsageError("\n".join(problems))
-    from pytest_rnnperf.measure.gpu import nvml_index, read_gpu_info
-    from pytest_rnnperf.measure.environment import software_info
-    from pytest_rnnperf.measure.placement import place, plan
 
     # Before any test module is collected: a team's Keras test imports TensorFlow at collection time and builds
     # its model before the tf backend gets to set memory growth, and TF would then map (nearly) all GPU memory,
@@ -295,7 +298,6 @@ def pytest_configure(config: pytest.Config) -> None:
         placement.apply(os.environ)
         if THREADS_KEY in config.stash:  # torch imported before the environment was set (by another plugin)
             limit_imported(config.stash[THREADS_KEY].threads)
-    from pytest_rnnperf.backends import compile_cache
 
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
     cache = compile_cache_folder(settings)
@@ -308,7 +310,6 @@ def pytest_configure(config: pytest.Config) -> None:
     session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
     config.stash[SESSION_KEY] = session
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
-        from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 
         config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case))), SHARDING)
     problem = storage_problem(config, session)
@@ -334,8 +335,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _extra_environment(config: pytest.Config, run: Run) -> dict[str, str]:
     """The environment fields conftests add (plugin/hooks.py); a UsageError where one is the plugin's own."""
-    from pytest_rnnperf.backends import INJECT_ENVS, specs
-    from pytest_rnnperf.plugin.hooks import reserved
 
     own = dict(run.environment({}), **{name: "" for name in INJECT_ENVS})
     extras: dict[str, str] = {}
@@ -420,7 +419,6 @@ def _times_cudnn(item: pytest.Item) -> bool:
 
 def _collected_frameworks(items: list[pytest.Item]) -> tuple[list[str], bool]:
     """The frameworks of the items' parametrized cases in order of first use, and whether any checks its own model."""
-    from pytest_rnnperf.model.cases import Case
 
     frameworks: dict[str, None] = {}
     own_model = False
@@ -442,8 +440,6 @@ def resolved_scale(config: pytest.Config) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Device and software fingerprint, and warnings about a noisy machine (never failures)."""
-    from pytest_rnnperf.report.text import header_lines
-    from pytest_rnnperf.session.settings import thresholds
 
     session = _session(config)
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
@@ -470,8 +466,6 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     session = _session(config)
     if not session.gpu.available or config.option.collectonly:
         return []
-    from pytest_rnnperf.backends import specs
-    from pytest_rnnperf.report.text import library_lines
 
     found, own_model = _collected_frameworks(items)
     frameworks = dict.fromkeys(found)  # in order of first use
@@ -533,7 +527,6 @@ def rnnperf_gpu_fingerprint(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture
 def rnnperf_telemetry_window() -> Callable[[], Any]:
     """Factory of NVML telemetry windows (context managers) for the session's GPU."""
-    from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index
 
     return lambda: TelemetryWindow(index=nvml_index())
 
@@ -583,7 +576,6 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist controller: take a finished worker's results into this session, its timings into pytest-benchmark."""
-    from pytest_rnnperf.plugin.benchmark import add_entries
 
     bs = benchmark_session(node.config)
     _session(node.config).merge_worker(getattr(node, "workeroutput", {}).get(WORKER_KEY), error,
@@ -601,14 +593,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
         ours.measured.notes.append(line)
     if ours.settings.update_baseline:
-        from pytest_rnnperf.plugin.benchmark import benchmark_json, off_for_xdist
 
         bs = benchmark_session(config)
         ours.measured.notes += ours.record_baseline(partial(benchmark_json, config, bs),
                                          benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
                                          exit_status=int(exitstatus))
     elif ours.settings.keep_run:
-        from pytest_rnnperf.plugin.benchmark import benchmark_json
 
         bs = benchmark_session(config)
         ours.measured.notes += ours.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
@@ -618,7 +608,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ours.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))
     _report_files(config, ours)
     if not ours.settings.benchmark_tables:
-        from pytest_rnnperf.plugin.benchmark import move_tables
 
         line = move_tables(benchmark_session(config), ours.settings.report_dir)
         if line is not None:
@@ -637,7 +626,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,  # the order
 
 def _write_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Write the rnnperf summary within the terminal's width (80 to 200 columns)."""
-    from pytest_rnnperf.report.text import summary_lines, terminal_width
 
     session = _session(config)
     if not session.measured.has_cases() and not session.measured.notes:

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable
 
-from pytest_rnnperf.backends import (
-    Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, keras_spec, model_backend_for, spec,
-)
+from pytest_rnnperf.backends import (Backend, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory,
+                                     keras_spec, model_backend_for, spec)
+from pytest_rnnperf.backends.keras_layers import keras_backend_setting
 from pytest_rnnperf.judge.sensitivity import sensitivity
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
 from pytest_rnnperf.measure.device_time import DeviceTimer
@@ -175,7 +175,6 @@ class Measurer:
         that backend's subprocess, where ``build`` and ``inputs`` must be importable. ModelError (the model or
         its inputs cannot be checked) goes to the caller, which fails the test.
         """
-        from pytest_rnnperf.backends.keras_layers import keras_backend_setting  # reads Keras' own settings
 
         options = options or ModelOptions()
         wanted = None if backend is None else keras_spec(backend)

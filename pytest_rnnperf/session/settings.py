@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, metadata, requires
+from importlib.util import find_spec
 from typing import Any, Callable, Mapping
 
-from pytest_rnnperf.model.cases import PRECISIONS, SCALES
-from pytest_rnnperf.store.baselines import baseline_tag_problem
 from pytest_rnnperf.judge.params import FRACTION, Threshold
 from pytest_rnnperf.judge.rules import thresholds as declared
 from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.model.cases import PRECISIONS, SCALES
+from pytest_rnnperf.store.baselines import baseline_tag_problem
 
 
 class SettingError(ValueError):
@@ -82,8 +84,6 @@ def missing_library(module: str, distribution: str | None = None) -> str | None:
     The requirement is the one this package declares for ``distribution`` (the module's name unless given),
     version included, or the extra that brings it, so the line says exactly what to install.
     """
-    from importlib.metadata import PackageNotFoundError, metadata, requires
-    from importlib.util import find_spec
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
