@@ -192,7 +192,7 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     for name, module in _LIBRARIES.items():
         sys.modules.setdefault(name, module)
     with process_state_kept():
-        return project.runpytest_inprocess(*args, plugins=[LoadedModules()])
+        return project.runpytest_inprocess(*args, plugins=[LoadedModules()], no_reraise_ctrlc=True)
 
 
 def unwrapped(text: str) -> list[str]:
