@@ -138,8 +138,8 @@ PROCESS_STATE = ((backends, "_registry"), (backends, "_broken"), (compile_cache,
                  (device_time, "_PROBLEM"), (gpu, "_INIT_CACHE"), (gpu, "read_gpu_info"),
                  (session, "TelemetryWindow"))
 
-# Projects of tests marked ``subprocess``: their runs need a fresh interpreter (a real framework imported, xdist
-# workers, environment read at import); every other run is in-process, which saves an interpreter's start.
+# Projects of tests marked ``subprocess``: their runs need a fresh interpreter (a framework or environment read
+# once a process); every other run is in-process, which saves starting Python and importing the plugin each time.
 _IN_SUBPROCESS: weakref.WeakSet[pytest.Pytester] = weakref.WeakSet()
 
 
