@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import sys
+import sysconfig
+import types
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import pytest_rnnperf.backends as backends
+import pytest_rnnperf.backends.compile_cache as compile_cache
+import pytest_rnnperf.measure.device_time as device_time
+import pytest_rnnperf.measure.gpu as gpu
+import pytest_rnnperf.session.session as session
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -119,9 +133,67 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     return pytester
 
 
+# What the fake GPU conftest and a run change in modules this process keeps: put back after an in-process run,
+# so no fake (or cached answer about one) leaks into the next test.
+PROCESS_STATE = ((backends, "_registry"), (backends, "_broken"), (compile_cache, "_folder"),
+                 (device_time, "_PROBLEM"), (gpu, "_INIT_CACHE"), (gpu, "read_gpu_info"),
+                 (session, "TelemetryWindow"))
+
+# Projects of tests marked ``subprocess``: their runs need a fresh interpreter (a framework or environment read
+# once a process); every other run is in-process, which saves starting Python and importing the plugin each time.
+_IN_SUBPROCESS: weakref.WeakSet[pytest.Pytester] = weakref.WeakSet()
+
+
+@pytest.fixture(autouse=True)
+def _subprocess_marker(request: pytest.FixtureRequest) -> None:
+    """Note the pytester of a test marked ``subprocess``, so that ``run`` starts a fresh interpreter for it."""
+    if "pytester" in request.fixturenames and request.node.get_closest_marker("subprocess"):
+        _IN_SUBPROCESS.add(request.getfixturevalue("pytester"))
+
+
+@contextmanager
+def process_state_kept() -> Iterator[None]:
+    """Put back the environment and the module state in PROCESS_STATE as they were before the block."""
+    environ = dict(os.environ)
+    saved = [(module, name, getattr(module, name)) for module, name in PROCESS_STATE]
+    for module, name, value in saved:
+        setattr(module, name, copy.copy(value))
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+# Where installed libraries live: their modules stay loaded after an in-process run.
+LIBRARY_PATHS = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")})
+# The library modules in-process runs loaded: pytester unloads them after each run and test, and an extension
+# module (numpy's, scipy's, torch's) loads only once per process, so every in-process run gets them back.
+_LIBRARIES: dict[str, types.ModuleType] = {}
+
+
+class LoadedModules:
+    """Plugin of an in-process run: notes the library modules loaded at its end into _LIBRARIES."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        """Note the library modules loaded now."""
+        _LIBRARIES.update((name, module) for name, module in sys.modules.items() if isinstance(module, types.ModuleType)
+                          and (name in sys.builtin_module_names
+                               or str(getattr(module, "__file__", "")).startswith(LIBRARY_PATHS)))
+
+
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """Run pytest in a subprocess (the fakes patch modules; they must not leak into this process)."""
-    return project.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *args)
+    """Run pytest on the project: in-process, or in a subprocess for a test marked ``subprocess``."""
+    args = ("-p", "no:cacheprovider", "-rs", *args)
+    if project in _IN_SUBPROCESS:
+        return project.runpytest_subprocess(*args)
+    for name, module in _LIBRARIES.items():
+        sys.modules.setdefault(name, module)
+    with process_state_kept():
+        return project.runpytest_inprocess(*args, plugins=[LoadedModules()], no_reraise_ctrlc=True)
 
 
 def unwrapped(text: str) -> list[str]:

@@ -114,6 +114,7 @@ def test_compare_does_not_warn_about_our_own_section(project: pytest.Pytester) -
     assert "machine_info is different" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.subprocess  # pytest-benchmark's machine_info warning goes to Python's warning registry, once a process
 def test_baselines_outside_the_working_directory(project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """--rnnperf-baselines=/elsewhere: record, then compare after the machine changed, without an INTERNALERROR."""

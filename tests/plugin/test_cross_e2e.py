@@ -75,6 +75,7 @@ def test_one_framework_missing_skips_with_its_reason(cross_project: pytest.Pytes
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*tensorflow is not installed*"])
 
 
+@pytest.mark.subprocess  # its test_parity.py would meet tests/unit/test_parity.py imported in this process
 def test_parity_checks_held_in_a_stored_run_are_not_run_again_until_the_environment_changes(
         project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cross and reference checks recorded with a baseline are skipped, naming it; a test that also times always runs."""
