@@ -20,7 +20,7 @@ import pytest_rnnperf.backends as backends
 import pytest_rnnperf.backends.compile_cache as compile_cache
 import pytest_rnnperf.measure.device_time as device_time
 import pytest_rnnperf.measure.gpu as gpu
-import pytest_rnnperf.session.session as session
+import pytest_rnnperf.session.measuring as measuring
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -33,7 +33,7 @@ sys.path[:0] = [{str(HERE)!r}, {str(REPO / 'tests' / 'unit')!r}]
 import pytest
 import pytest_rnnperf.measure.gpu as device
 import pytest_rnnperf.backends as backends
-import pytest_rnnperf.session.session as session
+import pytest_rnnperf.session.measuring as measuring
 from pytest_rnnperf.plugin import SESSION_KEY
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.wall import WallTimer
@@ -56,7 +56,7 @@ if os.environ.get("FAKE_NO_RUPTURES"):  # an install without the change-point li
 sys.modules["pynvml"] = FAKE  # every NVML read of this process (GPU placement, nvml_index) sees the fake
 _read = device.read_gpu_info
 device.read_gpu_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
-session.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
+measuring.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 if os.environ.get("FAKE_WORKER_BACKEND"):
     # Another framework that needs its own environment: its cases run in a subprocess started with it.
     backends.register(dataclasses.replace(backends.spec("torch"), name="faraway", runtime_prefix="faraway.",
@@ -137,7 +137,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
 # so no fake (or cached answer about one) leaks into the next test.
 PROCESS_STATE = ((backends, "_registry"), (backends, "_broken"), (compile_cache, "_folder"),
                  (device_time, "_PROBLEM"), (gpu, "_INIT_CACHE"), (gpu, "read_gpu_info"),
-                 (session, "TelemetryWindow"))
+                 (measuring, "TelemetryWindow"))
 
 # Projects of tests marked ``subprocess``: their runs need a fresh interpreter (a framework or environment read
 # once a process); every other run is in-process, which saves starting Python and importing the plugin each time.
