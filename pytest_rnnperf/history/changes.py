@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Mapping, Sequence
 
-from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: history's detection lives in judge/)
-    DEFAULT_MIN_SHIFT, MIN_RUNS, MIN_SIZE, PENALTY, SIGMA_FLOOR, ChangePoint, Detection, detect, noise_sigma,
-)
 from pytest_rnnperf.history.runs import order_runs
+from pytest_rnnperf.judge.changepoints import (  # noqa: F401  (re-exported: history's detection lives in judge/)
+    DEFAULT_MIN_SHIFT, MIN_RUNS, MIN_SIZE, PENALTY, SIGMA_FLOOR, ChangePoint, Detection, detect, noise_sigma)
 from pytest_rnnperf.model.metrics import BUSY, WALL, WALL_SPEEDUP, Metric, metric
 from pytest_rnnperf.model.records import CaseRecord, StoredRun
 
@@ -215,3 +214,20 @@ def analyse(runs: Sequence[StoredRun], metric: str = "device", fallback: str = "
             model_notes.append(f"{short} case(s) with fewer than {MIN_RUNS} runs: no change points looked for")
         models.append(ModelHistory(gpu, tuple(ordered), tuple(cases), tuple(model_notes)))
     return History(metric, min_shift, tuple(models), tuple(notes))
+
+
+def count_line(history: History, window: Window | None = None) -> str:
+    """The one count of change points toward slower, in the history's metric and window: the terminal's last
+    line, the site's headline, and what the exit status reads."""
+    m = history.metric
+    cases = sum(len(model.cases) for model in history.models)
+    counted = history.slower(window)
+    worse = "a lower speedup" if m.higher_is_better else "a longer time"
+    where = f"toward slower in the {history.series} series ({worse})" + ("" if window is None else f" {window}")
+    if counted:
+        hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in counted})
+        line = f"{cases} case(s): {len(counted)} change point(s) {where} in {len(hit)} case(s): {', '.join(hit)}"
+    else:
+        line = f"{cases} case(s): no change point {where}"
+    earlier = len(history.regressions) - len(counted)
+    return line + (f"; {earlier} earlier, outside the window (not counted)" if earlier else "")

@@ -3,14 +3,17 @@ command's files."""
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseSeries, ChangePoint, History,
-                                            ModelHistory, Window, analyse)
+from pytest_rnnperf.history.changes import (DEFAULT_MIN_SHIFT, METRICS, CaseSeries, ChangePoint, History, ModelHistory,
+                                            Window, analyse, count_line)
 from pytest_rnnperf.history.runs import load_runs
+from pytest_rnnperf.history.site import site_problem, write_site
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, MIN_SIZE, PENALTY
 from pytest_rnnperf.model.records import BaselineError, StoredRun
+from pytest_rnnperf.report.html import plotly_missing
 from pytest_rnnperf.report.text import fit, text_table
 from pytest_rnnperf.store.baselines import among_stored_runs, output_problem, writable_problem, write_json
 
@@ -32,23 +35,6 @@ def _where(model: ModelHistory, case: CaseSeries, cp: ChangePoint) -> str:
     if cp.kind == "step":
         return start
     return f"{start} .. {_label(model.runs[case.runs[cp.end]])}, {cp.end - cp.start + 1} runs"
-
-
-def count_line(history: History, window: Window | None = None) -> str:
-    """The one count of change points toward slower, in the history's metric and window: the terminal's last
-    line, the site's headline, and what the exit status reads."""
-    m = history.metric
-    cases = sum(len(model.cases) for model in history.models)
-    counted = history.slower(window)
-    worse = "a lower speedup" if m.higher_is_better else "a longer time"
-    where = f"toward slower in the {history.series} series ({worse})" + ("" if window is None else f" {window}")
-    if counted:
-        hit = sorted({f"{mh.gpu} {c.case_id}" for mh, c, _ in counted})
-        line = f"{cases} case(s): {len(counted)} change point(s) {where} in {len(hit)} case(s): {', '.join(hit)}"
-    else:
-        line = f"{cases} case(s): no change point {where}"
-    earlier = len(history.regressions) - len(counted)
-    return line + (f"; {earlier} earlier, outside the window (not counted)" if earlier else "")
 
 
 def _slower(model: ModelHistory, case: CaseSeries, cp: ChangePoint, window: Window | None) -> str:
@@ -182,10 +168,7 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
                   since: Window | None = None, width: int | None = None) -> tuple[int, list[str]]:
     """Exit code (0 no change toward slower within ``since``, 1 one, 2 bad input) and the lines to print for
     ``history`` (the table within ``width``)."""
-    from importlib.util import find_spec
 
-    from pytest_rnnperf.history.site import site_problem
-    from pytest_rnnperf.report.html import plotly_missing
 
     if find_spec("ruptures") is None:  # an install problem, not a bug: say so instead of a traceback
         return 2, ["error: history needs ruptures: pip install 'ruptures>=1.1'"]
@@ -216,7 +199,6 @@ def history_files(paths: Sequence[Path], metric: str = "device", fallback: str =
         except OSError as exc:
             return 2, [f"error: cannot write plots to {plot_dir}: {exc.strerror or exc}"]
     if html_dir is not None:
-        from pytest_rnnperf.history.site import write_site
 
         try:
             pages = write_site(loaded.runs, html_dir, metric, fallback, min_shift, loaded.notes, since)

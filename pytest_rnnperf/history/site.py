@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_rnnperf.history.changes import METRICS, CaseSeries, ChangePoint, History, ModelHistory, Window, analyse
-from pytest_rnnperf.history.render import count_line
+from pytest_rnnperf.history.changes import (METRICS, CaseSeries, ChangePoint, History, ModelHistory, Window, analyse,
+                                            count_line)
 from pytest_rnnperf.judge.changepoints import DEFAULT_MIN_SHIFT, MIN_RUNS, PENALTY
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
 from pytest_rnnperf.model.metrics import KERNEL, from_ms, show
