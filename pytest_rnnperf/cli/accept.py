@@ -37,11 +37,13 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
         before = accepts.newest(accepts.load(path))
     except BaselineError as exc:
         return 2, [f"error: {exc}"]
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    instant = datetime.now(timezone.utc)
+    # Whole microseconds: a run stored earlier within the same second must stay before the acceptance.
+    now, shown = instant.isoformat(), instant.isoformat(timespec="seconds")
     start = _start(runs, args.from_run) if args.from_run is not None else None
     if isinstance(start, str):
         return 2, [f"error: {start}"]
-    entry = accepts.Accepted(since=start.datetime if start else now, reason=args.reason, accepted_at=now,
+    entry = accepts.Accepted(since=start.datetime if start else now, reason=args.reason, accepted_at=shown,
                              from_run=start.path.name if start else "")
     if before is not None and accepts.newest([before, entry]) is before and before.since != entry.since:
         return 2, [f"error: --from {args.from_run}: stored before the change already accepted since {before.since} "
