@@ -90,7 +90,7 @@ def summarize(processes: list[list[dict[str, Any]]]) -> list[str]:
             lines.append(f"{first['case']:50s} skipped: {first['skipped']}")
             continue
         build_medians = [[float(np.median(b)) for b in proc[i]["builds"]] for proc in processes]
-        within = [stats.summarize(b).rel_iqr for proc in processes for b in proc[i]["builds"]]
+        within = [stats.describe(b).rel_iqr for proc in processes for b in proc[i]["builds"]]
         between_builds = [stats.spread(meds) for meds in build_medians if len(meds) > 1]
         proc_medians = [float(np.median(meds)) for meds in build_medians]
         lines.append(

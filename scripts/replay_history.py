@@ -75,11 +75,11 @@ def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k:
 def kernel_failures(rest: list[ProcessSummary], now: ProcessSummary, policy: Policy) -> list[Comparison]:
     """The kernels the rule would fail ``now`` on, judged against ``rest`` (as rules.kernel_comparisons does)."""
     near = xp.nearest_mode(rest, now, policy.min_processes)
-    found = xp.kernels(near, now, {}, floor=policy.device_min_effect, k=policy.history_k)
+    found = xp.kernels(near, now, {}, floor=policy.device_effect, k=policy.history_k)
     step = (now.get(BUSY) or 0.0) / float(np.median([s.get(BUSY) or 0.0 for s in near])) - 1
     held = [replace(c, verdict=Verdict.AMBIGUOUS) if c.verdict is Verdict.REGRESSED and c.baseline_median > 0
             and step < 0.5 * (c.ratio.estimate - 1) else c for c in found]
-    return [c for c in mix_changes(held, policy.device_min_effect) if c.verdict is Verdict.REGRESSED]
+    return [c for c in mix_changes(held, policy.device_effect) if c.verdict is Verdict.REGRESSED]
 
 
 def with_spin(now: ProcessSummary, rest: list[ProcessSummary], share: float) -> ProcessSummary:
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = histories(args.gpu_folder, args.extra)
     held = sum(len(h) for h in cases.values() if all(s.get(BUSY) for s in h))
     print(f"{len(cases)} case(s) with >= 4 processes, {held} held-out processes with device time")
-    for metric, floor in ((BUSY, policy.device_min_effect), (WORK, policy.device_min_effect), (HOST, policy.host_effect)):
+    for metric, floor in ((BUSY, policy.device_effect), (WORK, policy.device_effect), (HOST, policy.host_effect)):
         alarms = [(case_id, a) for case_id, h in cases.items() for a in metric_alarms(h, metric, floor, policy.history_k)]
         print(f"{metric}: {len(alarms)} held-out process(es) beyond the threshold (floor {floor:.0%})"
               + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in alarms))
