@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import sys
 import textwrap
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -30,15 +31,25 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # The terminal's width is followed within these bounds: below 80 nothing reads well, above 200 lines get hard to
 # follow; the report files keep every column at full width.
 NARROWEST, WIDEST = 80, 200
+# A log has no width of its own (80 is only the fallback): wide enough for a case id and its verdict on one line.
+LOG_WIDTH = 120
 FREE_TEXT = 24  # a column with longer cells (after the first) holds free text: it wraps before others give way
 NARROWEST_COLUMN = 12  # no column is made narrower than this to fit
 ENV_SHOWN = 6  # environment changes the summary names before it points to the report files
 
 
 def terminal_width(columns: int | None = None) -> int:
-    """The width to draw for: ``columns`` (pytest's terminal writer), else the terminal's (or $COLUMNS), clamped."""
-
+    """The width to draw for: ``columns`` (pytest's terminal writer), else the terminal's (or $COLUMNS), clamped;
+    LOG_WIDTH where the output is no terminal and $COLUMNS is unset (a CI log, a file)."""
+    if "COLUMNS" not in os.environ and not _on_terminal():
+        return LOG_WIDTH
     return max(NARROWEST, min(WIDEST, shutil.get_terminal_size().columns if columns is None else columns))
+
+
+def _on_terminal() -> bool:
+    """Whether this process writes to a terminal (the real stdout: pytest's capture may stand in for sys.stdout)."""
+    stream = sys.__stdout__
+    return stream is not None and stream.isatty()
 
 
 def fit(lines: Iterable[str], width: int, hang: int = 2) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rnnperf.cli.main import main
+from pytest_rnnperf.report import text
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA_H100_80GB_HBM3"
@@ -64,3 +65,16 @@ def test_compare_changed_lists_only_the_cases_that_did_not_come_out_unchanged(
     ambiguous = changed.index(next(line for line in changed if line.startswith("AMBIGUOUS")))
     follow = [line.strip() for line in changed[ambiguous + 1:ambiguous + 4]]  # the verdict wraps onto 1-2 lines
     assert any(line.startswith("ambiguous with too few processes: OLD is one run") for line in follow)
+
+
+def test_a_log_without_columns_is_drawn_at_the_log_width_not_the_80_column_fallback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI writes to a pipe with no $COLUMNS: 120 wide, so case ids are not cut; $COLUMNS or a terminal still decide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(text, "_on_terminal", lambda: False)
+    assert text.terminal_width(80) == text.LOG_WIDTH == 120
+    monkeypatch.setattr(text, "_on_terminal", lambda: True)
+    assert text.terminal_width(80) == 80
+    monkeypatch.setattr(text, "_on_terminal", lambda: False)
+    monkeypatch.setenv("COLUMNS", "90")
+    assert text.terminal_width(90) == 90
