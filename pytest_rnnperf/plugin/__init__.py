@@ -34,7 +34,6 @@ from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchm
                                              off_for_xdist, option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.plugin.hooks import reserved
-from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 from pytest_rnnperf.report.files import foreign_files
 from pytest_rnnperf.report.text import header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
@@ -310,6 +309,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
     config.stash[SESSION_KEY] = session
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
+        from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 
         config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case))), SHARDING)
     problem = storage_problem(config, session)

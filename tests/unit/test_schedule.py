@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -111,3 +113,10 @@ def test_the_summary_says_what_each_worker_spent_in_its_tests() -> None:
 def test_a_test_id_without_a_parameter_names_no_case(nodeid: str) -> None:
     """Only a whole ``[...]`` at the end is a parameter id."""
     assert case_id(nodeid) == ""
+
+
+def test_the_plugin_loads_without_pytest_xdist() -> None:
+    """pytest-xdist is optional: the plugin (and pytest_configure outside a controller) must not import it."""
+    code = ("import sys; sys.modules['xdist'] = None; import pytest_rnnperf.plugin; "
+            "assert 'xdist.scheduler' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
