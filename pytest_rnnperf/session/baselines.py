@@ -13,7 +13,6 @@ from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.xdist import WorkerRun, by_model, fingerprint_conflicts
-from pytest_rnnperf.store import accepts
 from pytest_rnnperf.store.baselines import KEPT_TAG, gpus_with_baselines, record_problem, writable_problem, write_new
 from pytest_rnnperf.store.measured import Measured
 from pytest_rnnperf.store.runs import records_problem, run_meta, timed_cases, without_cases
@@ -77,7 +76,7 @@ def baseline_status(run: Run, measured: Measured, stored: Stored, policy: Policy
             line += (f"; device-time noise of {len(stored.noise.spread)} case(s) from {stored.noise.runs} stored runs "
                      f"({noise.FILE_NAME}): {stored.noise.raised(floor)} judged above {floor:.0%}")
         return line
-    if (accepted := accepts.restarted(run.root / run.gpu.gpu_slug)) is not None:
+    if (accepted := stored.accepted) is not None:
         return (f"baseline: none since the change accepted {accepted.accepted_at} ({accepted.reason}); the next run "
                 f"kept with --rnnperf-keep-run starts the history")
     others = [g for g in gpus_with_baselines(run.root) if g != run.gpu.gpu_slug and g not in run.siblings]
@@ -164,7 +163,7 @@ class Recorder:
         if failed:
             return [f"run not kept: {failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
-        if self.stored.baseline is None and accepts.restarted(self.run.root / gpu.gpu_slug) is None:
+        if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
         data = without_cases(benchmark_json(None, meta), regressed)

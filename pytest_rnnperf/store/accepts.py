@@ -72,8 +72,8 @@ def after(runs: Sequence[StoredRun], accepted: Accepted | None) -> tuple[tuple[S
     """``runs`` stored at or after the acceptance (an undated run counts as before it), and how many were left out."""
     if accepted is None:
         return tuple(runs), 0
-    since = instant(accepted.since)
-    kept = tuple(run for run in runs if (when := instant(run.datetime)) is not None and since is not None and when >= since)
+    since = instant(accepted.since) or datetime.max.replace(tzinfo=timezone.utc)  # read and made valid: never None
+    kept = tuple(run for run in runs if (when := instant(run.datetime)) is not None and when >= since)
     return kept, len(runs) - len(kept)
 
 
@@ -87,12 +87,3 @@ def note(accepted: Accepted, left_out: int) -> str:
 def with_new(path: Path, entry: Accepted) -> dict[str, Any]:
     """The stored form of ``path``'s acceptances plus ``entry`` (what came before is kept)."""
     return {"format": FORMAT, "accepted": [a.to_dict() for a in (*load(path), entry)]}
-
-
-def restarted(gpu_folder: Path) -> Accepted | None:
-    """The newest acceptance of a GPU model's folder, or None (a file that cannot be read counts as none here:
-    loading the runs has said so already)."""
-    try:
-        return newest(load(gpu_folder / FILE_NAME))
-    except BaselineError:
-        return None

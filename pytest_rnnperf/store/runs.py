@@ -191,6 +191,7 @@ class Loaded:
 
     runs: tuple[StoredRun, ...]
     notes: tuple[str, ...] = ()
+    accepted: accepts.Accepted | None = None  # the change judging restarts at (``store.accepts``), if any
 
 
 def distinct(runs: Sequence[StoredRun], notes: Sequence[str] = ()) -> Loaded:
@@ -229,4 +230,4 @@ def load_model(root: Path, gpu_slug: str, machine_id: str | None = None) -> Load
     runs, left_out = accepts.after(loaded.runs, accepted)
     if accepted is None:
         return loaded
-    return Loaded(runs, (*loaded.notes, accepts.note(accepted, left_out)))
+    return Loaded(runs, (*loaded.notes, accepts.note(accepted, left_out)), accepted)

@@ -8,6 +8,7 @@ from pathlib import Path
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun
+from pytest_rnnperf.store.accepts import Accepted
 from pytest_rnnperf.store.baselines import root_problem
 from pytest_rnnperf.store.history import CaseHistory, case_history
 from pytest_rnnperf.store.runs import load_model
@@ -20,6 +21,7 @@ class Stored:
     runs: tuple[StoredRun, ...] = ()
     noise: Noise | None = None
     notes: tuple[str, ...] = ()  # what loading them found worth a line in the summary
+    accepted: Accepted | None = None  # the change the history restarts at: runs before it are not here
 
     @property
     def baseline(self) -> StoredRun | None:
@@ -57,7 +59,7 @@ def load_stored(root: Path, given: str, gpu_slug: str, machine_id: str) -> Store
         raise BaselineError(f"--rnnperf-baselines / rnnperf_baselines: {wrong_root}")
     loaded = load_model(root, gpu_slug, machine_id)
     if not loaded.runs:
-        return Stored()
+        return Stored(accepted=loaded.accepted)
     for run in loaded.runs:
         path = run.path
         if not run.gpu_slug:
@@ -68,4 +70,4 @@ def load_stored(root: Path, given: str, gpu_slug: str, machine_id: str) -> Store
                                 f"{gpu_slug}; move it to {root / run.gpu_slug / path.parent.name}/")
     noise_file = root / gpu_slug / noise.FILE_NAME
     found = noise.load(noise_file) if noise_file.exists() else None
-    return Stored(tuple(loaded.runs), found, tuple(loaded.notes))
+    return Stored(tuple(loaded.runs), found, tuple(loaded.notes), loaded.accepted)
