@@ -304,7 +304,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
     lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
                  "--rnnperf-update-baseline")
-    return "\n".join(lines)
+    return "\n".join(fit(lines, terminal_width()))  # pytest prints it as it is: long lines run off a CI log
 
 
 def _comparison_row(c: Comparison) -> str:
