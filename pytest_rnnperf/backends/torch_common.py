@@ -44,7 +44,7 @@ TORCH_KEYS: tuple[str, ...] = (
     "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.cudnn_available", "torch.cudnn_enabled",
     "torch.cuda_available", "torch.device_name", "torch.cudnn_allow_tf32", "torch.matmul_allow_tf32",
     "torch.float32_matmul_precision", "torch.cudnn_rnn_fp32_precision", "torch.matmul_fp32_precision",
-    "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
+    "torch.precision_api", "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
     "torch.cudnn_library", "torch.cublas_library", "torch.cudart_library",
 )
 
@@ -62,25 +62,55 @@ def torch_dtype(precision: str) -> Any:
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
 
+# How a case's precision is pinned: torch's per-operator API (cudnn.rnn.fp32_precision, cuda.matmul.fp32_precision,
+# torch >= 2.9) where it has one, else the legacy allow_tf32 switches; never both, since once the new API sets
+# cuDNN's RNN apart from its convolutions, reading the legacy cudnn.allow_tf32 (as cudnn.flags() does) raises.
+FP32_PRECISION_API, ALLOW_TF32_API = "fp32_precision", "allow_tf32"
+
+
+def precision_api(torch: Any) -> str:
+    """Which API pins precision in this torch: ``fp32_precision`` where it has both per-operator switches."""
+    cudnn_rnn = getattr(torch.backends.cudnn, "rnn", None)
+    new = hasattr(cudnn_rnn, "fp32_precision") and hasattr(torch.backends.cuda.matmul, "fp32_precision")
+    return FP32_PRECISION_API if new else ALLOW_TF32_API
+
+
+@contextlib.contextmanager
+def _pinned(*settings: tuple[Any, str, Any]) -> Iterator[None]:
+    """Each ``(owner, attribute, value)`` set for the block and put back after it, last set first restored."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in settings]
+    try:
+        for owner, name, value in settings:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
 @contextlib.contextmanager
 def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator[None]:
-    """Pin cuDNN on/off and TF32 for cuDNN *and* matmul, so both sides run the declared precision mode.
+    """Pin cuDNN on/off and TF32 for cuDNN's RNN *and* matmul, so both sides run the declared precision mode.
 
     torch's cuDNN RNN allows TF32 by default while cuBLAS matmul does not, so without this pin the two
     paths differ by ~3e-4 relative for reasons unrelated to either implementation.
     """
     torch = import_torch()
-    allow_tf32 = precision == "tf32"
-    matmul = torch.backends.cuda.matmul
-    saved_matmul = matmul.allow_tf32
-    matmul.allow_tf32 = allow_tf32
-    try:
-        with torch.backends.cudnn.flags(
-            enabled=(impl == "cudnn"), benchmark=False, deterministic=False, allow_tf32=allow_tf32
-        ), (_no_onednn() if device == "cpu" else contextlib.nullcontext()):
-            yield
-    finally:
-        matmul.allow_tf32 = saved_matmul
+    tf32 = precision == "tf32"
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    with contextlib.ExitStack() as stack:
+        if precision_api(torch) == FP32_PRECISION_API:
+            math = "tf32" if tf32 else "ieee"
+            stack.enter_context(_pinned(
+                (cudnn, "enabled", impl == "cudnn"), (cudnn, "benchmark", False), (cudnn, "deterministic", False),
+                (cudnn.rnn, "fp32_precision", math), (matmul, "fp32_precision", math)))
+        else:
+            stack.enter_context(_pinned((matmul, "allow_tf32", tf32)))
+            stack.enter_context(cudnn.flags(enabled=(impl == "cudnn"), benchmark=False, deterministic=False,
+                                            allow_tf32=tf32))
+        if device == "cpu":
+            stack.enter_context(_no_onednn())
+        yield
 
 
 def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
@@ -193,6 +223,8 @@ def torch_info(torch: Any) -> dict[str, str]:
         # torch >= 2.9 spells precision per backend and operator; older torch lacks these (unavailable).
         "torch.cudnn_rnn_fp32_precision": get_value(lambda: cudnn.rnn.fp32_precision),
         "torch.matmul_fp32_precision": get_value(lambda: cuda.matmul.fp32_precision),
+        # The API this run pins each case's precision with (``precision_flags``).
+        "torch.precision_api": get_value(lambda: precision_api(torch)),
         "torch.cudnn_benchmark": get_value(lambda: cudnn.benchmark),
         "torch.cudnn_deterministic": get_value(lambda: cudnn.deterministic),
         "torch.deterministic_algorithms": get_value(torch.are_deterministic_algorithms_enabled),
