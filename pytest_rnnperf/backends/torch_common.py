@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from pytest_rnnperf.backends import INJECT_ENV, INJECT_HOST_ENV, BackendUnavailable, parse_injection
+from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, BackendUnavailable,
+                                     parse_injection)
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.model.flags import unavailable
@@ -113,8 +114,8 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
         yield
 
 
-def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
-    """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches).
+def _injection(case_id: str, name: str, environ: dict[str, str] | None) -> float | None:
+    """The amount of the first part of injection variable ``name`` whose glob matches ``case_id`` (None: no part does).
 
     The plugin checks the variable's form before the run, so a malformed value never gets this far.
     """
@@ -122,7 +123,17 @@ def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | 
         parts = parse_injection((os.environ if environ is None else environ).get(name, ""), name)
     except ValueError as exc:
         raise BackendUnavailable(str(exc)) from None
-    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), 0.0)
+    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), None)
+
+
+def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
+    """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches)."""
+    return _injection(case_id, name, environ) or 0.0
+
+
+def injected_no_tensor_op(case_id: str, environ: dict[str, str] | None = None) -> bool:
+    """RNNPERF_INJECT_NO_TENSOR_OP names ``case_id``: its cuDNN side is to run IEEE float32 math."""
+    return _injection(case_id, INJECT_NO_TENSOR_OP_ENV, environ) is not None
 
 
 def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
@@ -173,8 +184,9 @@ def _param_names(num_layers: int, directions: int) -> list[str]:
     return names
 
 
-def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
-    """An nn.LSTM/GRU/RNN on ``device`` holding exactly the canonical ``weights`` (time-major)."""
+def build_module(case: "Case", weights: "RNNWeights", device: str, precision: str = "") -> Any:
+    """An nn.LSTM/GRU/RNN on ``device`` holding exactly the canonical ``weights`` (time-major), in the dtype of
+    ``precision`` (default: the case's)."""
     torch = import_torch()
     cls, extra = _module_class(case.cell)
     s = case.shape
@@ -185,7 +197,7 @@ def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
     with torch.no_grad():
         for name, array in zip(names, weights.flat(), strict=True):
             getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(array)))
-    module = module.to(device=device, dtype=torch_dtype(case.precision))
+    module = module.to(device=device, dtype=torch_dtype(precision or case.precision))
     if device.startswith("cuda"):
         # A dtype cast leaves the weights outside cuDNN's single flat buffer; without this, cuDNN
         # compacts them on every call and the cuDNN side is billed for a copy it would not do in training.
@@ -292,6 +304,7 @@ class TorchImpl:
     device: str
     inputs: CaseInputs
     weights: "RNNWeights"
+    precision: str = ""  # the precision its math runs in where not the case's (a fault injection)
     _x: Any = field(default=None, repr=False)
     _grads: tuple[Any, ...] = field(default=(), repr=False)
     _inject_cycles: int = 0
@@ -304,10 +317,15 @@ class TorchImpl:
             self._inject_cycles = injected_cycles(self.case.id)
             self._inject_host_s = injected_us(self.case.id, INJECT_HOST_ENV) / 1e6
 
+    @property
+    def math_precision(self) -> str:
+        """The precision its math runs in: ``precision`` where given, else the case's."""
+        return self.precision or self.case.precision
+
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
-        """Input and upstream gradients as device tensors of the case's dtype."""
+        """Input and upstream gradients as device tensors of the dtype its math runs in."""
         torch = import_torch()
-        dt = torch_dtype(self.case.precision)
+        dt = torch_dtype(self.math_precision)
 
         def dev(a: np.ndarray) -> Any:
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, dtype=dt)
@@ -321,7 +339,7 @@ class TorchImpl:
     def _run(self, x: Any, grads: tuple[Any, ...], want_grads: bool) -> tuple[Any, Any, Any, tuple[Any, ...]]:
         """Forward (+ backward via autograd.grad, which returns gradients instead of accumulating them)."""
         torch = import_torch()
-        with precision_flags(self.name, self.case.precision, self.device):
+        with precision_flags(self.name, self.math_precision, self.device):
             if not want_grads:
                 with torch.no_grad():
                     out, state = self.module(x)

@@ -1,4 +1,5 @@
-"""How torch is told a case's precision: the per-operator fp32_precision API where torch has it, allow_tf32 where not."""
+"""How torch is told a case's precision (the per-operator fp32_precision API where torch has it, allow_tf32 where not),
+and the fault injection that runs a cuDNN side without tensor-op math."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from pytest_rnnperf.backends.torch_common import precision_flags, torch_info
+from pytest_rnnperf.backends import INJECT_ENVS, INJECT_NO_TENSOR_OP_ENV, parse_injection
+from pytest_rnnperf.backends.torch import _side_precision
+from pytest_rnnperf.backends.torch_common import TorchImpl, build_module, precision_flags, torch_info
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.model.cases import Case, Shape
 
 MIXED = "a mix of the legacy and new APIs"  # what torch >= 2.9 raises when the legacy switches are read after the new
 
@@ -110,3 +115,38 @@ def test_the_installed_torch_is_pinned_without_mixing_the_two_apis() -> None:
         if hasattr(torch.backends.cudnn.rnn, "fp32_precision"):
             assert torch.backends.cudnn.rnn.fp32_precision == "ieee"
     assert torch.backends.cudnn.allow_tf32 == before
+
+
+@pytest.mark.parametrize("case_id, impl, device, precision, runs", [
+    ("torch-lstm-train-fp16-T50-B512-I512-H1024-L1", "cudnn", "cuda:0", "fp16", "fp32"),
+    ("torch-lstm-train-fp16-T50-B512-I512-H1024-L1", "generic", "cuda:0", "fp16", "fp16"),
+    ("torch-lstm-train-tf32-T50-B512-I512-H1024-L1", "cudnn", "cuda:0", "tf32", "fp32"),
+    ("torch-gru-train-fp16-T50-B512-I512-H1024-L1", "cudnn", "cuda:0", "fp16", "fp16"),  # not named
+    ("torch-lstm-train-fp16-T50-B512-I512-H1024-L1", "cudnn", "cpu", "fp16", "fp16"),
+])
+def test_the_no_tensor_op_injection_runs_only_the_named_gpu_cudnn_sides_in_fp32(
+        monkeypatch: pytest.MonkeyPatch, case_id: str, impl: str, device: str, precision: str, runs: str) -> None:
+    """RNNPERF_INJECT_NO_TENSOR_OP turns the math of a named case's GPU cuDNN side to IEEE fp32; the rest keep theirs."""
+    monkeypatch.setenv(INJECT_NO_TENSOR_OP_ENV, "torch-lstm-*fp16*, torch-lstm-*tf32*")
+    case = SimpleNamespace(id=case_id, precision=precision)
+    assert _side_precision(case, impl, device) == runs  # type: ignore[arg-type]
+
+
+def test_the_no_tensor_op_injection_takes_globs_and_refuses_an_amount() -> None:
+    """Its value is case-id globs; "glob=5" is one line naming the variable, as the delays' malformed values are."""
+    assert parse_injection("torch-lstm-*fp16*,torch-gru-*", INJECT_NO_TENSOR_OP_ENV) == [
+        ("torch-lstm-*fp16*", 0.0), ("torch-gru-*", 0.0)]
+    with pytest.raises(ValueError, match=f"^{INJECT_NO_TENSOR_OP_ENV}: 'torch-\\*=5' is not a <case-id glob>"):
+        parse_injection("torch-*=5", INJECT_NO_TENSOR_OP_ENV)
+    assert INJECT_NO_TENSOR_OP_ENV in INJECT_ENVS
+
+
+def test_a_torch_side_runs_in_the_precision_it_is_given_not_its_cases() -> None:
+    """The cuDNN side of an fp16 case given fp32 holds fp32 weights and inputs and pins IEEE math."""
+    torch = pytest.importorskip("torch")
+    case = Case("torch", "lstm", Shape(3, 2, 3, 4), precision="fp16")
+    weights = reference.init_weights("lstm", 3, 4)
+    inputs = reference.make_inputs(case)
+    side = TorchImpl("cudnn", case, build_module(case, weights, "cpu", "fp32"), "cpu", inputs, weights, "fp32")
+    assert side._x.dtype == torch.float32 and next(side.module.parameters()).dtype == torch.float32
+    side.step()
