@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import run
+from test_bad_input import _usage_error
 
 SIMT = "cutlass_80_simt_sgemm_64x64_8x5_nn_align1"
 TENSOR_OP = "nvjet_sm90_hsh_128x128_64x6_2x1_v_bz_NNT"
@@ -36,3 +37,13 @@ def test_an_fp16_case_without_tensor_op_kernels_fails_by_name_and_fp32_with_one_
     result = run(project)
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines([f"{FP32}: precision: fp32 ran tensor-op kernels (cuDNN side ran {TENSOR_OP})"])
+
+
+def test_a_no_tensor_op_injection_with_an_amount_or_a_stored_run_is_refused_before_the_run(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNNPERF_INJECT_NO_TENSOR_OP takes case-id globs: "glob=5" is one line up front, and set, no run is stored."""
+    monkeypatch.setenv("RNNPERF_INJECT_NO_TENSOR_OP", "torch-*=5")
+    _usage_error(run(project), "RNNPERF_INJECT_NO_TENSOR_OP: 'torch-*=5' is not a <case-id glob>")
+    monkeypatch.setenv("RNNPERF_INJECT_NO_TENSOR_OP", "torch-lstm-*fp16*")
+    _usage_error(run(project, "--rnnperf-keep-run"),
+                 "--rnnperf-keep-run: RNNPERF_INJECT_NO_TENSOR_OP set: a run with injected faults is never stored")
