@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.judge.gates import FLOOR as FLOOR_GATE
 from pytest_rnnperf.judge.gates import gates_hold
+from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import Outcome, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
@@ -104,6 +105,7 @@ class CaseRow:
     verdict: CaseVerdict | None
     gates_ok: bool
     detail: CaseDetail | None = None  # the case's panel (the HTML page); None where a test builds bare rows
+    precision: str = ""  # how its kernels break the precision rule ("fp16 ran no tensor-op kernel"), empty if not
 
 
 @dataclass(frozen=True)
@@ -316,6 +318,8 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
             out.append(AnswerRow(case.id, (case.id, "path", "-", "-", "wrong path ran")))
         if case.cells.get("parity err/tol", "").startswith("FAIL"):
             out.append(AnswerRow(case.id, (case.id, "parity err/tol", case.cells["parity err/tol"][5:], "-", "failed")))
+        if case.precision:
+            out.append(AnswerRow(case.id, (case.id, "precision", "-", "-", case.precision)))
         if s is not None and s.estimate < case.floor:
             out.append(AnswerRow(case.id, (case.id, METRICS[SPEEDUP].name,
                                            METRICS[WALL_SPEEDUP].interval(s.estimate, s.low, s.high),
@@ -377,7 +381,7 @@ def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
                    baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.measured.verdicts.get(r.id),
-                   gates_ok=gates_hold(r), detail=case_detail(r, run))
+                   gates_ok=gates_hold(r), detail=case_detail(r, run), precision=precision_finding(r).verdict)
 
 
 def facets(r: CaseRecord) -> dict[str, str]:
