@@ -38,7 +38,8 @@ def test_a_bidirectional_wrapper_that_dropped_the_flag_fails_the_flag_check() ->
 def test_layers_that_kept_their_flag_pass_and_are_counted() -> None:
     """Two stacked bidirectional layers on the generic side: four layers, all use_cudnn=False."""
     layers = [SimpleNamespace(forward_layer=_rnn(False), backward_layer=_rnn(False)) for _ in range(2)]
-    assert flag_check(layers, "generic") == (True, "flags: 4 recurrent layer(s) use_cudnn=False")
+    assert flag_check(layers, "generic") == (
+        True, "flags: 4 recurrent layer(s) use_cudnn=False (forward and backward of 2 Bidirectional)")
 
 
 def test_keras_specs_run_in_a_worker_unless_the_process_has_their_keras_backend() -> None:
