@@ -20,7 +20,7 @@ Bidirectional layers whose generic side is ``Bidirectional(LSTM(use_cudnn=False)
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +28,7 @@ import pytest
 from pytest_rnnperf.backends.keras_layers import keras_import_problem
 from pytest_rnnperf.plugin.fixtures import RnnperfFixture
 from .floors import model_floor
+from .keras_inputs import batches, padded_tokens
 
 if (missing := keras_import_problem()) is not None:
     pytest.skip(f"the Keras case checks {missing}", allow_module_level=True)
@@ -61,22 +62,6 @@ def features(batch: int, steps: int, width: int) -> np.ndarray:
     return np.random.default_rng(0).standard_normal((batch, steps, width)).astype("float32")
 
 
-def padded_tokens(vocab: int, batch: int, steps: int, seed: int = 0, empty: bool = False) -> np.ndarray:
-    """Token ids of varied lengths, right-padded with 0; with ``empty`` the first sequence is all padding."""
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(1, vocab, (batch, steps))
-    lengths = rng.integers(1, steps + 1, batch)
-    if empty:
-        lengths[0] = 0
-    ids[np.arange(steps)[None, :] >= lengths[:, None]] = 0
-    return ids
-
-
-def batches(make: Callable[..., np.ndarray], seeds: tuple[int, ...]) -> list[np.ndarray]:
-    """One batch of ``make`` per seed: the parity_inputs= of a case."""
-    return [make(seed=seed) for seed in seeds]
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_lstm_with_dropout_predicts_on_cudnn(rnnperf: RnnperfFixture, scale: str, backend: str) -> None:
     """dropout > 0 keeps the LSTM on cuDNN (a cuDNN call proven in the cuDNN copy), matches generic and float64."""
@@ -91,7 +76,7 @@ def test_masked_lstm_with_an_empty_row_trains(rnnperf: RnnperfFixture, scale: st
     """A batch whose first sequence is all padding: named as why the LSTM is generic, the generic loop matches
     float64 on it, on three such batches."""
     steps, batch, vocab, hidden = SIZES[scale]
-    make = partial(padded_tokens, vocab, batch, steps, empty=True)
+    make = partial(padded_tokens, vocab, batch, steps, shortest=1, empty=True)
     rnnperf.check(rnnperf.model(partial(build_masked_lstm, vocab, hidden), inputs=make,
                                 parity_inputs=partial(batches, make, (1, 2)), backend=backend,
                                 floor=model_floor(backend)))
@@ -101,7 +86,7 @@ def test_masked_lstm_with_an_empty_row_trains(rnnperf: RnnperfFixture, scale: st
 def test_masked_lstm_parity_holds_on_every_batch(rnnperf: RnnperfFixture, scale: str, backend: str) -> None:
     """Keras on TensorFlow: the right-padded masked LSTM on cuDNN matches generic and float64 on three batches."""
     steps, batch, vocab, hidden = SIZES[scale]
-    make = partial(padded_tokens, vocab, batch, steps)
+    make = partial(padded_tokens, vocab, batch, steps, shortest=1)
     rnnperf.check(rnnperf.model(partial(build_masked_lstm, vocab, hidden), inputs=make,
                                 parity_inputs=partial(batches, make, (1, 2)), backend=backend,
                                 floor=model_floor(backend)))
