@@ -6,9 +6,10 @@
   the copies compute one function. A training comparison would need the same random mask in the cuDNN, generic
   and float64 copies, which three backends' seed generators and dtypes do not give.
 - A masked batch holding a sequence with no step (an all-padding row). cuDNN rejects it: Keras 3.15 on TensorFlow
-  asserts in its cuDNN path (tensorflow's _assert_valid_mask) and JAX's cuDNN RNN failed on it (jax#17966); Keras
-  3.15 on torch and JAX runs every masked call on its generic loop. So each backend's check names the empty
-  sequence as why the layer is generic and holds the generic masked loop against float64 on it.
+  checks it with a tf.Assert in its cuDNN path (_assert_valid_mask: an eager call falls back, a traced step raises)
+  and JAX's cuDNN RNN failed on it (jax#17966); Keras 3.15 on torch and JAX runs every masked call on its generic
+  loop. So each check names why the layer is generic (the empty sequence on TensorFlow, the mask itself on torch
+  and JAX) and holds the generic masked loop against float64 on three such batches.
 - A masked LSTM on Keras-on-TensorFlow, whose right-padded mask goes to cuDNN as sequence lengths: parity runs on
   three batches and keeps the worst error, since masked cuDNN LSTM/GRU outputs were corrupted now and then
   (tensorflow#60192), which one batch can miss.
