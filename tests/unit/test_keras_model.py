@@ -231,6 +231,8 @@ def test_what_a_subprocess_cannot_import_is_refused_in_one_line() -> None:
         model_payload(lambda: None, np.zeros(3), ModelOptions(), "jax")
     with pytest.raises(ModelError, match=r"inputs must be importable .* \(got a function defined inside another"):
         model_payload(np.ones, nested, ModelOptions(), "torch")
+    with pytest.raises(ModelError, match=r"parity_inputs must be importable .* \(got a lambda"):
+        model_payload(np.ones, np.zeros(3), ModelOptions(parity_inputs=lambda: [np.zeros(3)]), "jax")
     assert model_payload(np.ones, np.zeros(3), ModelOptions(loss="mse"), "torch")
 
 
