@@ -164,11 +164,15 @@ class ModelOptions:
     optimizer: Any = None  # a Keras optimizer name or a function returning a new one; None: the compiled one, else none
     step: Callable[..., Any] | None = None  # step(model, x, y): timed instead of the plugin's own step
     allow_generic: bool = False  # accept layers that ask for cuDNN (use_cudnn=True) where they cannot have it
+    # More batches shaped like the inputs (a list of them, or a callable returning one) that parity also runs on,
+    # keeping each compared quantity's worst error: a fault that corrupts some batches only is missed by one batch.
+    parity_inputs: Any = None
 
     def given(self) -> list[str]:
         """Names of the options set to something other than their default."""
         return [name for name, value in (("targets", self.targets), ("loss", self.loss), ("optimizer", self.optimizer),
-                                         ("step", self.step)) if value is not None] + (
+                                         ("step", self.step), ("parity_inputs", self.parity_inputs))
+                if value is not None] + (
             ["allow_generic"] if self.allow_generic else [])
 
 
