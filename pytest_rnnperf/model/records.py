@@ -161,6 +161,13 @@ class CaseRecord:
         return peak_tflops(self.gpu_name, self.case.precision) if self.gpu_name else None
 
     @property
+    def sm_clock_mhz(self) -> float | None:
+        """The mean SM clock NVML read over the timed rounds, in MHz; None where unread (no GPU, an older record)."""
+        clock = (self.telemetry or {}).get("mean_sm_clock_mhz")
+        ok = isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock) and clock > 0
+        return float(clock) if ok else None
+
+    @property
     def gpu_busy(self) -> float | None:
         """Fraction of time the GPU ran a kernel over the timed rounds (NVML utilization), None if unread.
 
