@@ -538,6 +538,9 @@ class StoredRun:
     # The tests this run measured and passed whose answer the environment alone decides (claims, cross-framework and
     # reference parity), by name, for store.rechecks.
     claims: tuple[str, ...] = ()
+    # Case id -> the nights running its regression showed on, for the cases this kept run left out as suspect
+    # (``confirm_nights``): what the next night reads to tell a first violation from a repeated one.
+    suspects: Mapping[str, int] = field(default_factory=dict)
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""

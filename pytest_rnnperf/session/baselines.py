@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.sensitivity import drift_check_available, sensitivity
-from pytest_rnnperf.judge.verdicts import Policy
+from pytest_rnnperf.judge.verdicts import Outcome, Policy
 from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
@@ -149,6 +149,8 @@ class Recorder:
         Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
         would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
         steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
+        Its suspect cases (``confirm_nights``) are named in ``machine_info["rnnperf"]["suspects"]`` with the nights
+        they regressed on running, for the next night; a night whose every case was suspect is kept for that alone.
         """
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
@@ -166,8 +168,11 @@ class Recorder:
         if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
+        suspects = {v.case_id: v.nights for v in self.measured.verdicts.values() if v.outcome is Outcome.SUSPECT}
+        if suspects:
+            meta["suspects"] = dict(sorted(suspects.items()))
         data = without_cases(benchmark_json(None, meta), regressed)
-        if not timed_cases(data):
+        if not timed_cases(data) and not suspects:
             return [f"run not kept: each of its {len(regressed)} timed case(s) regressed (reported, not failed); the "
                     f"history keeps clean cases only"]
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
@@ -178,8 +183,13 @@ class Recorder:
         if not regressed:
             return [f"run kept for the history: {shown_path(written)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        return [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
-                f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        lines = [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
+                 f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        if suspects:
+            lines.append(f"suspect: {len(suspects)} case(s) named in {written.name} for the nights after it: each "
+                         f"fails once it regressed on {self.run.settings.confirm_nights} nights running "
+                         f"(--rnnperf-confirm-nights)")
+        return lines
 
     def _written(self, gpu_slug: str, tag: str, data: dict[str, Any], refused: str) -> Path | str:
         """Write ``data`` as the next ``tag`` file of ``gpu_slug``: its path, or the summary's line why not."""
