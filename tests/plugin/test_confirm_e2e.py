@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -81,9 +83,9 @@ def test_one_confirm_night_fails_at_once_as_before(project: pytest.Pytester, mon
 
 
 @pytest.mark.parametrize("args, ini, message", [
-    (["--rnnperf-confirm-nights=0"], "", "--rnnperf-confirm-nights"),
-    (["--rnnperf-confirm-nights=two"], "", "'two' is not a whole number"),
-    ([], "rnnperf_confirm_nights = 1.5", "rnnperf_confirm_nights"),
+    (["--rnnperf-confirm-nights=0"], "", "--rnnperf-confirm-nights / rnnperf_confirm_nights: 0 must be >= 1"),
+    (["--rnnperf-confirm-nights=two"], "", "--rnnperf-confirm-nights / rnnperf_confirm_nights: 'two' is not a whole"),
+    ([], "rnnperf_confirm_nights = 1.5", "--rnnperf-confirm-nights / rnnperf_confirm_nights: '1.5' is not a whole"),
 ])
 def test_a_bad_confirm_nights_stops_the_run_in_one_line(project: pytest.Pytester, args: list[str], ini: str,
                                                         message: str) -> None:
@@ -108,3 +110,28 @@ def test_a_malformed_suspects_list_stops_the_run_in_one_line(project: pytest.Pyt
     result = run(project, CONFIRM)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "malformed machine_info.rnnperf.suspects" in result.stderr.str() and path.read_bytes() == before
+
+
+def _compare(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
+    """python -m pytest_rnnperf compare ARGS in the project folder."""
+    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "compare", *args], capture_output=True, text=True,
+                          cwd=project.path)
+
+
+def test_compare_against_the_folder_confirms_over_the_stored_nights_and_refuses_one_file(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare GPU-folder NEW --confirm-nights=2: suspect before the kept night that named the case, failed after it;
+    against one OLD file the flag is refused in one line (that file holds no record of a suspect case)."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
+    run(project, "--rnnperf-no-fail-regression", "--benchmark-json=night1.json").assert_outcomes(passed=2)
+    first = _compare(project, GPU_DIR, "night1.json", "--confirm-nights=2")
+    assert first.returncode == 0 and f"SUSPECT    {GRU}: cudnn device time +50.0%" in first.stdout, first.stdout
+    run(project, "--rnnperf-keep-run", CONFIRM).assert_outcomes(passed=2)
+    second = _compare(project, GPU_DIR, "night1.json", "--confirm-nights=2")
+    assert second.returncode == 1 and f"REGRESSED  {GRU}" in second.stdout, second.stdout
+    (baseline,) = (project.path / GPU_DIR).glob("*/0001_baseline.json")
+    refused = _compare(project, str(baseline), "night1.json", "--confirm-nights=2")
+    assert refused.returncode == 2 and refused.stderr.splitlines() == [
+        "error: --confirm-nights=2 needs OLD to be a GPU model's folder (baselines/<gpu>): the nights before NEW are "
+        "read from the suspects its kept runs name"], refused.stdout + refused.stderr
