@@ -164,8 +164,9 @@ class CaseRecord:
     def sm_clock_mhz(self) -> float | None:
         """The mean SM clock NVML read over the timed rounds, in MHz; None where unread (no GPU, an older record)."""
         clock = (self.telemetry or {}).get("mean_sm_clock_mhz")
-        ok = isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock) and clock > 0
-        return float(clock) if ok else None
+        if isinstance(clock, bool) or not isinstance(clock, (int, float)):  # "unavailable: <why>" where unread
+            return None
+        return float(clock) if math.isfinite(clock) and clock > 0 else None
 
     @property
     def gpu_busy(self) -> float | None:
