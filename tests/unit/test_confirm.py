@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from factories import record
 
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Outcome, Policy, Verdict, confirmed, judge
 from pytest_rnnperf.model.process import ProcessSummary, summarize
-from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.model.records import KEPT, CaseRecord, StoredRun
+from pytest_rnnperf.report.html import outcome_kind
+from pytest_rnnperf.store.history import violating_nights
 
 
 def clocked(r: CaseRecord, mhz: float | None) -> CaseRecord:
@@ -88,3 +91,21 @@ def test_with_two_confirm_nights_the_first_violation_is_suspect_and_the_second_f
     held = judge(BASE, device(0.5, 2, 1980.0))
     assert held is not None and confirmed(held, 1, 2) == held  # a clean night counts nothing
     assert Policy().confirm_nights == 1
+
+
+def _stored(name: str, records: tuple[str, ...] = (), suspects: dict[str, int] | None = None) -> StoredRun:
+    """A stored run holding records of ``records`` and naming ``suspects``."""
+    return StoredRun(Path(name), "NVIDIA_H200", {}, {c: record(c) for c in records}, kind=KEPT,
+                     suspects=suspects or {})
+
+
+def test_the_newest_stored_run_that_names_a_case_says_how_many_nights_it_regressed_on() -> None:
+    """A suspect night counts on; a night that kept the case's record ends its streak; no run: none."""
+    runs = [_stored("0004_run.json", ("b",), {"a": 2}), _stored("0003_run.json", ("a",), {"b": 1}),
+            _stored("0002_run.json", (), {"c": 1}), _stored("0001_baseline.json", ("a", "b", "c", "d"))]
+    assert violating_nights(runs) == {"a": 2, "c": 1}
+
+
+def test_a_held_back_regression_is_drawn_as_not_failed_on_the_page() -> None:
+    """Suspect and ambiguous (clock) take the amber of a regression that did not fail."""
+    assert outcome_kind(str(Outcome.SUSPECT)) == outcome_kind(str(Outcome.AMBIGUOUS_CLOCK)) == "not failed"
