@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.sensitivity import drift_check_available, sensitivity
-from pytest_rnnperf.judge.verdicts import Outcome, Policy
+from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
@@ -149,8 +149,9 @@ class Recorder:
         Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
         would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
         steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
-        Its suspect cases (``confirm_nights``) are named in ``machine_info["rnnperf"]["suspects"]`` with the nights
-        they regressed on running, for the next night; a night whose every case was suspect is kept for that alone.
+        With ``confirm_nights`` > 1 the cases it left out that would have failed (suspect, or reported under
+        --rnnperf-no-fail-regression) are named in ``machine_info["rnnperf"]["suspects"]`` with the nights running they
+        regressed on, for the next night; a night whose every case was left out so is kept for that alone.
         """
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
@@ -168,7 +169,9 @@ class Recorder:
         if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
-        suspects = {v.case_id: v.nights for v in self.measured.verdicts.values() if v.outcome is Outcome.SUSPECT}
+        nights = self.run.settings.confirm_nights
+        suspects = {v.case_id: v.nights for v in self.measured.verdicts.values() if v.violates and v.nights} \
+            if nights > 1 else {}
         if suspects:
             meta["suspects"] = dict(sorted(suspects.items()))
         data = without_cases(benchmark_json(None, meta), regressed)
@@ -187,8 +190,7 @@ class Recorder:
                  f"(reported, not failed), so that their history does not learn the change: {shown}"]
         if suspects:
             lines.append(f"suspect: {len(suspects)} case(s) named in {written.name} for the nights after it: each "
-                         f"fails once it regressed on {self.run.settings.confirm_nights} nights running "
-                         f"(--rnnperf-confirm-nights)")
+                         f"fails once it regressed on {nights} nights running (--rnnperf-confirm-nights)")
         return lines
 
     def _written(self, gpu_slug: str, tag: str, data: dict[str, Any], refused: str) -> Path | str:

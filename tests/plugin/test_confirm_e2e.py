@@ -73,6 +73,17 @@ def test_a_fresh_history_never_fails_on_night_one_and_a_night_of_suspects_only_i
     second.stdout.fnmatch_lines(["*baseline: *0001_baseline.json*"])
 
 
+def test_a_night_reported_without_failing_keeps_the_streak(project: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Night 2 under --rnnperf-no-fail-regression is kept: it names the case at 2 nights, and night 3 fails it."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
+    run(project, "--rnnperf-keep-run", CONFIRM).assert_outcomes(passed=2)
+    run(project, "--rnnperf-keep-run", CONFIRM, "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
+    assert _suspects(project, "0003_run.json") == {GRU: 2}
+    run(project, CONFIRM).assert_outcomes(passed=1, failed=1)
+
+
 def test_one_confirm_night_fails_at_once_as_before(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default (1): tonight decides, nothing is suspect."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
