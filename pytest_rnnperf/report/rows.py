@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 from pytest_rnnperf.judge.gates import FLOOR as FLOOR_GATE
 from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.precision import precision_finding
-from pytest_rnnperf.judge.verdicts import Outcome, Verdict
+from pytest_rnnperf.judge.verdicts import HELD_BACK, Outcome, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
@@ -302,7 +302,7 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
     out = []
     for row in verdicts:
         v = row.verdict
-        if v.case_id in expected or not (v.fails or v.outcome is Outcome.REGRESSED_NOT_FAILED):
+        if v.case_id in expected or not (v.fails or v.outcome in HELD_BACK):
             continue
         regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
         # The summed kernel time only where the time itself held: else it repeats the time's regression.

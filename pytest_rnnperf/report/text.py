@@ -13,7 +13,7 @@ from pytest_rnnperf.backends import problems, specs
 from pytest_rnnperf.backends.base import CUDA_LIBRARIES
 from pytest_rnnperf.judge.claims import HEADER, table_rows
 from pytest_rnnperf.judge.precision import precision_finding
-from pytest_rnnperf.judge.verdicts import Verdict
+from pytest_rnnperf.judge.verdicts import Outcome, Verdict
 from pytest_rnnperf.measure.environment import not_the_wheels
 from pytest_rnnperf.measure.gpu import noise_warnings
 from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, MS, WALL, WALL_SPEEDUP, show
@@ -297,6 +297,9 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.host) if c is not None]
     if verdict.drift:
         lines.append(f"  {verdict.drift}")
+    if verdict.confirm_nights > 1:
+        lines.append(f"  regressed on {verdict.nights} stored nights running (--rnnperf-confirm-nights="
+                     f"{verdict.confirm_nights})")
     kernels = [k.explain() for k in verdict.kernels] or kernel_lines(verdict, run)
     if kernels:
         lines.append("  kernels of the cuDNN side: " + "; ".join(kernels))
@@ -357,6 +360,10 @@ def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
         if v.host_regressed and not v.fails:
             lines.append(f"host overhead of {v.case_id}: {v.host_line()} (reported, not failed; --rnnperf-fail-host "
                          f"fails on it)")
+        if v.outcome is Outcome.AMBIGUOUS_CLOCK:
+            lines.append(f"clock of {v.case_id}: {v.clock} (reported, not failed)")
+        if v.suspect:
+            lines.append(f"{v.case_id}: {v.suspect} (--rnnperf-confirm-nights)")
     answered = {a.case for a in rows.answer}
     lines += [f"kernels of {row.verdict.case_id}: " + "; ".join(row.kernels) for row in rows.verdicts
               if row.kernels and row.verdict.case_id not in answered]
