@@ -341,7 +341,10 @@ def answer_lines(rows: Rows, width: int | None = None) -> list[str]:
 def headline(rows: Rows) -> str:
     """The run's status, with the cuDNN cases that did not run where the status does not already say so."""
     missing = not_run(rows.no_gpu)
-    return rows.status + (f"; {missing}" if missing and missing != rows.status else "")
+    suspect = sum(row.verdict.outcome is Outcome.SUSPECT for row in rows.verdicts)
+    # A passing night with suspects is not a quiet one: say so where the reader looks first.
+    held = f"; {suspect} suspect (they fail if they regress again: --rnnperf-confirm-nights)" if suspect else ""
+    return rows.status + (f"; {missing}" if missing and missing != rows.status else "") + held
 
 
 def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:

@@ -33,7 +33,8 @@ def test_a_slowdown_is_suspect_on_its_first_night_fails_on_the_second_and_a_clea
     monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
     first = run(project, "--rnnperf-keep-run", CONFIRM)
     first.assert_outcomes(passed=2)
-    first.stdout.fnmatch_lines([f"{GRU}   cudnn device time   +50.0%*suspect",  # the answer table, with the change
+    first.stdout.fnmatch_lines(["rnnperf: all checks passed; 1 suspect (they fail if they regress again: *",
+                                f"{GRU}   cudnn device time   +50.0%*suspect",  # the answer table, with the change
                                 "verdicts: 1 suspect, 1 unchanged",
                                 f"{GRU}: suspect: night 1 of 2 it must regress on running to fail*",
                                 "*run kept for the history: *0002_run.json, without the 1 case(s) that regressed*",
