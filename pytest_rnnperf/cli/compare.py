@@ -158,7 +158,7 @@ def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
         stored = next((r.records[case_id] for r in runs if case_id in r.records), None)
         if stored is None:
             continue
-        verdict = judge(stored, record, policy, history=case_history(runs, case_id).processes)
+        verdict = judge(stored, record, policy, history=case_history(runs, case_id).judged)
         if verdict is not None:
             out.append(verdict)
     return out

@@ -15,7 +15,8 @@ Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every
 Each kernel of the cuDNN side is judged the same way against its own history, in absolute time per step: it
 regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step.
 A process whose kernel mix settled in another mode (another GEMM, another cuDNN algorithm) is matched to the
-history's processes of its nearest mode first. Pure: numpy only.
+history's processes of its nearest mode first, once that mode was seen in enough stored processes (reported
+ones included: a mode that made a case report every night is history once it is common). Pure: numpy only.
 """
 
 from __future__ import annotations
@@ -101,10 +102,14 @@ def mode(summary: ProcessSummary, step: float) -> frozenset[str]:
 
 
 def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min_processes: int) -> list[ProcessSummary]:
-    """The history's processes whose kernel mix is most like this one's, where there are ``min_processes`` of them.
+    """The history's processes whose kernel mix is most like this one's, where that mode is known; else the clean ones.
 
     A mix that settles in several modes (another GEMM kernel in some processes) would otherwise read as a
-    kernel that appeared and another that vanished; with too few processes of the nearest mode, all are used.
+    kernel that appeared and another that vanished. A mode is known once ``min_processes`` stored processes
+    settled in it, the same count a case's history needs to be judged across processes at all: two could be
+    one odd card twice. Reported processes (their case regressed, not failed) count toward a mode the clean
+    processes do not know, and stand for it with them; where ``min_processes`` clean processes hold the mode,
+    they alone do, so a slowdown reported in a flagged window never joins them. A failed run is never kept.
     """
     step = current.get("work") or current.get("busy") or 0.0
     mine = mode(current, step)
@@ -117,9 +122,13 @@ def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min
 
     if not history:
         return []
+    clean = [s for s in history if not s.reported]
     best = max(similarity(s) for s in history)
     near = [s for s in history if similarity(s) == best]
-    return near if len(near) >= min_processes else list(history)
+    near_clean = [s for s in near if not s.reported]
+    if len(near_clean) >= min_processes:
+        return near_clean
+    return near if len(near) >= min_processes else clean
 
 
 def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: Mapping[str, Sequence[float]], *,

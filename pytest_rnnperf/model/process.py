@@ -36,6 +36,10 @@ class ProcessSummary:
     case_id: str
     source: str  # the stored file's name, with "#2" etc. for the extra processes recorded with it
     metrics: Mapping[str, float] = field(default_factory=dict)
+    # Stored from a kept run where the case regressed (reported, not failed): it may teach the history a kernel mix
+    # the clean processes do not know, never its times beside theirs (``judge.across.nearest_mode``). Set on reading,
+    # from where the file stores it; never part of ``to_dict``.
+    reported: bool = False
 
     @property
     def kernels(self) -> dict[str, float]:

@@ -10,12 +10,13 @@ from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.sensitivity import drift_check_available, sensitivity
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
+from pytest_rnnperf.model.process import summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.xdist import WorkerRun, by_model, fingerprint_conflicts
 from pytest_rnnperf.store.baselines import KEPT_TAG, gpus_with_baselines, record_problem, writable_problem, write_new
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.runs import records_problem, run_meta, timed_cases, without_cases
+from pytest_rnnperf.store.runs import records_problem, run_meta, without_cases
 from pytest_rnnperf.store.stored import Stored
 
 RECORD_HINT = "record one with: the same pytest command plus --rnnperf-update-baseline"
@@ -146,9 +147,10 @@ class Recorder:
     def keep_run(self, benchmark_json: BenchmarkJson, benchmarks_on: bool, exit_status: int = 0) -> list[str]:
         """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.
 
-        Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
-        would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
-        steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
+        Only a run where nothing failed is kept. Its cases that regressed (reported, not failed) are kept as reports:
+        their summaries without their records, so their history never judges against their times as a clean night's,
+        yet learns a kernel mix that made the case report night after night (``judge.across.nearest_mode``). An
+        interrupted run holds only some cases.
         """
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
@@ -166,10 +168,10 @@ class Recorder:
         if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
+        records = {r.id: r for r in self.measured.results}
+        if reports := [summarize(records[c], "").to_dict() for c in regressed if c in records]:
+            meta["reported"] = reports
         data = without_cases(benchmark_json(None, meta), regressed)
-        if not timed_cases(data):
-            return [f"run not kept: each of its {len(regressed)} timed case(s) regressed (reported, not failed); the "
-                    f"history keeps clean cases only"]
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
             return [f"run not kept: it would not read back: {unreadable}"]
         written = self._written(gpu.gpu_slug, KEPT_TAG, data, "run not kept")
@@ -178,8 +180,9 @@ class Recorder:
         if not regressed:
             return [f"run kept for the history: {shown_path(written)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        return [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
-                f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        return [f"run kept for the history: {shown_path(written)}, the {len(regressed)} case(s) that regressed (reported, "
+                f"not failed) as reports, which teach their history only a kernel mix that "
+                f"{self.run.settings.min_processes} stored processes share: {shown}"]
 
     def _written(self, gpu_slug: str, tag: str, data: dict[str, Any], refused: str) -> Path | str:
         """Write ``data`` as the next ``tag`` file of ``gpu_slug``: its path, or the summary's line why not."""

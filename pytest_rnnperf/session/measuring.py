@@ -94,7 +94,7 @@ class Measurer:
                 self.measured.unjudged.append(case_id)
             return record
         record, verdict = judge_remeasuring(stored, record, remeasure, self.policy(),
-                                            self.stored.history(case_id).processes)
+                                            self.stored.history(case_id).judged)
         if verdict is not None:
             self.measured.verdicts[case_id] = verdict
             if self.on_verdict is not None:
