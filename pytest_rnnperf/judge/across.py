@@ -96,9 +96,20 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
                       processes=sp.n, noise=sp.noise)
 
 
-def mode(summary: ProcessSummary, step: float) -> frozenset[str]:
-    """The kernels that take at least ``MODE_SHARE`` of a step of ``step`` seconds in this process."""
-    return frozenset(name for name, t in summary.kernels.items() if step > 0 and t >= MODE_SHARE * step)
+def shares(summary: ProcessSummary) -> dict[str, float]:
+    """Each kernel's share of this process's step (its summed kernel time, else its busy time)."""
+    step = summary.get("work") or summary.get("busy") or 0.0
+    return {name: t / step for name, t in summary.kernels.items()} if step > 0 else {}
+
+
+def similarity(a: ProcessSummary, b: ProcessSummary) -> float:
+    """How alike two kernel mixes are: of the kernels that take ``MODE_SHARE`` of a step in either, the part both ran
+    alike. A kernel differs where one process gave it less than half the share the other did, so one near
+    ``MODE_SHARE`` in both (2.07% of the step here, 1.97% there) does not split a mix in two."""
+    sa, sb = shares(a), shares(b)
+    counted = [n for n in sa.keys() | sb.keys() if max(sa.get(n, 0.0), sb.get(n, 0.0)) >= MODE_SHARE]
+    differ = sum(1 for n in counted if 2 * min(sa.get(n, 0.0), sb.get(n, 0.0)) < max(sa.get(n, 0.0), sb.get(n, 0.0)))
+    return 1.0 - differ / len(counted) if counted else 1.0
 
 
 def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min_processes: int) -> list[ProcessSummary]:
@@ -107,24 +118,22 @@ def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min
     A mix that settles in several modes (another GEMM kernel in some processes) would otherwise read as a
     kernel that appeared and another that vanished. A mode is known once ``min_processes`` stored processes
     settled in it, the same count a case's history needs to be judged across processes at all: two could be
-    one odd card twice. Reported processes (their case regressed, not failed) count toward a mode the clean
-    processes do not know, and stand for it with them; where ``min_processes`` clean processes hold the mode,
-    they alone do, so a slowdown reported in a flagged window never joins them. A failed run is never kept.
+    one odd card twice. A reported process (its case regressed, not failed) counts only where most clean
+    processes ran another mix, and stands for its mode only where fewer than ``min_processes`` clean ones do:
+    a slowdown reported in a flagged window, in the mix the clean processes know, never joins them. A failed
+    run is never kept, so it teaches nothing.
     """
-    step = current.get("work") or current.get("busy") or 0.0
-    mine = mode(current, step)
-
-    def similarity(s: ProcessSummary) -> float:
-        """Jaccard similarity of the two kernel mixes."""
-        other = mode(s, s.get("work") or s.get("busy") or 0.0)
-        union = mine | other
-        return len(mine & other) / len(union) if union else 1.0
-
-    if not history:
-        return []
     clean = [s for s in history if not s.reported]
-    best = max(similarity(s) for s in history)
-    near = [s for s in history if similarity(s) == best]
+
+    def new_mix(report: ProcessSummary) -> bool:
+        """Most clean processes ran another kernel mix than this report."""
+        return 2 * sum(1 for s in clean if similarity(s, report) < 1.0) > len(clean)
+
+    usable = [s for s in history if not s.reported or new_mix(s)]
+    if not usable:
+        return []
+    alike = [similarity(s, current) for s in usable]
+    near = [s for s, v in zip(usable, alike) if v == max(alike)]
     near_clean = [s for s in near if not s.reported]
     if len(near_clean) >= min_processes:
         return near_clean
