@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pytest_rnnperf.backends import problems, specs
 from pytest_rnnperf.backends.base import CUDA_LIBRARIES
 from pytest_rnnperf.judge.claims import HEADER, table_rows
+from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import Verdict
 from pytest_rnnperf.measure.environment import not_the_wheels
 from pytest_rnnperf.measure.gpu import noise_warnings
@@ -144,8 +145,11 @@ def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list
 
 
 def gate_failures(result: CaseRecord) -> list[str]:
-    """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
+    """Why a case fails its gates (path proof, parity, precision, speedup floor), as small tables; empty if it passes."""
     problems = path_parity_failures(result.id, result.proofs, result.parity)
+    precision = precision_finding(result)
+    if not precision.ok:
+        problems.append(f"{result.id}: {precision.problem}")
     s, cudnn = result.speedup, result.cudnn
     if below_floor(result) and s is not None and cudnn is not None:
         problems.append(
@@ -304,7 +308,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
     lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
                  "--rnnperf-update-baseline")
-    return "\n".join(lines)
+    return "\n".join(fit(lines, terminal_width()))  # pytest prints it as it is: long lines run off a CI log
 
 
 def _comparison_row(c: Comparison) -> str:

@@ -101,19 +101,19 @@ def test_a_kernel_mix_seen_in_three_processes_is_history_and_a_new_kernel_still_
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)  # mode A, three processes
     mode_b = "gemm_b:0.05"  # another GEMM, a tenth of the step, in every step of the cuDNN side
     for night, extra in enumerate([mode_b, "", mode_b, mode_b], start=2):
-        monkeypatch.setenv("FAKE_CUDNN_EXTRA", extra)
+        monkeypatch.setenv("FAKE_CUDNN_GEMMS", extra)
         kept = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
         kept.assert_outcomes(passed=2)
         summary = "verdicts: 2 regressed (2 failed)" if extra else "verdicts: 2 unchanged"
         kept.stdout.fnmatch_lines([summary.split(" (")[0] + "*", f"*run kept for the history: *{night:04d}_run.json*"])
         if extra:
             kept.stdout.fnmatch_lines(["*appeared: gemm_b 0.050 ms/step*regressed*"])
-    monkeypatch.setenv("FAKE_CUDNN_EXTRA", mode_b)
+    monkeypatch.setenv("FAKE_CUDNN_GEMMS", mode_b)
     quiet = run(project, "--rnnperf-keep-run")
     quiet.assert_outcomes(passed=2)
     quiet.stdout.fnmatch_lines(["*device x3*", "verdicts: 2 unchanged", "*run kept for the history: *0006_run.json"])
     assert "gemm_b" not in quiet.stdout.str()
-    monkeypatch.setenv("FAKE_CUDNN_EXTRA", mode_b + ",spin:0.05")
+    monkeypatch.setenv("FAKE_CUDNN_GEMMS", mode_b + ",spin:0.05")
     new_kernel = run(project, "--rnnperf-keep-run")
     new_kernel.assert_outcomes(failed=2)
     new_kernel.stdout.fnmatch_lines(["*appeared: spin 0.050 ms/step*regressed*", "*run not kept: 2 test(s) failed*"])
