@@ -169,7 +169,7 @@ def judge_history(runs: list[Any], cur: Any, policy: Policy, suspects: dict[str,
         stored = next((r.records[case_id] for r in runs if case_id in r.records), None)
         if stored is None:
             continue
-        verdict = judge(stored, record, policy, history=case_history(runs, case_id).processes)
+        verdict = judge(stored, record, policy, history=case_history(runs, case_id).judged)
         if verdict is not None:
             out.append(confirmed(verdict, (suspects or {}).get(case_id, 0), policy.confirm_nights))
     return out

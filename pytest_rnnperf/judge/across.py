@@ -15,7 +15,8 @@ Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every
 Each kernel of the cuDNN side is judged the same way against its own history, in absolute time per step: it
 regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step.
 A process whose kernel mix settled in another mode (another GEMM, another cuDNN algorithm) is matched to the
-history's processes of its nearest mode first. Pure: numpy only.
+history's processes of its nearest mode first, once that mode was seen in enough stored processes (reported
+ones included: a mode that made a case report every night is history once it is common). Pure: numpy only.
 """
 
 from __future__ import annotations
@@ -95,31 +96,48 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
                       processes=sp.n, noise=sp.noise)
 
 
-def mode(summary: ProcessSummary, step: float) -> frozenset[str]:
-    """The kernels that take at least ``MODE_SHARE`` of a step of ``step`` seconds in this process."""
-    return frozenset(name for name, t in summary.kernels.items() if step > 0 and t >= MODE_SHARE * step)
+def shares(summary: ProcessSummary) -> dict[str, float]:
+    """Each kernel's share of this process's step (its summed kernel time, else its busy time)."""
+    step = summary.get("work") or summary.get("busy") or 0.0
+    return {name: t / step for name, t in summary.kernels.items()} if step > 0 else {}
+
+
+def similarity(a: ProcessSummary, b: ProcessSummary) -> float:
+    """How alike two kernel mixes are: of the kernels that take ``MODE_SHARE`` of a step in either, the part both ran
+    alike. A kernel differs where one process gave it less than half the share the other did, so one near
+    ``MODE_SHARE`` in both (2.07% of the step here, 1.97% there) does not split a mix in two."""
+    sa, sb = shares(a), shares(b)
+    counted = [n for n in sa.keys() | sb.keys() if max(sa.get(n, 0.0), sb.get(n, 0.0)) >= MODE_SHARE]
+    differ = sum(1 for n in counted if 2 * min(sa.get(n, 0.0), sb.get(n, 0.0)) < max(sa.get(n, 0.0), sb.get(n, 0.0)))
+    return 1.0 - differ / len(counted) if counted else 1.0
 
 
 def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min_processes: int) -> list[ProcessSummary]:
-    """The history's processes whose kernel mix is most like this one's, where there are ``min_processes`` of them.
+    """The history's processes whose kernel mix is most like this one's, where that mode is known; else the clean ones.
 
     A mix that settles in several modes (another GEMM kernel in some processes) would otherwise read as a
-    kernel that appeared and another that vanished; with too few processes of the nearest mode, all are used.
+    kernel that appeared and another that vanished. A mode is known once ``min_processes`` stored processes
+    settled in it, the same count a case's history needs to be judged across processes at all: two could be
+    one odd card twice. A reported process (its case regressed, not failed) counts only where most clean
+    processes ran another mix, and stands for its mode only where fewer than ``min_processes`` clean ones do:
+    a slowdown reported in a flagged window, in the mix the clean processes know, never joins them. A failed
+    run is never kept, so it teaches nothing.
     """
-    step = current.get("work") or current.get("busy") or 0.0
-    mine = mode(current, step)
+    clean = [s for s in history if not s.reported]
 
-    def similarity(s: ProcessSummary) -> float:
-        """Jaccard similarity of the two kernel mixes."""
-        other = mode(s, s.get("work") or s.get("busy") or 0.0)
-        union = mine | other
-        return len(mine & other) / len(union) if union else 1.0
+    def new_mix(report: ProcessSummary) -> bool:
+        """Most clean processes ran another kernel mix than this report."""
+        return 2 * sum(1 for s in clean if similarity(s, report) < 1.0) > len(clean)
 
-    if not history:
+    usable = [s for s in history if not s.reported or new_mix(s)]
+    if not usable:
         return []
-    best = max(similarity(s) for s in history)
-    near = [s for s in history if similarity(s) == best]
-    return near if len(near) >= min_processes else list(history)
+    alike = [similarity(s, current) for s in usable]
+    near = [s for s, v in zip(usable, alike) if v == max(alike)]
+    near_clean = [s for s in near if not s.reported]
+    if len(near_clean) >= min_processes:
+        return near_clean
+    return near if len(near) >= min_processes else clean
 
 
 def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: Mapping[str, Sequence[float]], *,

@@ -85,7 +85,7 @@ class Context:
 
     @cached_property
     def processes(self) -> list[ProcessSummary]:
-        """The history's processes of this process's nearest kernel mode (all of them where that mode is rare)."""
+        """The history's processes of this process's nearest kernel mode (the clean ones where that mode is not known)."""
         return xp.nearest_mode(self.history, self.summary, self.policy.min_processes)
 
     def past(self, metric: str) -> list[float] | None:

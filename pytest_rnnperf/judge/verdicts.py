@@ -257,7 +257,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
     processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
     if time.metric == METRICS[BUSY].name:
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
-            ctx.history, time.current_median, policy.device_effect)
+            ctx.processes, time.current_median, policy.device_effect)
         verdict = CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
                               processes=processes, kernels=kernels, drift=slow)
         if not clock:

@@ -33,7 +33,10 @@ from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 # 3: per-round metrics by stable names ("metrics": {"cudnn/kernel/<name>": seconds per step per traced round});
 # a stored run says whether it is a recorded baseline or a run kept for the history, and may carry the summaries
 # of the extra processes it was recorded with (see ``model.process``).
-FORMAT_VERSION = 3
+# 4: a kept run stores the process summaries of the cases it reported (regressed, not failed) under
+# ``machine_info["rnnperf"]["reported"]``, their records still left out: their kernel mix teaches the history its
+# modes. An older reader must refuse such a file rather than read a history that lacks them as complete.
+FORMAT_VERSION = 4
 # Far more samples than --rnnperf-rounds gives (at most 1000, twice when re-measured), far fewer than exhaust memory.
 MAX_SAMPLES = 10_000
 
@@ -542,9 +545,13 @@ class StoredRun:
     # Case id -> the nights running its regression showed on, for the cases this kept run left out as suspect
     # (``confirm_nights``): what the next night reads to tell a first violation from a repeated one.
     suspects: Mapping[str, int] = field(default_factory=dict)
+    # Case id -> the summary of a case this kept run reported (regressed, not failed); its record is not stored.
+    reported: Mapping[str, ProcessSummary] = field(default_factory=dict)
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
-        """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""
+        """Every process of this file that measured ``case_id``: the run's own, then the extra ones (or its report)."""
+        if case_id in self.reported:
+            return [replace(self.reported[case_id], source=self.path.name, reported=True)]
         if case_id not in self.records:
             return []
         return [summarize(self.records[case_id], self.path.name), *self.processes.get(case_id, ())]

@@ -10,12 +10,13 @@ from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.sensitivity import drift_check_available, sensitivity
 from pytest_rnnperf.judge.verdicts import Policy
 from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
+from pytest_rnnperf.model.process import summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.xdist import WorkerRun, by_model, fingerprint_conflicts
 from pytest_rnnperf.store.baselines import KEPT_TAG, gpus_with_baselines, record_problem, writable_problem, write_new
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.runs import records_problem, run_meta, timed_cases, without_cases
+from pytest_rnnperf.store.runs import records_problem, run_meta, without_cases
 from pytest_rnnperf.store.stored import Stored
 
 RECORD_HINT = "record one with: the same pytest command plus --rnnperf-update-baseline"
@@ -146,12 +147,12 @@ class Recorder:
     def keep_run(self, benchmark_json: BenchmarkJson, benchmarks_on: bool, exit_status: int = 0) -> list[str]:
         """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.
 
-        Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
-        would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
-        steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
-        With ``confirm_nights`` > 1 the cases it left out that would have failed (suspect, or reported under
-        --rnnperf-no-fail-regression) are named in ``machine_info["rnnperf"]["suspects"]`` with the nights running they
-        regressed on, for the next night; a night whose every case was left out so is kept for that alone.
+        Only a run where nothing failed is kept. Its cases that regressed (reported, not failed) are kept as reports:
+        their summaries without their records, so their history never judges against their times as a clean night's,
+        yet learns a kernel mix that made the case report night after night (``judge.across.nearest_mode``). An
+        interrupted run holds only some cases. With ``confirm_nights`` > 1 the cases that would have failed (suspect,
+        or reported under --rnnperf-no-fail-regression) are also named in ``machine_info["rnnperf"]["suspects"]`` with
+        the nights running they regressed on, for the next night.
         """
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
@@ -174,10 +175,10 @@ class Recorder:
             if nights > 1 else {}
         if suspects:
             meta["suspects"] = dict(sorted(suspects.items()))
+        records = {r.id: r for r in self.measured.results}
+        if reports := [summarize(records[c], "").to_dict() for c in regressed if c in records]:
+            meta["reported"] = reports
         data = without_cases(benchmark_json(None, meta), regressed)
-        if not timed_cases(data) and not suspects:
-            return [f"run not kept: each of its {len(regressed)} timed case(s) regressed (reported, not failed); the "
-                    f"history keeps clean cases only"]
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
             return [f"run not kept: it would not read back: {unreadable}"]
         written = self._written(gpu.gpu_slug, KEPT_TAG, data, "run not kept")
@@ -186,8 +187,9 @@ class Recorder:
         if not regressed:
             return [f"run kept for the history: {shown_path(written)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        lines = [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
-                 f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        lines = [f"run kept for the history: {shown_path(written)}, the {len(regressed)} case(s) that regressed "
+                 f"(reported, not failed) as reports, which teach their history only a kernel mix that "
+                 f"{self.run.settings.min_processes} stored processes share: {shown}"]
         if suspects:
             lines.append(f"suspect: {len(suspects)} case(s) named in {written.name} for the nights after it: each "
                          f"fails once it regressed on {nights} nights running (--rnnperf-confirm-nights)")

@@ -94,7 +94,7 @@ class Measurer:
                 self.measured.unjudged.append(case_id)
             return record
         policy = self.policy()
-        record, verdict = judge_remeasuring(stored, record, remeasure, policy, self.stored.history(case_id).processes)
+        record, verdict = judge_remeasuring(stored, record, remeasure, policy, self.stored.history(case_id).judged)
         if verdict is not None:
             verdict = confirmed(verdict, self.stored.suspects.get(case_id, 0), policy.confirm_nights)
             self.measured.verdicts[case_id] = verdict

@@ -234,8 +234,8 @@ BEFORE: tuple[Setting, ...] = (
             "fresh subprocesses), so its history has a between-process spread from the first night (1 to 10)",
             check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),
     Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
-            "baselines) when no test failed, without its cases that regressed (reported, not failed); nightly CI "
-            "keeps its runs so the history learns each case's noise", switch=True),
+            "baselines) when no test failed, its cases that regressed (reported, not failed) as reports that teach "
+            "only a kernel mix; nightly CI keeps its runs so the history learns each case's noise and modes", switch=True),
 )
 # The thresholds users may set come here, between what is stored and what is reported.
 AFTER: tuple[Setting, ...] = (

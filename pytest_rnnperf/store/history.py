@@ -4,7 +4,9 @@ The stored runs of a GPU model (``baselines/<gpu>/<machine id>/NNNN_<tag>.json``
 nightly runs kept for the history (``--rnnperf-keep-run``). A case's history starts at the newest baseline
 that holds it (recording a baseline is how a team accepts a change: what came before no longer predicts the
 case) and takes every kept run after it. Each file gives one process per case, and a baseline recorded with
-``--rnnperf-record-processes=N`` gives N. Pure: no pytest, no framework.
+``--rnnperf-record-processes=N`` gives N. A kept run where the case regressed (reported, not failed) gives a
+reported process: judging reads its kernel mix (``judge.across.nearest_mode``); what a history's processes show
+(sensitivity, the kernel table) counts the clean ones only. Pure: no pytest, no framework.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ class CaseHistory:
     """The processes a case is judged against, oldest first, and the stored files they came from."""
 
     case_id: str
-    processes: tuple[ProcessSummary, ...]
+    judged: tuple[ProcessSummary, ...]  # every stored process, reported ones (``ProcessSummary.reported``) marked
     files: tuple[str, ...]  # the files' names, oldest first: the recorded baseline, then the kept runs
+
+    @property
+    def processes(self) -> tuple[ProcessSummary, ...]:
+        """The clean processes: those of runs where the case did not regress."""
+        return tuple(s for s in self.judged if not s.reported)
 
     @property
     def since(self) -> str:
@@ -34,7 +41,7 @@ def case_history(runs: Sequence[StoredRun], case_id: str) -> CaseHistory:
     """The history of ``case_id`` in ``runs`` (newest first, as ``store.baselines.find_all`` lists them)."""
     taken: list[StoredRun] = []
     for run in runs:
-        if case_id not in run.records:
+        if case_id not in run.records and case_id not in run.reported:
             continue
         taken.append(run)
         if run.kind == BASELINE:

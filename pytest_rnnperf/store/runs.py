@@ -71,6 +71,20 @@ def _processes_from_benchmarks(benchmarks: Iterable[Any], name: str) -> dict[str
     return out
 
 
+def reported_from_meta(meta: Mapping[str, Any], name: str) -> dict[str, ProcessSummary]:
+    """Case id -> the summary of a case a kept run reported (``machine_info["rnnperf"]["reported"]``, format 4)."""
+    out: dict[str, ProcessSummary] = {}
+    for row in as_list(meta.get("reported", []), "machine_info.rnnperf.reported"):
+        try:
+            summary = ProcessSummary.from_dict(row, name)
+        except ValueError as exc:
+            raise RecordError(f"machine_info.rnnperf.reported: {exc}") from None
+        if summary.case_id in out:
+            raise RecordError(f"machine_info.rnnperf.reported holds case {summary.case_id} twice; keep one")
+        out[summary.case_id] = summary
+    return out
+
+
 def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[str, CaseRecord]:
     """Case id -> record, from the entries whose ``extra_info["rnnperf"]`` holds a full record."""
     out: dict[str, CaseRecord] = {}
@@ -99,6 +113,14 @@ def _records_from_benchmarks(benchmarks: Iterable[Any], version: int) -> dict[st
     return out
 
 
+def _reported_apart(records: Mapping[str, CaseRecord], reported: Mapping[str, ProcessSummary]) -> None:
+    """RecordError where a case is stored both as a record and as reported: which one teaches the history is unclear."""
+    both = sorted(set(records) & set(reported))
+    if both:
+        raise RecordError(f"case {both[0]} is stored both as a record and as reported (machine_info.rnnperf.reported); "
+                          f"keep one")
+
+
 def _entry(index: int, bench: Mapping[str, Any]) -> str:
     """How an error names a benchmark entry: its index and pytest-benchmark's name of it."""
     name = bench.get("name")
@@ -107,8 +129,10 @@ def _entry(index: int, bench: Mapping[str, Any]) -> str:
 
 def records_problem(data: Mapping[str, Any]) -> str | None:
     """Why a stored run about to be written would not read back (a case twice, a malformed record), or None."""
+    meta = (data.get("machine_info") or {}).get("rnnperf") or {}
     try:
-        _records_from_benchmarks(data.get("benchmarks", []), FORMAT_VERSION)
+        records = _records_from_benchmarks(data.get("benchmarks", []), FORMAT_VERSION)
+        _reported_apart(records, reported_from_meta(meta, "this run"))
     except RecordError as exc:
         return str(exc)
     return None
@@ -167,15 +191,21 @@ def load_run(path: Path) -> StoredRun:
     if not isinstance(suspects, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
                                                  for n in suspects.values()):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.suspects: not an object of case ids to nights >= 1")
+    if "reported" in meta and (version < 4 or kind != KEPT):  # only a kept run of format 4 or later reports cases
+        raise BaselineError(f"{path}: machine_info.rnnperf.reported is stored only by a kept run of format 4 or later "
+                            f"(this one: {kind}, format {version})")
     try:
         records = _records_from_benchmarks(data["benchmarks"], version)
         processes = _processes_from_benchmarks(data["benchmarks"], path.name)
+        reported = reported_from_meta(meta, path.name)
+        _reported_apart(records, reported)
     except RecordError as exc:
         raise BaselineError(f"{path}: malformed record: {exc}") from None
     return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
-                     processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()})
+                     processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()},
+                     reported=reported)
 
 
 def run_identity(run: StoredRun) -> tuple[Any, ...] | None:

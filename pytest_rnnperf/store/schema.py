@@ -34,7 +34,13 @@ def _v2_to_v3(record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, metrics={})
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(record: dict[str, Any]) -> dict[str, Any]:
+    """Format 3 -> 4: records are unchanged; a kept run of format 3 left its reported cases out, and reads as
+    reporting none (``store.runs.load_run``)."""
+    return dict(record)
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate_record(record: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -56,5 +62,5 @@ def readable(version: Any) -> TypeGuard[int]:
 
 
 def formats() -> str:
-    """e.g. "1, 2 and 3": the formats this pytest-rnnperf reads."""
+    """e.g. "1, 2, 3 and 4": the formats this pytest-rnnperf reads."""
     return f"{', '.join(map(str, sorted(MIGRATIONS)))} and {FORMAT_VERSION}"

@@ -73,6 +73,7 @@ def load_stored(root: Path, given: str, gpu_slug: str, machine_id: str) -> Store
                                 f"{gpu_slug}; move it to {root / run.gpu_slug / path.parent.name}/")
     noise_file = root / gpu_slug / noise.FILE_NAME
     found = noise.load(noise_file) if noise_file.exists() else None
-    # A kept run whose every case was suspect holds no record: it tells the next night its suspects, nothing more.
-    judged = tuple(run for run in loaded.runs if run.records)
+    # A kept run whose every case was suspect holds no record and no report: it tells the next night its suspects,
+    # nothing more. One that holds reports only still teaches its cases' history their kernel mix.
+    judged = tuple(run for run in loaded.runs if run.records or run.reported)
     return Stored(judged, found, tuple(loaded.notes), loaded.accepted, violating_nights(loaded.runs))

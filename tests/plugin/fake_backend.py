@@ -5,7 +5,8 @@ project's conftest hands to both timers) by its nominal wall time times a seeded
 its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded the test machine is, and two
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
 (FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_SLOW_CASE: a part of a case id whose cuDNN device time is 1.5x; FAKE_CUDNN_KERNEL; FAKE_CUDNN_GEMMS: comma-separated
-kernel names the cuDNN side also launches each step, such as the GEMMs whose names show its math;
+kernel names the cuDNN side also launches each step, such as the GEMMs whose names show its math, each "name:ms" for one
+that runs ms per step after the one before (another kernel mix);
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
 /proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
@@ -94,6 +95,13 @@ def nominal_ms(name: str, build: int, device: bool = False) -> float:
     return float(values[min(build, len(values) - 1)])
 
 
+def extra_kernels() -> list[tuple[str, float]]:
+    """FAKE_CUDNN_GEMMS ("gemm_b:0.05,spin:0.05"; a bare name runs 0 ms): kernels the cuDNN side also launches, with
+    their seconds per step."""
+    pairs = [item.partition(":") for item in knob("CUDNN_GEMMS").split(",") if item]
+    return [(name, float(ms or 0) / 1e3) for name, _, ms in pairs]
+
+
 class FakeImpl:
     """One side: advances the fake clock per step, computes results with the float64 reference."""
 
@@ -116,10 +124,15 @@ class FakeImpl:
         device = nominal_ms(self.name, window, device=True) / 1e3 * (1.0 + DEVICE_JITTER * self.rng.gauss(0.0, 1.0))
         if self.name == "cudnn" and knob("SLOW_CASE") and knob("SLOW_CASE") in self.case.id:
             device *= 1.5  # one case's cuDNN side slower, the others as they were
+        spent = 0.0  # device time the extra kernels already moved the clock by
         if self.name == "cudnn":
             CUPTI.launch(self.kernel, device)
-            for gemm in filter(None, knob("CUDNN_GEMMS").split(",")):
-                CUPTI.launch(gemm, 0.0)
+            for name, seconds in extra_kernels():  # a timed one after the one before: the step's busy time grows by it
+                if seconds:
+                    CLOCK.advance(device - spent)
+                    spent = device
+                CUPTI.launch(name, seconds)
+                device += seconds
             if self.case.mode == "train":
                 CUPTI.launch("RNN_blockPersist_bp_LSTM_FMA", 0.0)
             if knob("FALLBACK") == "1":
@@ -128,7 +141,7 @@ class FakeImpl:
         else:
             for _ in range(GENERIC_LAUNCHES):
                 CUPTI.launch(self.kernel, device / GENERIC_LAUNCHES)
-        CLOCK.advance(max(device, self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0))))
+        CLOCK.advance(max(device, self.delay * (1.0 + JITTER * self.rng.gauss(0.0, 1.0))) - spent)
 
     def result(self, inputs: CaseInputs | None = None) -> ImplResult:
         """Reference outputs, perturbed on the cuDNN side when FAKE_PARITY_ERROR is set."""

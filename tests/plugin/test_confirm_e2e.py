@@ -37,7 +37,7 @@ def test_a_slowdown_is_suspect_on_its_first_night_fails_on_the_second_and_a_clea
                                 f"{GRU}   cudnn device time   +50.0%*suspect",  # the answer table, with the change
                                 "verdicts: 1 suspect, 1 unchanged",
                                 f"{GRU}: suspect: night 1 of 2 it must regress on running to fail*",
-                                "*run kept for the history: *0002_run.json, without the 1 case(s) that regressed*",
+                                "*run kept for the history: *0002_run.json, the 1 case(s) that regressed (reported, not failed) as reports*",
                                 "suspect: 1 case(s) named in 0002_run.json for the nights after it*"])
     assert _suspects(project, "0002_run.json") == {GRU: 1}
 

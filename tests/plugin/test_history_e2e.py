@@ -53,28 +53,38 @@ def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Py
     whole_lines(result).fnmatch_lines(["*device x3*", "*; drift check off (pip install ruptures)*"])
 
 
-def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run whose every case regressed would teach the history its own slowdown: it is reported, not stored."""
+def test_a_run_whose_every_case_regressed_is_kept_as_reports_only(project: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case regressed (reported, not failed): the file holds their reports, no record, so no history widens."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
     result = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*run not kept: each of its 2 timed case(s) regressed (reported, not failed); the "
-                                 "history keeps clean cases only*"])
-    assert _files(project) == ["0001_baseline.json"]
+    result.stdout.fnmatch_lines(["*run kept for the history: *0002_run.json, the 2 case(s) that regressed (reported, "
+                                 "not failed) as reports*"])
+    (path,) = (project.path / GPU_DIR).glob("*/0002_run.json")
+    data = load_json(path)
+    assert data["benchmarks"] == []
+    assert sorted(r["case"] for r in data["machine_info"]["rnnperf"]["reported"]) == [
+        "torch-gru-train-fp32-T4-B2-I3-H5-L1", "torch-lstm-train-fp32-T4-B2-I3-H5-L1"]
+    monkeypatch.delenv("FAKE_CUDNN_DEV_MS")
+    again = run(project)
+    again.assert_outcomes(passed=2)
+    whole_lines(again).fnmatch_lines(["verdicts: 2 unchanged", "*history: 2 case(s) judged across 3 processes*"])
 
 
-def test_a_run_kept_leaves_out_the_cases_that_regressed_without_failing(project: pytest.Pytester,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """One case regressed (reported, not failed): the run is kept without it; only the clean case's history widens."""
+def test_a_run_kept_keeps_the_cases_that_regressed_without_failing_as_reports(project: pytest.Pytester,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """One case regressed (reported, not failed): kept as a report, its record left out; only the clean case widens."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     monkeypatch.setenv("FAKE_SLOW_CASE", "torch-gru-")
     kept = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
     kept.assert_outcomes(passed=2)
     kept.stdout.fnmatch_lines(["verdicts: 1 regressed, 1 unchanged", "*run kept for the history: *0002_run.json, "
-                               "without the 1 case(s) that regressed (reported, not failed)*"])
+                               "the 1 case(s) that regressed (reported, not failed) as reports*"])
     notes = load_json(project.path / "rnnperf-report" / "rnnperf.json")["notes"]  # the line unwrapped
-    assert any(n.endswith("learn the change: torch-gru-train-fp32-T4-B2-I3-H5-L1") for n in notes), notes
+    assert any(n.endswith("a kernel mix that 3 stored processes share: torch-gru-train-fp32-T4-B2-I3-H5-L1")
+               for n in notes), notes
     (path,) = (project.path / GPU_DIR).glob("*/0002_run.json")
     assert {b["group"] for b in load_json(path)["benchmarks"]} == {"torch-lstm-train-fp32-T4-B2-I3-H5-L1"}
     monkeypatch.delenv("FAKE_SLOW_CASE")
@@ -82,6 +92,33 @@ def test_a_run_kept_leaves_out_the_cases_that_regressed_without_failing(project:
     again.assert_outcomes(passed=2)
     again.stdout.fnmatch_lines(["torch-lstm-train-fp32-T4-B2-I3-H5-L1 *device x4*",
                                 "torch-gru-train-fp32-T4-B2-I3-H5-L1 *device x3*"])
+
+
+def test_a_kernel_mix_seen_in_three_processes_is_history_and_a_new_kernel_still_fails(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel mix alternates between two modes over kept nights: mode B reports (not failed) until three stored
+    processes share it, then a night in it reports nothing; a kernel in neither mode still fails."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)  # mode A, three processes
+    mode_b = "gemm_b:0.05"  # another GEMM, a tenth of the step, in every step of the cuDNN side
+    for night, extra in enumerate([mode_b, "", mode_b, mode_b], start=2):
+        monkeypatch.setenv("FAKE_CUDNN_GEMMS", extra)
+        kept = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
+        kept.assert_outcomes(passed=2)
+        summary = "verdicts: 2 regressed (2 failed)" if extra else "verdicts: 2 unchanged"
+        kept.stdout.fnmatch_lines([summary.split(" (")[0] + "*", f"*run kept for the history: *{night:04d}_run.json*"])
+        if extra:
+            kept.stdout.fnmatch_lines(["*appeared: gemm_b 0.050 ms/step*regressed*"])
+    monkeypatch.setenv("FAKE_CUDNN_GEMMS", mode_b)
+    quiet = run(project, "--rnnperf-keep-run")
+    quiet.assert_outcomes(passed=2)
+    quiet.stdout.fnmatch_lines(["*device x3*", "verdicts: 2 unchanged", "*run kept for the history: *0006_run.json"])
+    assert "gemm_b" not in quiet.stdout.str()
+    monkeypatch.setenv("FAKE_CUDNN_GEMMS", mode_b + ",spin:0.05")
+    new_kernel = run(project, "--rnnperf-keep-run")
+    new_kernel.assert_outcomes(failed=2)
+    new_kernel.stdout.fnmatch_lines(["*appeared: spin 0.050 ms/step*regressed*", "*run not kept: 2 test(s) failed*"])
+    assert "appeared: gemm_b" not in new_kernel.stdout.str()
+    assert _files(project)[-1] == "0006_run.json"  # the failed night taught the history nothing
 
 
 def test_a_run_where_a_regression_failed_is_not_kept_at_all(project: pytest.Pytester,

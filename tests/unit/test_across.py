@@ -14,11 +14,29 @@ from pytest_rnnperf.model.records import BASELINE, KEPT, StoredRun
 from pytest_rnnperf.store.history import case_history
 
 
-def _proc(busy: float, source: str = "p", **kernel_ms: float) -> ProcessSummary:
-    """A process of one case: busy time in ms and its kernels in ms per step."""
+def _proc(busy: float, source: str = "p", reported: bool = False, **kernel_ms: float) -> ProcessSummary:
+    """A process of one case: busy time in ms and its kernels in ms per step (``reported``: stored as a report)."""
     metrics = {"busy": busy / 1e3, "work": busy / 1e3, "wall": busy * 1.2 / 1e3}
     metrics.update({f"kernel/{name}": ms / 1e3 for name, ms in kernel_ms.items()})
-    return ProcessSummary("case", source, metrics)
+    return ProcessSummary("case", source, metrics, reported=reported)
+
+
+# The TF bf16 LSTM case on H100 (ms per step): mode A as recorded; in mode B, cuDNN's elementwise kernel falls
+# under 2% of the step and the 128x256 GEMM takes 4.5% of the step more.
+MODE_A = dict(sgemm=7.21, gemm64=6.0, xmma=4.9, gemm256=4.5, bp2=1.0, cell=0.5)
+MODE_B = dict(MODE_A, sgemm=8.31, bp2=0.275)
+
+
+def _mode(kernel_ms: dict[str, float], n: int, reported: bool = False) -> list[ProcessSummary]:
+    """``n`` processes of one kernel mix, each 0.1% apart, busy the sum of their kernels."""
+    return [_proc(sum(kernel_ms.values()) * (1 + 0.001 * i), reported=reported,
+                  **{k: v * (1 + 0.001 * i) for k, v in kernel_ms.items()}) for i in range(n)]
+
+
+def _moved(history: list[ProcessSummary], now: ProcessSummary) -> dict[str, Verdict]:
+    """Each kernel that moved against the processes of this process's nearest mode, as the rules judge it."""
+    near = nearest_mode(history, now, 3)
+    return {c.metric: c.verdict for c in mix_changes(kernels(near, now, {}, floor=0.03, k=4.0), 0.03)}
 
 
 def test_one_odd_process_barely_moves_the_center_or_the_noise() -> None:
@@ -119,6 +137,70 @@ def test_the_nearest_mode_is_used_where_enough_processes_share_it() -> None:
     assert nearest_mode(a + b[:1], now, 3) == a + b[:1]
 
 
+def test_a_mode_seen_in_three_reported_processes_is_history_and_a_process_in_it_is_unchanged() -> None:
+    """Modes A and B each in three stored processes, B's kept as reports: a process in B moved nothing, busy included."""
+    history = _mode(MODE_A, 3) + _mode(MODE_B, 3, reported=True)
+    now = _proc(sum(MODE_B.values()), **MODE_B)
+    assert nearest_mode(history, now, 3) == history[3:]
+    assert _moved(history, now) == {}
+    busy = [s.metrics["busy"] for s in nearest_mode(history, now, 3)]
+    assert across("cudnn device time", busy, [now.metrics["busy"]] * 3, floor=0.03, k=4.0).verdict is Verdict.UNCHANGED
+
+
+def test_a_mode_seen_in_fewer_stored_processes_than_min_processes_still_reports() -> None:
+    """Mode B once or twice (as on H100 this week): the GEMM's growth is judged against mode A's processes, regressed;
+    one clean process of B and two reports make three, and B is known."""
+    now = _proc(sum(MODE_B.values()), **MODE_B)
+    for seen in (1, 2):
+        history = _mode(MODE_A, 4) + _mode(MODE_B, seen, reported=True)
+        assert nearest_mode(history, now, 3) == history[:4]
+        assert _moved(history, now)["kernel/sgemm"] is Verdict.REGRESSED
+    clean_b = _mode(MODE_B, 1)
+    assert _moved(_mode(MODE_A, 4) + clean_b + _mode(MODE_B, 2, reported=True), now) == {}
+
+
+def test_a_kernel_in_no_stored_mode_still_regresses() -> None:
+    """Both modes known, B from reports: a spin kernel on top of mode B appeared in no mode, regressed by name."""
+    history = _mode(MODE_A, 3) + _mode(MODE_B, 3, reported=True)
+    now = _proc(sum(MODE_B.values()) + 1.2, spin=1.2, **MODE_B)
+    assert nearest_mode(history, now, 3) == history[3:]
+    assert _moved(history, now) == {"kernel/spin": Verdict.REGRESSED}
+
+
+def test_a_kernel_that_grew_within_a_known_mode_is_judged_against_that_modes_processes() -> None:
+    """The 128x256 GEMM 1.2 ms slower than mode B's: regressed against B's median, not A's."""
+    history = _mode(MODE_A, 3) + _mode(MODE_B, 3, reported=True)
+    grown = dict(MODE_B, sgemm=MODE_B["sgemm"] + 1.2)
+    found = kernels(nearest_mode(history, _proc(sum(grown.values()), **grown), 3),
+                    _proc(sum(grown.values()), **grown), {}, floor=0.03, k=4.0)
+    assert [(c.metric, c.verdict) for c in found] == [("kernel/sgemm", Verdict.REGRESSED)]
+    assert found[0].baseline_median == pytest.approx(MODE_B["sgemm"] / 1e3, rel=0.002)
+
+
+def test_reported_processes_never_join_a_mode_the_clean_processes_know() -> None:
+    """Three reports of mode A with the GEMM slowed (a throttled window, say) beside three clean ones: judged
+    against the clean ones, the same slowdown still regresses; reports alone of mode A are not enough either."""
+    slowed = dict(MODE_A, sgemm=MODE_A["sgemm"] + 1.2)
+    now = _proc(sum(slowed.values()), **slowed)
+    history = _mode(MODE_A, 3) + _mode(slowed, 3, reported=True)
+    assert nearest_mode(history, now, 3) == history[:3]
+    assert _moved(history, now)["kernel/sgemm"] is Verdict.REGRESSED
+    young = _mode(MODE_A, 2) + _mode(slowed, 3, reported=True)
+    assert nearest_mode(young, now, 3) == young[:2]  # too few to judge across: the newest record decides
+
+
+def test_a_case_history_judges_with_its_reports_and_shows_its_clean_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept run that reported the case gives a reported process: in ``judged``, never in ``processes``."""
+    runs = [_stored("0003_run.json", KEPT, (), reported=("a",)), _stored("0002_run.json", KEPT, ("a",)),
+            _stored("0001_baseline.json", BASELINE, ("a",))]
+    monkeypatch.setattr("pytest_rnnperf.model.records.summarize", lambda rec, source: ProcessSummary("a", source, {}))
+    history = case_history(runs, "a")
+    assert history.files == ("0001_baseline.json", "0002_run.json", "0003_run.json")
+    assert [(s.source, s.reported) for s in history.judged] == [("0001_baseline.json", False), ("0002_run.json", False),
+                                                                ("0003_run.json", True)]
+    assert [s.source for s in history.processes] == ["0001_baseline.json", "0002_run.json"]
+
+
 def test_ten_nights_of_one_percent_each_are_a_drift_and_a_flat_history_is_not() -> None:
     """The change-point check over the history and this process."""
     rising = [_proc(10.0 * 1.01 ** i) for i in range(10)]
@@ -137,12 +219,12 @@ def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
     assert noisy.smallest is not None and noisy.smallest > 0.03 and "limits it" in noisy.status
 
 
-def _stored(name: str, kind: str, case_ids: tuple[str, ...]) -> StoredRun:
-    """A stored run holding records of ``case_ids`` (records are only counted here, never read)."""
+def _stored(name: str, kind: str, case_ids: tuple[str, ...], reported: tuple[str, ...] = ()) -> StoredRun:
+    """A stored run holding records of ``case_ids`` (only counted here, never read) and reports of ``reported``."""
     from pathlib import Path
 
     return StoredRun(path=Path(name), gpu_slug="G", environment={}, records={c: object() for c in case_ids},  # type: ignore[misc]
-                     kind=kind)
+                     kind=kind, reported={c: ProcessSummary(c, "", {"busy": 0.01}) for c in reported})
 
 
 def test_a_history_starts_at_the_newest_baseline_holding_the_case(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
+from pytest_rnnperf.model.process import summarize
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError
 from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
 from pytest_rnnperf.store.schema import migrate_record
@@ -180,6 +181,44 @@ def test_format_1_records_are_migrated_when_read(tmp_path: Path) -> None:
     assert rec.flags == (WindowFlag(FlagKind.THROTTLED, "clocks throttled during the 2.00 s window: power 0.50 s"),)
     assert rec.notes == ("cudnn energy: window 0.9 s",)
     assert rec.gpu_busy == pytest.approx(0.30)
+
+
+def _kept(records: list[dict[str, Any]], reported: list[dict[str, Any]], fmt: int = FORMAT_VERSION,
+          kind: str = "kept") -> dict[str, Any]:
+    """A kept run as the plugin writes it, with the summaries of the cases it reported."""
+    data = _file(records, fmt=fmt)
+    data["machine_info"]["rnnperf"].update(kind=kind, reported=reported)
+    return data
+
+
+def test_a_kept_run_reads_back_its_reported_cases_as_reported_processes(tmp_path: Path) -> None:
+    """The reported case has no record; its one process reads as reported, under the file's name."""
+    clean = record(cudnn_dev_ms=0.5)
+    slowed = summarize(record(case_id="tests/test_m.py::test_m", cudnn_dev_ms=0.7), "")
+    path = tmp_path / "0002_run.json"
+    path.write_text(json.dumps(_kept([clean.to_dict()], [slowed.to_dict()])))
+    run = load_run(path)
+    assert list(run.records) == [clean.id]
+    (summary,) = run.summaries("tests/test_m.py::test_m")
+    assert summary.reported and summary.source == "0002_run.json" and summary.metrics == slowed.metrics
+    assert not any(s.reported for s in run.summaries(clean.id))
+
+
+@pytest.mark.parametrize("fmt, kind, both, message", [
+    (3, "kept", False, "reported is stored only by a kept run of format 4 or later (this one: kept, format 3)"),
+    (FORMAT_VERSION, "baseline", False, "(this one: baseline, format 4)"),
+    (FORMAT_VERSION, "kept", True, "is stored both as a record and as reported"),
+])
+def test_reported_cases_where_no_kept_run_writes_them_are_refused_in_one_line(tmp_path: Path, fmt: int, kind: str,
+                                                                             both: bool, message: str) -> None:
+    """A report in an older format's file or a baseline, or beside the case's own record: which teaches is unclear."""
+    rec = record()
+    report = summarize(rec if both else record(case_id="tests/test_m.py::test_m"), "").to_dict()
+    path = tmp_path / "0002_run.json"
+    path.write_text(json.dumps(_kept([rec.to_dict()], [report], fmt=fmt, kind=kind)))
+    with pytest.raises(BaselineError) as info:
+        load_run(path)
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
 
 
 def test_an_unknown_record_format_is_refused() -> None:
