@@ -38,7 +38,11 @@ ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
 # so a report names it as a cause.
 INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
 INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
-INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV)
+# "<case-id glob>[,...]" alone: the matching bidirectional cases run their cuDNN side as one unidirectional pass per
+# layer and direction, one after the other (torch: backends/torch_common.py), as a release that gave up running
+# the two directions concurrently would; the same kernels' work, less overlap.
+INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_SERIALIZE_ENV)
 
 
 # An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
@@ -47,9 +51,15 @@ MAX_INJECT_US = 1_000_000
 
 
 def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
-    """An injection variable's value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
+    """An injection variable's value as (case-id glob, microseconds) pairs (0 for the serializing one, which takes
+    globs alone); ValueError names a malformed part."""
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
+        if name == INJECT_SERIALIZE_ENV:
+            if "=" in part:
+                raise ValueError(f"{name}: {part!r} is not a case-id glob (this variable takes globs alone)")
+            out.append((part, 0.0))
+            continue
         pattern, _, micros = part.rpartition("=")
         try:
             us = float(micros)
@@ -368,7 +378,7 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_SERIALIZE_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

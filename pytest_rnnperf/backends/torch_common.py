@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from pytest_rnnperf.backends import INJECT_ENV, INJECT_HOST_ENV, BackendUnavailable, parse_injection
+from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_SERIALIZE_ENV, BackendUnavailable,
+                                     parse_injection)
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.model.flags import unavailable
@@ -83,8 +84,8 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
         matmul.allow_tf32 = saved_matmul
 
 
-def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
-    """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches).
+def _injected(case_id: str, name: str, environ: dict[str, str] | None) -> float | None:
+    """The value of the first part of an injection variable whose glob matches ``case_id``; None where none does.
 
     The plugin checks the variable's form before the run, so a malformed value never gets this far.
     """
@@ -92,7 +93,44 @@ def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | 
         parts = parse_injection((os.environ if environ is None else environ).get(name, ""), name)
     except ValueError as exc:
         raise BackendUnavailable(str(exc)) from None
-    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), 0.0)
+    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), None)
+
+
+def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
+    """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches)."""
+    return _injected(case_id, name, environ) or 0.0
+
+
+def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool:
+    """``case_id`` matches RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL: its cuDNN side runs its directions one by one."""
+    return _injected(case_id, INJECT_SERIALIZE_ENV, environ) is not None
+
+
+def serialized_forward(module: Any, x: Any) -> tuple[Any, Any]:
+    """A bidirectional ``module`` run as one unidirectional pass per layer and direction, one after the other.
+
+    What RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL emulates: a release that no longer runs the two directions
+    concurrently. Each pass is a one-layer module of the same class called with the bidirectional module's own
+    weights (the reverse direction on the time-flipped input), so outputs, states and gradients are the module's.
+    """
+    torch = import_torch()
+    weights = dict(module.named_parameters())
+    passes: dict[int, Any] = {}  # one-layer modules by input size, on the meta device: only their code runs
+    layer_in, states = x, []
+    for layer in range(module.num_layers):
+        size = layer_in.shape[-1]
+        one = passes.setdefault(size, type(module)(size, module.hidden_size, bias=module.bias, device="meta",
+                                                   **({"nonlinearity": module.nonlinearity}
+                                                      if hasattr(module, "nonlinearity") else {})))
+        outs = []
+        for suffix in ("", "_reverse"):
+            own = {f"{w}_l0": weights[f"{w}_l{layer}{suffix}"] for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+            out, state = torch.func.functional_call(one, own, (layer_in.flip(0) if suffix else layer_in,))
+            outs.append(out.flip(0) if suffix else out)
+            states.append(state if isinstance(state, tuple) else (state,))
+        layer_in = torch.cat(outs, dim=-1)
+    joined = tuple(torch.cat(parts, dim=0) for parts in zip(*states))
+    return layer_in, joined if len(joined) > 1 else joined[0]
 
 
 def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
@@ -264,6 +302,7 @@ class TorchImpl:
     _grads: tuple[Any, ...] = field(default=(), repr=False)
     _inject_cycles: int = 0
     _inject_host_s: float = 0.0
+    _inject_serial: bool = False
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
@@ -271,6 +310,11 @@ class TorchImpl:
         if self.name == "cudnn" and self.device.startswith("cuda"):
             self._inject_cycles = injected_cycles(self.case.id)
             self._inject_host_s = injected_us(self.case.id, INJECT_HOST_ENV) / 1e6
+            self._inject_serial = self.case.shape.bidirectional and injected_serial(self.case.id)
+
+    def _forward(self, x: Any) -> tuple[Any, Any]:
+        """The module on ``x``: at once, or direction by direction where the serializing fault is injected."""
+        return serialized_forward(self.module, x) if self._inject_serial else self.module(x)
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
         """Input and upstream gradients as device tensors of the case's dtype."""
@@ -292,9 +336,9 @@ class TorchImpl:
         with precision_flags(self.name, self.case.precision, self.device):
             if not want_grads:
                 with torch.no_grad():
-                    out, state = self.module(x)
+                    out, state = self._forward(x)
                 return out, state, None, ()
-            out, state = self.module(x)
+            out, state = self._forward(x)
             h_n, c_n = state if isinstance(state, tuple) else (state, None)
             outputs = [out, h_n] + ([c_n] if c_n is not None else [])
             params = list(self.module.parameters())
