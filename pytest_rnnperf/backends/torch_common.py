@@ -106,24 +106,27 @@ def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool
     return _injected(case_id, INJECT_SERIALIZE_ENV, environ) is not None
 
 
-def serialized_forward(module: Any, x: Any) -> tuple[Any, Any]:
+def serialized_forward(module: Any, x: Any, passes: dict[tuple[int, str], Any] | None = None) -> tuple[Any, Any]:
     """A bidirectional ``module`` run as one unidirectional pass per layer and direction, one after the other.
 
     What RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL emulates: a release that no longer runs the two directions
     concurrently. Each pass is a one-layer module of the same class called with the bidirectional module's own
     weights (the reverse direction on the time-flipped input), so outputs, states and gradients are the module's.
+    ``passes`` keeps those modules between steps: built on the meta device (only their code runs), each keeps the
+    weights it was first called with, so cuDNN packs them once, not at every step.
     """
     torch = import_torch()
+    passes = {} if passes is None else passes
     weights = dict(module.named_parameters())
-    passes: dict[int, Any] = {}  # one-layer modules by input size, on the meta device: only their code runs
+    extra = {"nonlinearity": module.nonlinearity} if hasattr(module, "nonlinearity") else {}
     layer_in, states = x, []
     for layer in range(module.num_layers):
-        size = layer_in.shape[-1]
-        one = passes.setdefault(size, type(module)(size, module.hidden_size, bias=module.bias, device="meta",
-                                                   **({"nonlinearity": module.nonlinearity}
-                                                      if hasattr(module, "nonlinearity") else {})))
         outs = []
         for suffix in ("", "_reverse"):
+            if (layer, suffix) not in passes:
+                passes[layer, suffix] = type(module)(layer_in.shape[-1], module.hidden_size, bias=module.bias,
+                                                     device="meta", **extra)
+            one = passes[layer, suffix]
             own = {f"{w}_l0": weights[f"{w}_l{layer}{suffix}"] for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
             out, state = torch.func.functional_call(one, own, (layer_in.flip(0) if suffix else layer_in,))
             outs.append(out.flip(0) if suffix else out)
@@ -303,6 +306,7 @@ class TorchImpl:
     _inject_cycles: int = 0
     _inject_host_s: float = 0.0
     _inject_serial: bool = False
+    _passes: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)  # the serialized fault's modules
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
@@ -314,7 +318,7 @@ class TorchImpl:
 
     def _forward(self, x: Any) -> tuple[Any, Any]:
         """The module on ``x``: at once, or direction by direction where the serializing fault is injected."""
-        return serialized_forward(self.module, x) if self._inject_serial else self.module(x)
+        return serialized_forward(self.module, x, self._passes) if self._inject_serial else self.module(x)
 
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
         """Input and upstream gradients as device tensors of the case's dtype."""

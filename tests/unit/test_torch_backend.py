@@ -161,7 +161,10 @@ def test_the_serialized_directions_compute_what_the_bidirectional_module_compute
     case = Case("torch", cell, Shape(6, 3, 4, 5, num_layers=2, bidirectional=True))
     module = build_module(case, reference.init_weights(cell, 4, 5, 2, True), "cpu")
     x = torch.randn(6, 3, 4, requires_grad=True)
-    whole, serial = module(x), serialized_forward(module, x)
+    passes: dict = {}
+    serialized_forward(module, x, passes)  # a step before: the passes are kept and called again
+    whole, serial = module(x), serialized_forward(module, x, passes)
+    assert len(passes) == 4
     flat = [t for side in (whole, serial) for t in (side[0], *(side[1] if cell == "lstm" else (side[1],)))]
     half = len(flat) // 2
     for a, b in zip(flat[:half], flat[half:], strict=True):
