@@ -17,6 +17,8 @@
 # calls after it on the same machine and puts one in $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
+# Tensor-op math dropped: RNNPERF_INJECT_NO_TENSOR_OP='torch-lstm-*fp16*' runs the torch cuDNN side of the matching
+# fp16/bf16/tf32 cases in IEEE fp32 (labelled as before), so the precision gate must fail them by their kernel names.
 # RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL='torch-*-bi' runs the matching bidirectional torch cases' cuDNN side one
 # direction after the other (same weights, same outputs): busy time up, kernels' work the same; it must fail.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the

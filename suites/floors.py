@@ -34,6 +34,11 @@ WIDE_HIDDEN = 1024
 XLA_GENERIC = ("jax", "keras_jax")
 
 
+def model_floor(keras_backend: str) -> float:
+    """The floor of a Keras model case with no measured figure: XLA's on JAX, else not slower (as above)."""
+    return XLA_FLOOR if keras_backend == "jax" else DEFAULT_FLOOR
+
+
 def floor_for(case: Case) -> float:
     """The floor of a case, by the rules in this module's docstring."""
     if case.framework in XLA_GENERIC:

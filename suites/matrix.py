@@ -48,7 +48,8 @@ KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
     ("torch_compile_rnn", "fp32", "infer"): _ALLOW_RNN,
     ("tf", "bf16", "train"): "TF 2.21 cuDNN RNN backward in bf16 returns wrong gradients (normalized error ~1.0, "
                              "GRU recurrent-weight gradients all zero) while the forward pass and fp16 are fine; "
-                             "seen on an H200 with cuDNN 9.19, 2026-11-22",
+                             "seen on an H200 with cuDNN 9.19, 2026-11-22. Its cuDNN RNN also runs bf16 as float32 "
+                             "(elemWiseRNNcell<float>, SIMT SGEMMs in every stored run), which fails the precision gate",
 }
 
 

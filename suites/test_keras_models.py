@@ -12,11 +12,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pytest
 
 from pytest_rnnperf.backends.keras_layers import keras_import_problem
 from pytest_rnnperf.plugin.fixtures import RnnperfFixture
+from .keras_inputs import batches, padded_tokens
 
 if (missing := keras_import_problem()) is not None:  # "need tensorflow for Keras's default backend..." or "need keras"
     pytest.skip(f"the Keras model checks {missing}", allow_module_level=True)
@@ -35,19 +35,14 @@ def build_tagger(vocab: int, embed: int, hidden: int) -> Any:
     return keras.Model(tokens, keras.layers.Dense(16)(x))
 
 
-def padded_tokens(vocab: int, batch: int, steps: int) -> np.ndarray:
-    """Token ids of varied lengths, right-padded with 0 (what Embedding(mask_zero=True) masks)."""
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1, vocab, (batch, steps))
-    lengths = rng.integers(steps // 2, steps + 1, batch)
-    ids[np.arange(steps)[None, :] >= lengths[:, None]] = 0
-    return ids
-
-
 @pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_masked_bigru_tagger_trains(rnnperf: RnnperfFixture, scale: str, backend: str) -> None:
     """Train step of the masked two-layer bidirectional GRU: the layers found, the paths proven, parity, speedup."""
     vocab, embed, hidden, batch, steps = SIZES[scale]
+    make = partial(padded_tokens, vocab, batch, steps)
+    # Only Keras on TensorFlow hands the mask to cuDNN, whose masked outputs were corrupted now and then
+    # (tensorflow#60192): there parity runs on three batches and keeps the worst error.
+    more = partial(batches, make, (1, 2)) if backend == "tensorflow" else None
     # partial() of module-level functions: another Keras backend's subprocess imports them by name.
-    rnnperf.check(rnnperf.model(partial(build_tagger, vocab, embed, hidden), inputs=partial(padded_tokens, vocab, batch,
-                                                                                          steps), backend=backend))
+    rnnperf.check(rnnperf.model(partial(build_tagger, vocab, embed, hidden), inputs=make, parity_inputs=more,
+                                backend=backend))

@@ -38,11 +38,18 @@ ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
 # so a report names it as a cause.
 INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
 INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
+# "<case-id glob>" (comma-separated for several): the torch cuDNN side of each matching fp16/bf16/tf32 case runs its
+# math in IEEE float32 (the case keeps its label), so its kernels are SIMT/FFMA ones, as when a cuDNN update drops
+# tensor-op math; torch has no switch that turns tensor-op math off for a half-precision cuDNN RNN.
+INJECT_NO_TENSOR_OP_ENV = "RNNPERF_INJECT_NO_TENSOR_OP"
 # "<case-id glob>[,...]" alone: the matching bidirectional cases run their cuDNN side as one unidirectional pass per
 # layer and direction, one after the other (torch: backends/torch_common.py), as a release that gave up running
 # the two directions concurrently would; the same kernels' work, less overlap.
 INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
-INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_SERIALIZE_ENV)
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV)
+# The variables of globs alone (a case has the fault or not), and why they take no =<amount>.
+GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without tensor-op math or not",
+                               INJECT_SERIALIZE_ENV: "the case runs its directions one after the other or not"}
 
 
 # An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
@@ -51,13 +58,13 @@ MAX_INJECT_US = 1_000_000
 
 
 def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
-    """An injection variable's value as (case-id glob, microseconds) pairs (0 for the serializing one, which takes
-    globs alone); ValueError names a malformed part."""
+    """An injection variable's value as (case-id glob, microseconds) pairs (0 for a variable of globs alone);
+    ValueError names a malformed part."""
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        if name == INJECT_SERIALIZE_ENV:
+        if name in GLOBS_ALONE:
             if "=" in part:
-                raise ValueError(f"{name}: {part!r} is not a case-id glob (this variable takes globs alone)")
+                raise ValueError(f"{name}: {part!r} is not a <case-id glob> (no =<amount>: {GLOBS_ALONE[name]})")
             out.append((part, 0.0))
             continue
         pattern, _, micros = part.rpartition("=")
@@ -163,11 +170,15 @@ class ModelOptions:
     optimizer: Any = None  # a Keras optimizer name or a function returning a new one; None: the compiled one, else none
     step: Callable[..., Any] | None = None  # step(model, x, y): timed instead of the plugin's own step
     allow_generic: bool = False  # accept layers that ask for cuDNN (use_cudnn=True) where they cannot have it
+    # More batches shaped like the inputs (a list of them, or a callable returning one) that parity also runs on,
+    # keeping each compared quantity's worst error: a fault that corrupts some batches only is missed by one batch.
+    parity_inputs: Any = None
 
     def given(self) -> list[str]:
         """Names of the options set to something other than their default."""
         return [name for name, value in (("targets", self.targets), ("loss", self.loss), ("optimizer", self.optimizer),
-                                         ("step", self.step)) if value is not None] + (
+                                         ("step", self.step), ("parity_inputs", self.parity_inputs))
+                if value is not None] + (
             ["allow_generic"] if self.allow_generic else [])
 
 
@@ -378,7 +389,7 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_SERIALIZE_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "INJECT_SERIALIZE_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

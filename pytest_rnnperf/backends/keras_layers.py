@@ -204,13 +204,16 @@ def flag_check(layers: Sequence[Any], impl: str) -> tuple[bool, str]:
     """Whether every recurrent layer of the stack, wrapped ones included, kept the ``use_cudnn`` it was given.
 
     A wrapper such as ``Bidirectional`` rebuilds its backward layer from the forward one's config; a flag that
-    config drops would quietly change the path of half the model.
+    config drops would quietly change the path of half the model (keras#21533), so each direction is checked and
+    the evidence says both were.
     """
     wanted = impl == "cudnn"
     seen: list[tuple[str, Any]] = []
+    wrapped = 0
     for layer in layers:
         subs = ([("forward", layer.forward_layer), ("backward", layer.backward_layer)]
                 if hasattr(layer, "forward_layer") else [("", layer)])
+        wrapped += len(subs) == 2 and all(hasattr(sub, "use_cudnn") for _, sub in subs)
         for where, sub in subs:
             if hasattr(sub, "use_cudnn"):
                 seen.append((f"{type(layer).__name__} {where}".strip() if where else type(sub).__name__,
@@ -218,7 +221,10 @@ def flag_check(layers: Sequence[Any], impl: str) -> tuple[bool, str]:
     wrong = [f"{name} use_cudnn={flag!r}" for name, flag in seen if flag is not wanted]
     if wrong:
         return False, f"flags: {', '.join(wrong)} (built with use_cudnn={wanted})"
-    return True, f"flags: {len(seen)} recurrent layer(s) use_cudnn={wanted}" if seen else "flags: no use_cudnn layer"
+    if not seen:
+        return True, "flags: no use_cudnn layer"
+    both = f" (forward and backward of {wrapped} Bidirectional)" if wrapped else ""
+    return True, f"flags: {len(seen)} recurrent layer(s) use_cudnn={wanted}{both}"
 
 
 def to_batch_major(a: np.ndarray) -> np.ndarray:

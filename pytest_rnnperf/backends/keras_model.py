@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -227,6 +227,32 @@ def host(structure: Any, keras: Any, what: str) -> Any:
         except Exception as exc:  # noqa: BLE001 - whatever the framework raises, the input is not an array
             raise ModelError(f"{name} is no array ({type(leaf).__name__}): {type(exc).__name__}") from None
     return rebuilt(value, iter(out))
+
+
+def parity_batches(keras: Any, x: Any, given: Any) -> list[Any]:
+    """The ``parity_inputs=`` batches on the host, each shaped like the inputs ``x``; ModelError naming one that is not."""
+    if given is None:
+        return []
+    value = given() if callable(given) else given
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ModelError(f"parity_inputs= takes a non-empty list of batches shaped like inputs (or a callable "
+                         f"returning one), got {type(value).__name__}")
+    want = [(name, a.shape) for name, a in leaves(x, "inputs")]
+    batches = []
+    for index, batch in enumerate(value):
+        hosted = host(batch, keras, f"parity_inputs[{index}]")
+        got = [(name, a.shape) for name, a in leaves(hosted, "inputs")]
+        if got != want:  # the timed step is traced for one shape; parity reuses that trace
+            raise ModelError(f"parity_inputs[{index}] is {', '.join(f'{n} {s}' for n, s in got)} where inputs are "
+                             f"{', '.join(f'{n} {s}' for n, s in want)}: each parity batch must match inputs")
+        batches.append(hosted)
+    return batches
+
+
+def merged(per_batch: Sequence[Sequence[FoundLayer]]) -> list[FoundLayer]:
+    """Each layer with the reasons of every batch it saw: it runs cuDNN only where no batch keeps it off."""
+    return [replace(f, blockers=tuple(dict.fromkeys(r for found in per_batch for r in found[i].blockers)))
+            for i, f in enumerate(per_batch[0])]
 
 
 def upstream(outputs: list[tuple[str, np.ndarray]], seed: int) -> list[np.ndarray]:
@@ -461,5 +487,5 @@ def case_framework(case: "ModelCase") -> str:
 
 __all__ = [
     "FRAMEWORKS", "FoundLayer", "LayerSettings", "config_blockers", "cudnn_units", "find", "flags_evidence",
-    "judge_calls", "mask_blocker", "mask_problem", "refusal", "rnn_layers",
+    "judge_calls", "mask_blocker", "mask_problem", "merged", "parity_batches", "refusal", "rnn_layers",
 ]

@@ -28,8 +28,8 @@ from pytest_rnnperf.backends import IMPLS, ModelError, ModelOptions, OutOfDevice
 from pytest_rnnperf.backends.jax_common import JAX_MATMUL_PRECISION, cudnn_calls
 from pytest_rnnperf.backends.keras_model import (
     FoundLayer, built_copy, capture_masks, case_framework, check_built, cudnn_units, description, find,
-    flags_evidence, found_notes, host, judge_calls, leaves, loss_fn, loss_kind, loss_note, make_optimizer, no_rnn,
-    rebuilt, refusal, rnn_layers, upstream, without_dropout,
+    flags_evidence, found_notes, host, judge_calls, leaves, loss_fn, loss_kind, loss_note, make_optimizer, merged,
+    no_rnn, parity_batches, rebuilt, refusal, rnn_layers, upstream, without_dropout,
 )
 from pytest_rnnperf.backends.tf_common import graph_op_types
 from pytest_rnnperf.backends.tf_common import precision_flags as tf_precision_flags
@@ -64,6 +64,7 @@ class Plan:
     loss: str  # "given", "compiled", "upstream" or "none" (infer)
     options: ModelOptions
     param_names: list[str]  # trainable weights' paths in the first build, the names parity compares by
+    extra: list[Any] = field(default_factory=list)  # the parity_inputs= batches (host structures shaped like x)
 
     @property
     def train(self) -> bool:
@@ -91,6 +92,7 @@ class KerasModelSide:
         self._given_loss = loss_fn(plan.keras, plan.options) if plan.loss == "given" else None
         with self.context():
             self.x = self._tensors(plan.x)
+            self.batches = [self.x] + [self._tensors(batch) for batch in plan.extra]  # parity's batches
             self.y = None if plan.y is None else self._tensors(plan.y)
             self.d = [self.tensor(a) for a in plan.d]
             self._setup()
@@ -147,10 +149,16 @@ class KerasModelSide:
             user = self.plan.options.step
             self.last = user(self.model, self.x, self.y) if user is not None else self._timed()
 
-    def result(self) -> Named:
-        """Every float output and, in train mode, every gradient, as float64 host arrays by name."""
+    def result(self, batch: int = 0) -> Named:
+        """Every float output and, in train mode, every gradient, as float64 host arrays by name, for parity batch
+        ``batch`` (0: the timed inputs)."""
+        timed = self.x
         with self.context():
-            outputs, d_params, d_inputs = self._outputs_and_grads()
+            self.x = self.batches[batch]
+            try:
+                outputs, d_params, d_inputs = self._outputs_and_grads()
+            finally:
+                self.x = timed
             named: Named = {n: ("forward", self.numpy(t)) for n, t in leaves(outputs, "output") if _is_float(t)}
             named.update({f"d_params[{n}]": ("gradient", self.numpy(g)) for n, g in zip(self.plan.param_names, d_params)})
             float_inputs = [n for n, a in leaves(self.plan.x, "input") if np.issubdtype(a.dtype, np.floating)]
@@ -518,9 +526,14 @@ class KerasModelPair:
                 if s is not None and s.last is not None:
                     jax.block_until_ready(s.last)
 
-    def reference(self) -> dict[str, tuple[str, np.ndarray | None]]:
-        """Outputs and gradients of the float64 copy on the generic path."""
-        return self.reference_copy.result()
+    @property
+    def parity_batches(self) -> int:
+        """How many batches parity runs on: the timed inputs and the parity_inputs= batches."""
+        return len(self.reference_copy.batches)
+
+    def reference(self, batch: int = 0) -> dict[str, tuple[str, np.ndarray | None]]:
+        """Outputs and gradients of the float64 copy on the generic path, for parity batch ``batch``."""
+        return self.reference_copy.result(batch)
 
     def close(self) -> None:
         """Drop the copies; the framework frees their device memory once nothing refers to them."""
@@ -562,32 +575,43 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
     if (why := empty_input((name, a.shape) for name, a in leaves(x, "inputs"))) is not None:
         raise ModelError(why)
     y = None if options.targets is None else host(options.targets, keras, "targets")
+    extra = parity_batches(keras, x, options.parity_inputs)
     kind = loss_kind(model, options, case.mode == "train")
     notes: list[str] = []
     try:
         reference = built_copy(keras, build, model, "float64", wrap=lambda: _x64(framework))
-        dropped = without_dropout(keras, reference)
+        # Training draws a random dropout mask per copy, so the copies compare without dropout. Predict runs without
+        # it anyway: there the copies keep it, so the path timed is the one Keras picks for the model as written
+        # (Keras 3.0-3.2 sent any LSTM/GRU with dropout > 0 to its generic loop, keras#19644).
+        train = case.mode == "train"
+        dropped = without_dropout(keras, reference) if train else []
         layers = rnn_layers(keras, reference)
         for layer in layers:
             layer.use_cudnn = False
         narrow = sorted({str(w.dtype) for w in reference.trainable_weights if "float" in str(w.dtype)} - {"float64"})
         if narrow:
             notes.append(f"the float64 copy kept {', '.join(narrow)} weights (layers built with an explicit dtype)")
-        # The reference's first forward pass, eager, shows each layer the mask it gets (cuDNN needs right
-        # padding, and Keras on torch/JAX takes no mask at all) and gives the output shapes.
-        masks, undo = capture_masks(layers)
         plan = Plan(case, framework, keras, [], x, y, [], kind, options,
-                    [str(v.path) for v in model.trainable_variables])
+                    [str(v.path) for v in model.trainable_variables], extra)
         probe = SIDES[framework]("reference", reference, plan, [False] * len(layers), None, "float64", device)
-        with probe.context():
-            outputs = [(n, probe.numpy(t)) for n, t in leaves(reference(probe.x, training=False), "output")
-                       if _is_float(t)]
-        undo()
+
+        def seen(batch: Any) -> tuple[list[FoundLayer], list[tuple[str, np.ndarray]]]:
+            """The reference's eager forward pass on ``batch``: each layer with the mask it gets (cuDNN needs right
+            padding and no empty sequence, and Keras on torch/JAX takes no mask at all), and the float outputs."""
+            masks, undo = capture_masks(layers)
+            try:
+                with probe.context():
+                    outputs = [(n, probe.numpy(t)) for n, t in leaves(reference(batch, training=False), "output")
+                               if _is_float(t)]
+            finally:
+                undo()
+            return find(keras, model, framework, [None if m is None else probe.numpy(m) > 0.5 for m in masks]), outputs
+
+        found, outputs = seen(probe.x)
         if not outputs:
             raise ModelError(f"{type(model).__name__} {model.name!r} returned no floating-point output: nothing to "
                              f"compare (return what a loss is computed from, e.g. logits)")
-        masks_np = [None if m is None else probe.numpy(m) > 0.5 for m in masks]
-        plan.found = find(keras, model, framework, masks_np)
+        plan.found = merged([found] + [seen(batch)[0] for batch in probe.batches[1:]])
         if not options.allow_generic and (refused := refusal(plan.found, framework)):
             raise ModelError(refused)
         notes += found_notes(plan.found, framework)
@@ -597,7 +621,7 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
         plan.d = upstream(outputs, seed) if kind == "upstream" else []
         with probe.context():  # the probe is the reference copy from now on, with the upstream gradients
             probe.d = [probe.tensor(a) for a in plan.d]
-        if case.mode == "train":
+        if train:
             compiled = bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
             notes.append(loss_note(kind, make_optimizer(keras, model, options), compiled) if options.step is None
                          else "train step: the step= function given")
@@ -606,7 +630,8 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
         sides: dict[str, KerasModelSide] = {}
         for impl in impls:
             copy = built_copy(keras, build, model, _DTYPES.get(case.precision))
-            without_dropout(keras, copy)
+            if train:
+                without_dropout(keras, copy)
             wanted = [impl == "cudnn" and f.eligible for f in plan.found]
             copy_layers = rnn_layers(keras, copy)
             if len(copy_layers) != len(wanted):
@@ -614,7 +639,7 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
                                  "the same model every time")
             for layer, flag in zip(copy_layers, wanted):
                 layer.use_cudnn = flag
-            optimizer = make_optimizer(keras, copy, options) if case.mode == "train" else None
+            optimizer = make_optimizer(keras, copy, options) if train else None
             sides[impl] = SIDES[framework](impl, copy, plan, wanted, optimizer,
                                            _DTYPES.get(case.precision, "float32"), device)
         pair = KerasModelPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), reference_copy=probe,

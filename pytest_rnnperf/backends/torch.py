@@ -16,7 +16,7 @@ from pytest_rnnperf.backends import (
 )
 from pytest_rnnperf.backends.torch_common import (  # the eager torch pieces every torch backend shares
     CPU_THREADS, TORCH_KEYS, OnDevice, TorchFramework, TorchImpl, build_module, build_on_device, dispatched_ops,
-    import_torch, precision_flags, prove_path, torch_dtype, torch_runtime_info, _to_numpy,
+    import_torch, injected_no_tensor_op, precision_flags, prove_path, torch_dtype, torch_runtime_info, _to_numpy,
 )
 from pytest_rnnperf.model.cases import CELLS
 from pytest_rnnperf.model.reference import CaseInputs
@@ -34,6 +34,14 @@ SPEC = BackendSpec(
                 "torch.cudnn_deterministic", "torch.deterministic_algorithms"),
     can_inject=True, model_modules=("torch",),
 )
+
+
+def _side_precision(case: "Case", impl: str, device: str) -> str:
+    """The precision a side's math runs in: the case's, but IEEE float32 for the GPU cuDNN side of an fp16, bf16 or
+    tf32 case that RNNPERF_INJECT_NO_TENSOR_OP names (its kernels then show no tensor-op math, as in a cuDNN bug)."""
+    if impl == "cudnn" and device.startswith("cuda") and case.precision != "fp32" and injected_no_tensor_op(case.id):
+        return "fp32"
+    return case.precision
 
 
 @dataclass
@@ -226,8 +234,9 @@ class TorchBackend(TorchFramework):
             for impl in impls:
                 # One module per side, built from the same canonical weights: cuDNN keeps a flattened
                 # weight buffer of its own, and neither side should see the other's state.
-                module = build_module(case, weights, device)
-                sides[impl] = TorchImpl(impl, case, module, device, inputs, weights)
+                precision = _side_precision(case, impl, device)
+                module = build_module(case, weights, device, precision)
+                sides[impl] = TorchImpl(impl, case, module, device, inputs, weights, precision)
             pair = TorchPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=device,
                              restore_threads=restore)
             # One untimed step per side surfaces out-of-memory here, where it becomes a skip.

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_SERIALIZE_ENV, BackendUnavailable,
-                                     parse_injection)
+from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
+                                     BackendUnavailable, parse_injection)
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.model.flags import unavailable
@@ -45,7 +45,7 @@ TORCH_KEYS: tuple[str, ...] = (
     "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.cudnn_available", "torch.cudnn_enabled",
     "torch.cuda_available", "torch.device_name", "torch.cudnn_allow_tf32", "torch.matmul_allow_tf32",
     "torch.float32_matmul_precision", "torch.cudnn_rnn_fp32_precision", "torch.matmul_fp32_precision",
-    "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
+    "torch.precision_api", "torch.cudnn_benchmark", "torch.cudnn_deterministic", "torch.deterministic_algorithms",
     "torch.cudnn_library", "torch.cublas_library", "torch.cudart_library",
 )
 
@@ -63,29 +63,59 @@ def torch_dtype(precision: str) -> Any:
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
 
+# How a case's precision is pinned: torch's per-operator API (cudnn.rnn.fp32_precision, cuda.matmul.fp32_precision,
+# torch >= 2.9) where it has one, else the legacy allow_tf32 switches; never both, since once the new API sets
+# cuDNN's RNN apart from its convolutions, reading the legacy cudnn.allow_tf32 (as cudnn.flags() does) raises.
+FP32_PRECISION_API, ALLOW_TF32_API = "fp32_precision", "allow_tf32"
+
+
+def precision_api(torch: Any) -> str:
+    """Which API pins precision in this torch: ``fp32_precision`` where it has both per-operator switches."""
+    cudnn_rnn = getattr(torch.backends.cudnn, "rnn", None)
+    new = hasattr(cudnn_rnn, "fp32_precision") and hasattr(torch.backends.cuda.matmul, "fp32_precision")
+    return FP32_PRECISION_API if new else ALLOW_TF32_API
+
+
+@contextlib.contextmanager
+def _pinned(*settings: tuple[Any, str, Any]) -> Iterator[None]:
+    """Each ``(owner, attribute, value)`` set for the block and put back after it, last set first restored."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in settings]
+    try:
+        for owner, name, value in settings:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
 @contextlib.contextmanager
 def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator[None]:
-    """Pin cuDNN on/off and TF32 for cuDNN *and* matmul, so both sides run the declared precision mode.
+    """Pin cuDNN on/off and TF32 for cuDNN's RNN *and* matmul, so both sides run the declared precision mode.
 
     torch's cuDNN RNN allows TF32 by default while cuBLAS matmul does not, so without this pin the two
     paths differ by ~3e-4 relative for reasons unrelated to either implementation.
     """
     torch = import_torch()
-    allow_tf32 = precision == "tf32"
-    matmul = torch.backends.cuda.matmul
-    saved_matmul = matmul.allow_tf32
-    matmul.allow_tf32 = allow_tf32
-    try:
-        with torch.backends.cudnn.flags(
-            enabled=(impl == "cudnn"), benchmark=False, deterministic=False, allow_tf32=allow_tf32
-        ), (_no_onednn() if device == "cpu" else contextlib.nullcontext()):
-            yield
-    finally:
-        matmul.allow_tf32 = saved_matmul
+    tf32 = precision == "tf32"
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    with contextlib.ExitStack() as stack:
+        if precision_api(torch) == FP32_PRECISION_API:
+            math = "tf32" if tf32 else "ieee"
+            stack.enter_context(_pinned(
+                (cudnn, "enabled", impl == "cudnn"), (cudnn, "benchmark", False), (cudnn, "deterministic", False),
+                (cudnn.rnn, "fp32_precision", math), (matmul, "fp32_precision", math)))
+        else:
+            stack.enter_context(_pinned((matmul, "allow_tf32", tf32)))
+            stack.enter_context(cudnn.flags(enabled=(impl == "cudnn"), benchmark=False, deterministic=False,
+                                            allow_tf32=tf32))
+        if device == "cpu":
+            stack.enter_context(_no_onednn())
+        yield
 
 
-def _injected(case_id: str, name: str, environ: dict[str, str] | None) -> float | None:
-    """The value of the first part of an injection variable whose glob matches ``case_id``; None where none does.
+def _injection(case_id: str, name: str, environ: dict[str, str] | None) -> float | None:
+    """The amount of the first part of injection variable ``name`` whose glob matches ``case_id`` (None: no part does).
 
     The plugin checks the variable's form before the run, so a malformed value never gets this far.
     """
@@ -98,12 +128,17 @@ def _injected(case_id: str, name: str, environ: dict[str, str] | None) -> float 
 
 def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
     """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches)."""
-    return _injected(case_id, name, environ) or 0.0
+    return _injection(case_id, name, environ) or 0.0
+
+
+def injected_no_tensor_op(case_id: str, environ: dict[str, str] | None = None) -> bool:
+    """RNNPERF_INJECT_NO_TENSOR_OP names ``case_id``: its cuDNN side is to run IEEE float32 math."""
+    return _injection(case_id, INJECT_NO_TENSOR_OP_ENV, environ) is not None
 
 
 def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool:
     """``case_id`` matches RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL: its cuDNN side runs its directions one by one."""
-    return _injected(case_id, INJECT_SERIALIZE_ENV, environ) is not None
+    return _injection(case_id, INJECT_SERIALIZE_ENV, environ) is not None
 
 
 def serialized_forward(module: Any, x: Any, passes: dict[tuple[int, str], Any] | None = None) -> tuple[Any, Any]:
@@ -184,8 +219,9 @@ def _param_names(num_layers: int, directions: int) -> list[str]:
     return names
 
 
-def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
-    """An nn.LSTM/GRU/RNN on ``device`` holding exactly the canonical ``weights`` (time-major)."""
+def build_module(case: "Case", weights: "RNNWeights", device: str, precision: str = "") -> Any:
+    """An nn.LSTM/GRU/RNN on ``device`` holding exactly the canonical ``weights`` (time-major), in the dtype of
+    ``precision`` (default: the case's)."""
     torch = import_torch()
     cls, extra = _module_class(case.cell)
     s = case.shape
@@ -196,7 +232,7 @@ def build_module(case: "Case", weights: "RNNWeights", device: str) -> Any:
     with torch.no_grad():
         for name, array in zip(names, weights.flat(), strict=True):
             getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(array)))
-    module = module.to(device=device, dtype=torch_dtype(case.precision))
+    module = module.to(device=device, dtype=torch_dtype(precision or case.precision))
     if device.startswith("cuda"):
         # A dtype cast leaves the weights outside cuDNN's single flat buffer; without this, cuDNN
         # compacts them on every call and the cuDNN side is billed for a copy it would not do in training.
@@ -234,6 +270,8 @@ def torch_info(torch: Any) -> dict[str, str]:
         # torch >= 2.9 spells precision per backend and operator; older torch lacks these (unavailable).
         "torch.cudnn_rnn_fp32_precision": get_value(lambda: cudnn.rnn.fp32_precision),
         "torch.matmul_fp32_precision": get_value(lambda: cuda.matmul.fp32_precision),
+        # The API this run pins each case's precision with (``precision_flags``).
+        "torch.precision_api": get_value(lambda: precision_api(torch)),
         "torch.cudnn_benchmark": get_value(lambda: cudnn.benchmark),
         "torch.cudnn_deterministic": get_value(lambda: cudnn.deterministic),
         "torch.deterministic_algorithms": get_value(torch.are_deterministic_algorithms_enabled),
@@ -301,6 +339,7 @@ class TorchImpl:
     device: str
     inputs: CaseInputs
     weights: "RNNWeights"
+    precision: str = ""  # the precision its math runs in where not the case's (a fault injection)
     _x: Any = field(default=None, repr=False)
     _grads: tuple[Any, ...] = field(default=(), repr=False)
     _inject_cycles: int = 0
@@ -320,10 +359,15 @@ class TorchImpl:
         """The module on ``x``: at once, or direction by direction where the serializing fault is injected."""
         return serialized_forward(self.module, x, self._passes) if self._inject_serial else self.module(x)
 
+    @property
+    def math_precision(self) -> str:
+        """The precision its math runs in: ``precision`` where given, else the case's."""
+        return self.precision or self.case.precision
+
     def _device_inputs(self, inputs: CaseInputs) -> tuple[Any, tuple[Any, ...]]:
-        """Input and upstream gradients as device tensors of the case's dtype."""
+        """Input and upstream gradients as device tensors of the dtype its math runs in."""
         torch = import_torch()
-        dt = torch_dtype(self.case.precision)
+        dt = torch_dtype(self.math_precision)
 
         def dev(a: np.ndarray) -> Any:
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, dtype=dt)
@@ -337,7 +381,7 @@ class TorchImpl:
     def _run(self, x: Any, grads: tuple[Any, ...], want_grads: bool) -> tuple[Any, Any, Any, tuple[Any, ...]]:
         """Forward (+ backward via autograd.grad, which returns gradients instead of accumulating them)."""
         torch = import_torch()
-        with precision_flags(self.name, self.case.precision, self.device):
+        with precision_flags(self.name, self.math_precision, self.device):
             if not want_grads:
                 with torch.no_grad():
                     out, state = self._forward(x)

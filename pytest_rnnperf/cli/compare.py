@@ -1,7 +1,9 @@
 """``compare OLD NEW``: the plugin's verdicts of NEW against the baseline OLD; exit 0 no regression, 1 a case regressed.
 
 OLD may be a GPU model's folder (``baselines/<gpu>``): each case is then judged against its history there, as
-the plugin judges it (files numbered from NEW's own number on are left out when NEW lies in that folder).
+the plugin judges it (files numbered from NEW's own number on are left out when NEW lies in that folder), and
+``--confirm-nights`` reads the nights before NEW from the suspects its kept runs name. Against one OLD file it is
+refused: the night before NEW left its suspect cases' records out of its file, so one file cannot say it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from typing import Any
 from pytest_rnnperf.cli.args import load, number, path_given
 from pytest_rnnperf.judge.noise import load as load_noise
 from pytest_rnnperf.judge.rules import thresholds as declared
-from pytest_rnnperf.judge.verdicts import Outcome, Policy, Verdict, compare_runs, judge
+from pytest_rnnperf.judge.verdicts import Outcome, Policy, Verdict, compare_runs, confirmed, judge
 from pytest_rnnperf.model.records import BaselineError
 from pytest_rnnperf.report.rows import environment_changes, record_kernel_lines, verdict_counts
 from pytest_rnnperf.report.text import fit, terminal_width
 from pytest_rnnperf.session.settings import Setting, threshold_setting, thresholds
 from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of
-from pytest_rnnperf.store.history import case_history
+from pytest_rnnperf.store.history import case_history, violating_nights
 from pytest_rnnperf.store.runs import load_paths, load_run
 
 
@@ -72,9 +74,17 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
 
     try:
         notes: tuple[str, ...] = ()
+        suspects: dict[str, int] = {}
         if old.is_dir():
             runs, cur, notes = history_runs(old, new)
+            suspects = violating_nights(runs)
+            runs = [r for r in runs if r.records]  # a night of suspects only names them, it holds no record
+            if not runs:
+                raise ValueError(f"{old}: no stored run before {new.name} holds a record")
             base = runs[0]
+        elif policy.confirm_nights > 1:
+            return 2, [f"error: --confirm-nights={policy.confirm_nights} needs OLD to be a GPU model's folder "
+                       f"(baselines/<gpu>): the nights before NEW are read from the suspects its kept runs name"]
         else:
             base, cur = load([old, new], allow_other_gpu, distinct=True)  # a run against itself always passes
             runs = []
@@ -85,13 +95,14 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
             policy = load_noise(noise_file).applied_to(policy)
     except (BaselineError, ValueError) as exc:
         return 2, [f"error: {exc}"]
-    verdicts = judge_history(runs, cur, policy) if runs else compare_runs(base, cur, policy)
+    verdicts = judge_history(runs, cur, policy, suspects) if runs else compare_runs(base, cur, policy)
     if not verdicts:  # e.g. the night torch saw no GPU and skipped every cuDNN case: not a pass
         return 2, [f"error: nothing in common: none of the {len(base.records)} case(s) of {old.name} is in {new}"]
     lines = [f"baseline {old} ({base.gpu_slug}) vs {new} ({cur.gpu_slug}); thresholds: {thresholds(policy)}"]
     shown = [v for v in verdicts if not (changed and v.outcome is Outcome.UNCHANGED)]
     for v in shown:
-        label = "FLAGGED" if v.outcome is Outcome.REGRESSED_NOT_FAILED else str(v.verdict).upper()
+        label = {Outcome.REGRESSED_NOT_FAILED: "FLAGGED", Outcome.SUSPECT: "SUSPECT",
+                 Outcome.AMBIGUOUS_CLOCK: "CLOCK"}.get(v.outcome, str(v.verdict).upper())
         if v.host_regressed and v.verdict is not Verdict.REGRESSED:
             label = "HOST" if v.fails else "HOST-FLAG"
         lines.append(f"{label:<10} {v.case_id}: {v.time.explain()}"
@@ -99,8 +110,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")
                      + (f" [{v.host_bound}]" if v.host_bound else ""))
-        if v.drift:
-            lines.append(f"{'':<10} {v.drift}")
+        lines += [f"{'':<10} {why}" for why in (v.drift, v.clock, v.suspect) if why]
         if v.verdict is Verdict.AMBIGUOUS and not v.processes:
             lines.append(f"{'':<10} {_too_few_processes(v.case_id, runs, policy)}")
         if v.moved:
@@ -150,8 +160,9 @@ def history_runs(folder: Path, new: Path) -> tuple[list[Any], Any, tuple[str, ..
     return list(loaded.runs), cur, loaded.notes
 
 
-def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
-    """Each case of ``cur`` judged against its history in ``runs`` (newest first), as the plugin judges it."""
+def judge_history(runs: list[Any], cur: Any, policy: Policy, suspects: dict[str, int] | None = None) -> list[Any]:
+    """Each case of ``cur`` judged against its history in ``runs`` (newest first), as the plugin judges it, a failure
+    confirmed over the nights running it regressed on before (``suspects``, as ``violating_nights`` reads them)."""
 
     out = []
     for case_id, record in cur.records.items():
@@ -160,7 +171,7 @@ def judge_history(runs: list[Any], cur: Any, policy: Policy) -> list[Any]:
             continue
         verdict = judge(stored, record, policy, history=case_history(runs, case_id).processes)
         if verdict is not None:
-            out.append(verdict)
+            out.append(confirmed(verdict, (suspects or {}).get(case_id, 0), policy.confirm_nights))
     return out
 
 

@@ -1,8 +1,9 @@
 """The gates a measured case must pass whatever its baseline: rules read off one record, no comparison.
 
 The path that ran is the one claimed (``Paths``), the sides agree within their precision's tolerance
-(``Parity``, tolerances in ``model.parity``), and cuDNN is at least as fast as its case promises (``Floor``,
-the case's own ``floor``). A gate is one class here with a ``name``, its ``params`` (the thresholds it declares,
+(``Parity``, tolerances in ``model.parity``), the cuDNN side's kernels show the math its precision promises
+(``Precision``, tensor-op kernels at fp16/bf16/tf32 and none in fp32: ``judge.precision``), and cuDNN is at least as
+fast as its case promises (``Floor``, the case's own ``floor``). A gate is one class here with a ``name``, its ``params`` (the thresholds it declares,
 made into settings as the rules' are) and ``holds``, listed in ``GATES``.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_rnnperf.judge.params import Threshold
+from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.model.records import CaseRecord
 
 
@@ -55,6 +57,18 @@ class Parity:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """The cuDNN side ran tensor-op kernels at fp16, bf16 and tf32 and none in fp32, by its CUPTI kernel table."""
+
+    name: str = "precision"
+    params: tuple[Threshold, ...] = ()
+
+    def holds(self, record: CaseRecord) -> bool:
+        """The kernel names agree with the precision (a case without a kernel table has nothing to disagree)."""
+        return precision_finding(record).ok
+
+
+@dataclass(frozen=True)
 class Floor:
     """The cuDNN side's speedup over the generic one is at least the floor its case promises."""
 
@@ -67,7 +81,7 @@ class Floor:
 
 
 FLOOR = Floor()
-GATES: tuple[Gate, ...] = (Paths(), Parity(), FLOOR)
+GATES: tuple[Gate, ...] = (Paths(), Parity(), Precision(), FLOOR)
 
 
 def gates_hold(record: CaseRecord) -> bool:

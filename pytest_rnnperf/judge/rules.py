@@ -35,7 +35,13 @@ MIN_PROCESSES = Threshold("min_processes", int, 3, "processes", "stored processe
                           strict=False)
 HISTORY_K = Threshold("history_k", float, 4.0, "times the noise", "across processes, a change must exceed this many "
                       "times the history's own between-process noise", low=0, option=False)
-JUDGING: tuple[Threshold, ...] = (ALPHA, CONFIDENCE, MIN_PROCESSES, HISTORY_K)
+# A night's violation can be the runner's (a slow host, a neighbour): with N > 1 it is suspect until it repeats.
+CONFIRM_NIGHTS = Threshold("confirm_nights", int, 1, "nights", "stored nights running a case's regression must "
+                           "show on before it fails (1: tonight decides; 2: its first night is reported as suspect and named "
+                           "in the night's kept run, --rnnperf-keep-run, and the next night that regresses too fails); "
+                           "path, parity and floor gates fail at once",
+                           low=1, strict=False)
+JUDGING: tuple[Threshold, ...] = (ALPHA, CONFIDENCE, MIN_PROCESSES, HISTORY_K, CONFIRM_NIGHTS)
 
 # Thresholds are fractions (0.05) or percents ("5%"); a bare 5 is refused where users type them.
 MIN_EFFECT = Threshold("min_effect", float, 0.05, FRACTION, "smallest change of the cuDNN wall time that counts as a "

@@ -26,6 +26,13 @@ A case is judged against the stored baseline of this GPU model:
   speedup held is flagged ``HOST_SLOWED`` (both sides slowed alike) instead of failing.
 - A regression in a window flagged by the telemetry (throttled clocks, a process that appeared on the GPU)
   is reported, not failed.
+- A device-time regression must also hold in clock cycles: where this run's SM clock over its timed rounds
+  (NVML) was lower than the baseline's (across processes: the median of the history's), the device time is
+  scaled by the ratio of the clocks and judged again; a regression that then holds no longer is
+  ``ambiguous (clock)``, not failed (a clock dip is no slower kernel). Where either clock is unknown, the
+  device time alone decides.
+- With ``confirm_nights`` N > 1 (``confirmed``), a case that would fail is ``suspect`` (reported, not failed)
+  until it has violated on N stored nights running; path, parity and floor gates are not delayed.
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
 floor guards it. The thresholds' defaults come from null runs (baselines/*/evidence/README.md). The statistic
@@ -36,8 +43,10 @@ tests/unit/test_verdicts.py and test_gates.py); nothing else decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from pytest_rnnperf.judge.compare import Comparison, Verdict, Word, compare, pct
 from pytest_rnnperf.judge.policy import Policy
@@ -51,8 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from pytest_rnnperf.model.records import CaseRecord, StoredRun
 
 # The statistic and the thresholds are read from here by the rest of the package.
-__all__ = ["CaseVerdict", "Comparison", "Outcome", "Policy", "Verdict", "compare", "compare_runs", "judge",
-           "judge_remeasuring"]
+__all__ = ["CaseVerdict", "Comparison", "Outcome", "Policy", "Verdict", "compare", "compare_runs", "confirmed",
+           "judge", "judge_remeasuring"]
 
 
 class Outcome(Word):
@@ -65,6 +74,12 @@ class Outcome(Word):
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     AMBIGUOUS = "ambiguous"
+    AMBIGUOUS_CLOCK = "ambiguous (clock)"  # regressed in device time, not in clock cycles: the SM clock dipped
+    SUSPECT = "suspect"  # would fail, on fewer nights running than ``confirm_nights``
+
+
+# Outcomes of a regression that are reported, not failed (the answer table lists them beside the failed ones).
+HELD_BACK = (Outcome.REGRESSED_NOT_FAILED, Outcome.AMBIGUOUS_CLOCK, Outcome.SUSPECT)
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,11 @@ class CaseVerdict:
     processes: int = 0
     kernels: tuple[Comparison, ...] = ()
     drift: str = ""  # a slow change toward slower that the change-point check found over the history and now
+    clock: str = ""  # why a device-time regression is put down to the SM clock (it held not in clock cycles)
+    # Nights running (this one included) on which the case would have failed, where ``confirmed`` counted them
+    # (0: not counted), and how many it takes to fail (``Policy.confirm_nights``).
+    nights: int = 0
+    confirm_nights: int = 1
 
     def __post_init__(self) -> None:
         """A verdict without the deciding comparison is a bug in the rules."""
@@ -125,12 +145,35 @@ class CaseVerdict:
 
     @property
     def outcome(self) -> Outcome:
-        """The verdict as counted: a regression in an untrusted window is "regressed (not failed)"."""
+        """The verdict as counted: a regression in an untrusted window is "regressed (not failed)", one that held not
+        in clock cycles "ambiguous (clock)", a failure on fewer nights running than asked "suspect"."""
+        if self.verdict is Verdict.REGRESSED and self.clock:
+            return Outcome.AMBIGUOUS_CLOCK
+        found = self._outcome()
+        if found in (Outcome.REGRESSED, Outcome.HOST_REGRESSED) and 0 < self.nights < self.confirm_nights:
+            return Outcome.SUSPECT
+        return found
+
+    def _outcome(self) -> Outcome:
+        """The outcome of this night alone."""
         if self.verdict is Verdict.REGRESSED or (self.host_regressed and self.flags):
             return Outcome.REGRESSED_NOT_FAILED if self.flags else Outcome.REGRESSED
         if self.host_regressed:
             return Outcome.HOST_REGRESSED if self.fail_host else Outcome.HOST_REGRESSED_NOT_FAILED
         return Outcome(self.verdict.value)
+
+    @property
+    def violates(self) -> bool:
+        """This night alone would fail the case (whatever the nights before it): what ``confirmed`` counts."""
+        return self.outcome is not Outcome.AMBIGUOUS_CLOCK and self._outcome() in (Outcome.REGRESSED,
+                                                                                     Outcome.HOST_REGRESSED)
+
+    @property
+    def suspect(self) -> str:
+        """e.g. "suspect: night 1 of 2 it must regress on running" for a suspect case, else empty."""
+        if self.outcome is not Outcome.SUSPECT:
+            return ""
+        return f"suspect: night {self.nights} of {self.confirm_nights} it must regress on running to fail"
 
     @property
     def fails(self) -> bool:
@@ -169,7 +212,8 @@ class CaseVerdict:
                 **{name: None for name in COMPARISONS},
                 **{name: c.as_dict() for name, c in self.comparisons.items()},
                 "host_bound_busy": self.host_bound_busy, "fail_host": self.fail_host,
-                "processes": self.processes, "kernels": [k.as_dict() for k in self.kernels], "drift": self.drift}
+                "processes": self.processes, "kernels": [k.as_dict() for k in self.kernels], "drift": self.drift,
+                "clock": self.clock, "nights": self.nights, "confirm_nights": self.confirm_nights}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CaseVerdict:
@@ -184,7 +228,8 @@ class CaseVerdict:
                    basis=str(data.get("basis", "device")), fail_host=bool(data.get("fail_host", False)),
                    processes=int(data.get("processes", 0)),
                    kernels=tuple(Comparison.from_dict(k) for k in data.get("kernels", ())),
-                   drift=str(data.get("drift", "")))
+                   drift=str(data.get("drift", "")), clock=str(data.get("clock", "")),
+                   nights=int(data.get("nights", 0)), confirm_nights=int(data.get("confirm_nights", 1)))
 
 
 # Every comparison a verdict can hold, by the name it is stored under in rnnperf.json.
@@ -193,12 +238,13 @@ COMPARISONS: tuple[str, ...] = tuple(dict.fromkeys(rule.name for rule in RULES))
 
 def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), remeasured: bool = False,
           rules: tuple[Rule, ...] = RULES, findings: tuple[Finding, ...] = FINDINGS,
-          history: Sequence[ProcessSummary] = ()) -> CaseVerdict | None:
+          history: Sequence[ProcessSummary] = (), clock: bool = True) -> CaseVerdict | None:
     """Verdict of one case (None when either side has no cuDNN timing to compare): every rule, then the findings.
 
     With ``history`` (the case's stored processes, oldest first) of at least ``policy.min_processes`` processes,
     each rule judges this process against their spread (``across``) and every kernel gets its own verdict;
-    with fewer, the newest stored record (``baseline``) decides as one process against one.
+    with fewer, the newest stored record (``baseline``) decides as one process against one. With ``clock``, a
+    device-time regression must hold in clock cycles too (``clock_checked``).
     """
     if baseline.cudnn is None or current.cudnn is None:
         return None
@@ -214,11 +260,63 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
     if time.metric == METRICS[BUSY].name:
         slow = "" if time.verdict is Verdict.REGRESSED or not ctx.across else drift(
             ctx.history, time.current_median, policy.device_effect)
-        return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
-                           processes=processes, kernels=kernels, drift=slow)
+        verdict = CaseVerdict(current.id, found, flags=flags, remeasured=remeasured, fail_host=policy.fail_host,
+                              processes=processes, kernels=kernels, drift=slow)
+        if not clock:
+            return verdict
+        return clock_checked(verdict, ctx, lambda scaled: judge(baseline, scaled, policy, remeasured, rules, findings,
+                                                                history, clock=False))
     return CaseVerdict(current.id, found, flags=flags, remeasured=remeasured,
                        host_bound_busy=min(ctx.busy) if ctx.host_bound else None, basis="wall",
                        processes=processes, kernels=kernels)
+
+
+def sm_clocks(ctx: Context) -> tuple[float, float] | None:
+    """The SM clock (MHz) of the baseline (across processes: the median of the history's where read) and of this
+    run, over their timed rounds; None where either is unknown."""
+    now = ctx.current.sm_clock_mhz
+    if ctx.across:
+        known = [c for s in ctx.processes if (c := s.sm_clock_mhz) is not None]
+        before = float(np.median(known)) if known else None
+    else:
+        before = ctx.baseline.sm_clock_mhz
+    return None if now is None or before is None else (before, now)
+
+
+def at_clock(record: CaseRecord, factor: float) -> CaseRecord:
+    """``record`` with its cuDNN side's device times times ``factor``: in the baseline's clock cycles where
+    ``factor`` is this run's clock over the baseline's."""
+    dev = record.cudnn_device
+    if dev is None:
+        return record
+
+    def scaled(samples: Sequence[float]) -> tuple[float, ...]:
+        """Each sample times the factor."""
+        return tuple(v * factor for v in samples)
+
+    return replace(record, cudnn_device=replace(
+        dev, busy=replace(dev.busy, samples=scaled(dev.busy.samples)), work=replace(dev.work, samples=scaled(dev.work.samples)),
+        kernels=tuple(replace(k, ms_per_step=k.ms_per_step * factor) for k in dev.kernels),
+        kernel_rounds={name: scaled(v) for name, v in dev.kernel_rounds.items()}))
+
+
+def clock_checked(verdict: CaseVerdict, ctx: Context, again: Callable[[CaseRecord], CaseVerdict | None]) -> CaseVerdict:
+    """A device-time regression at a lower SM clock than the baseline's, judged ``again`` in clock cycles; where it
+    no longer regresses there, the verdict says why (``ambiguous (clock)``).
+
+    A GPU held at a lower clock runs the same kernels slower (a power cap, a neighbour's heat); only the part
+    of a slowdown the clock does not explain is the code's. A higher clock leaves nothing to excuse.
+    """
+    clocks = sm_clocks(ctx)
+    if verdict.verdict is not Verdict.REGRESSED or clocks is None or clocks[1] >= clocks[0]:
+        return verdict
+    before, now = clocks
+    cycles = again(at_clock(ctx.current, now / before))
+    if cycles is None or cycles.verdict is Verdict.REGRESSED:
+        return verdict
+    why = (f"SM clock {now:.0f} MHz now against {before:.0f} MHz: device time {pct(verdict.time.ratio.estimate - 1)}"
+           f" is {pct(cycles.time.ratio.estimate - 1)} in clock cycles ({cycles.verdict})")
+    return replace(verdict, clock=why)
 
 
 def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],
@@ -234,6 +332,12 @@ def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Call
         current = current.pooled_with(remeasure())
         verdict = judge(baseline, current, policy, remeasured=True, history=history)
     return current, verdict
+
+
+def confirmed(verdict: CaseVerdict, before: int, nights: int) -> CaseVerdict:
+    """``verdict`` with the nights it violated on running counted: ``before`` stored nights and this one; from
+    the ``nights``-th on it fails, before that it is suspect. A verdict that would not fail is left as it is."""
+    return replace(verdict, nights=before + 1, confirm_nights=nights) if verdict.violates else verdict
 
 
 def compare_runs(old: StoredRun, new: StoredRun, policy: Policy = Policy()) -> list[CaseVerdict]:

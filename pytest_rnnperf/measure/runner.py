@@ -18,7 +18,7 @@ from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_
 from pytest_rnnperf.model import reference
 from pytest_rnnperf.model.cases import Case, ModelCase, Subject
 from pytest_rnnperf.model.flags import WindowFlag
-from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results
+from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results, worst_over_batches
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult
@@ -355,19 +355,28 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
         sides = {name: getattr(pair, name) for name in impls}
         proofs = tuple(side.prove_path() for side in sides.values())
         clock.lap("proof")
-        results = {name: side.result() for name, side in sides.items()}
-        rows: list[ParityRow] = []
-        if "cudnn" in results and "generic" in results:
-            rows += compare_results("cudnn vs generic", results["cudnn"], results["generic"], case.precision)
-        if config.parity_reference:
-            ref = pair.reference()
-            for name, result in results.items():
-                rows += compare_results(f"{name} vs reference", result, ref, case.precision)
+        # Parity on every batch the pair holds (the timed inputs, then parity_inputs=), each quantity's worst kept.
+        rows = worst_over_batches([_model_parity(case, pair, sides, config, batch)
+                                   for batch in range(getattr(pair, "parity_batches", 1))])
         clock.lap("parity")
         return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
                                  judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
     finally:
         pair.close()
+
+
+def _model_parity(case: ModelCase, pair: Any, sides: dict[str, Any], config: RunConfig, batch: int) -> list[ParityRow]:
+    """Parity rows of one batch: cuDNN against generic, and each against the float64 copy."""
+    args = (batch,) if batch else ()  # batch 0 is the timed inputs, which every model pair gives without asking
+    results = {name: side.result(*args) for name, side in sides.items()}
+    rows: list[ParityRow] = []
+    if "cudnn" in results and "generic" in results:
+        rows += compare_results("cudnn vs generic", results["cudnn"], results["generic"], case.precision)
+    if config.parity_reference:
+        ref = pair.reference(*args)
+        for name, result in results.items():
+            rows += compare_results(f"{name} vs reference", result, ref, case.precision)
+    return rows
 
 
 def run_cross(case: Case, sides: tuple[tuple[str, Backend, str], tuple[str, Backend, str]],

@@ -323,7 +323,8 @@ def model_payload(build: Callable[[], Any], inputs: Any, options: ModelOptions, 
 
     where = f"the Keras-on-{backend} subprocess"
     for what, value in (("build", build), ("inputs", inputs), ("targets", options.targets), ("loss", options.loss),
-                        ("optimizer", options.optimizer), ("step", options.step)):
+                        ("optimizer", options.optimizer), ("step", options.step),
+                        ("parity_inputs", options.parity_inputs)):
         qualname = str(getattr(value, "__qualname__", ""))
         if callable(value) and ("<lambda>" in qualname or "<locals>" in qualname):
             kind = "a lambda" if "<lambda>" in qualname else "a function defined inside another"

@@ -7,8 +7,9 @@ shapes where a plain absolute tolerance is not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Union
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -172,6 +173,29 @@ def compare_results(
             note = f"worst {member}" + (f"; {worst.note}" if worst.note else "")
         out.append(ParityRow(comparison, group, worst.error, worst.tolerance, note))
     return out
+
+
+def _severity(row: ParityRow) -> float:
+    """A row's error for ranking: NaN or Inf count as the worst."""
+    return row.error if np.isfinite(row.error) else math.inf
+
+
+def worst_over_batches(per_batch: Sequence[Sequence[ParityRow]]) -> list[ParityRow]:
+    """One row per compared quantity: its worst error over the batches, the batch named where there are several.
+
+    A fault that corrupts some batches only (tensorflow#60192: masked cuDNN LSTM/GRU outputs, now and then) is
+    what one batch misses; the batches' rows of a quantity share comparison, quantity and tolerance.
+    """
+    if len(per_batch) <= 1:
+        return list(per_batch[0]) if per_batch else []
+    worst: dict[tuple[str, str], tuple[int, ParityRow]] = {}
+    for batch, rows in enumerate(per_batch):
+        for row in rows:
+            key = (row.comparison, row.quantity)
+            if key not in worst or _severity(row) > _severity(worst[key][1]):
+                worst[key] = (batch, row)
+    return [replace(row, note=f"worst of {len(per_batch)} batches: batch {batch}" + (f"; {row.note}" if row.note else ""))
+            for batch, row in worst.values()]
 
 
 def format_failures(report: ParityReport) -> str:

@@ -38,6 +38,9 @@ class ProcessSummary:
     case_id: str
     source: str  # the stored file's name, with "#2" etc. for the extra processes recorded with it
     metrics: Mapping[str, float] = field(default_factory=dict)
+    # The mean SM clock (MHz) over the process's timed rounds, where NVML read it: device time in clock cycles
+    # tells a slower clock from slower work. Absent from summaries stored before it was kept.
+    sm_clock_mhz: float | None = None
 
     @property
     def kernels(self) -> dict[str, float]:
@@ -50,7 +53,10 @@ class ProcessSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
-        return {"case": self.case_id, "source": self.source, "metrics": dict(self.metrics)}
+        out: dict[str, Any] = {"case": self.case_id, "source": self.source, "metrics": dict(self.metrics)}
+        if self.sm_clock_mhz is not None:
+            out["sm_clock_mhz"] = self.sm_clock_mhz
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> ProcessSummary:
@@ -75,7 +81,12 @@ class ProcessSummary:
             elif hint == DURATION:  # a step (busy, work, wall) or a part of one (host, a kernel)
                 as_time(value, what, part=name == HOST or name.startswith(KERNEL))
             out[name] = float(value)
-        return cls(str(data["case"]), str(data.get("source", source)), out)
+        clock = data.get("sm_clock_mhz")
+        if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
+                                  or not math.isfinite(clock) or clock <= 0):
+            raise ValueError(f"process summary of {data['case']}: 'sm_clock_mhz' must be a finite number > 0")
+        return cls(str(data["case"]), str(data.get("source", source)), out,
+                   None if clock is None else float(clock))
 
 
 def summarize(record: Any, source: str) -> ProcessSummary:
@@ -97,4 +108,4 @@ def summarize(record: Any, source: str) -> ProcessSummary:
             metrics[key] = metrics.get(key, 0.0) + ms / 1e3
     if record.host_probe_s is not None:
         metrics[PROBE] = record.host_probe_s
-    return ProcessSummary(record.id, source, metrics)
+    return ProcessSummary(record.id, source, metrics, record.sm_clock_mhz)

@@ -164,6 +164,14 @@ class CaseRecord:
         return peak_tflops(self.gpu_name, self.case.precision) if self.gpu_name else None
 
     @property
+    def sm_clock_mhz(self) -> float | None:
+        """The mean SM clock NVML read over the timed rounds, in MHz; None where unread (no GPU, an older record)."""
+        clock = (self.telemetry or {}).get("mean_sm_clock_mhz")
+        if isinstance(clock, bool) or not isinstance(clock, (int, float)):  # "unavailable: <why>" where unread
+            return None
+        return float(clock) if math.isfinite(clock) and clock > 0 else None
+
+    @property
     def gpu_busy(self) -> float | None:
         """Fraction of time the GPU ran a kernel over the timed rounds (NVML utilization), None if unread.
 
@@ -536,6 +544,9 @@ class StoredRun:
     # The tests this run measured and passed whose answer the environment alone decides (claims, cross-framework and
     # reference parity), by name, for store.rechecks.
     claims: tuple[str, ...] = ()
+    # Case id -> the nights running its regression showed on, for the cases this kept run left out as suspect
+    # (``confirm_nights``): what the next night reads to tell a first violation from a repeated one.
+    suspects: Mapping[str, int] = field(default_factory=dict)
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones."""

@@ -159,7 +159,8 @@ class RnnperfFixture:
 
     def model(self, build: Callable[[], Any], inputs: Any, *, mode: str = "train", precision: str | None = None,
               floor: float = 1.0, name: str = "", backend: str | None = None, targets: Any = None, loss: Any = None,
-              optimizer: Any = None, step: Callable[..., Any] | None = None, allow_generic: bool = False) -> CaseRecord:
+              optimizer: Any = None, step: Callable[..., Any] | None = None, allow_generic: bool = False,
+              parity_inputs: Any = None) -> CaseRecord:
         """Check a team's own model: ``build()`` returns it (a torch ``nn.Module`` or a Keras 3 model with LSTM/GRU layers).
 
         ``inputs`` is what the model is called on (a tensor or array, a tuple/list/dict of them, a PackedSequence for
@@ -174,7 +175,9 @@ class RnnperfFixture:
         when this process runs another (``build`` and ``inputs`` must then be module-level); ``targets``, ``loss`` and
         ``optimizer`` make the train step fit-like (default: the compiled loss and optimizer, else fixed upstream
         gradients and no update); ``step(model, x, y)`` replaces the timed step; ``allow_generic=True`` accepts
-        layers that ask for cuDNN (``use_cudnn=True``) where they cannot have it.
+        layers that ask for cuDNN (``use_cudnn=True``) where they cannot have it; ``parity_inputs`` (a list of more
+        batches shaped like ``inputs``, or a callable returning one) makes parity run on each batch too and keep every
+        quantity's worst error.
         """
         self._skipped_by_benchmark()
         self._times()
@@ -192,13 +195,14 @@ class RnnperfFixture:
         problem = _not_a_builder(build)
         if problem:
             _fail(f"{case_id}: rnnperf.model(): {problem}")
-        for what, given in (("build", build), ("inputs", inputs), ("targets", targets)):  # each is called bare
+        for what, given in (("build", build), ("inputs", inputs), ("targets", targets),
+                            ("parity_inputs", parity_inputs)):  # each is called bare
             if (problem := _takes_arguments(given)) is not None:
                 _fail(f"{case_id}: rnnperf.model(): {what}: {problem}")
         if backend is not None and not isinstance(backend, str):
             _fail(f"{case_id}: rnnperf.model(): backend= takes a Keras backend name such as 'torch', got {backend!r}")
         options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,
-                               allow_generic=bool(allow_generic))
+                               allow_generic=bool(allow_generic), parity_inputs=parity_inputs)
         try:
             record = self._session.measurer().measure_model(case, build, inputs, self._settings, self._disabled, options=options,
                                                  backend=backend)

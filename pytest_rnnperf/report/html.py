@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.judge.claims import HEADER, table_rows
+from pytest_rnnperf.judge.verdicts import Outcome
 from pytest_rnnperf.model.metrics import (DEVICE_SPEEDUP, FLOOR, KERNEL, LAUNCHES, METRICS, MS, PARITY, WALL,
                                           WALL_SPEEDUP, from_ms, metric, show)
 from pytest_rnnperf.report.rows import (COMPARISON_HEADER, CROSS_HEADER, ROUND_SPEEDUP, STATUSES, VERDICT_HEADER,
@@ -261,6 +262,8 @@ def outcome_kind(word: str) -> str:
     "ambiguous" or "other"."""
     if "regressed" in word:
         return "not failed" if "(not failed)" in word else "failed"
+    if word in (Outcome.SUSPECT, Outcome.AMBIGUOUS_CLOCK):  # a regression held back: confirmed later, or the clock's
+        return "not failed"
     return word if word in ("improved", "ambiguous") else "other"
 
 

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.judge.gates import FLOOR as FLOOR_GATE
 from pytest_rnnperf.judge.gates import gates_hold
-from pytest_rnnperf.judge.verdicts import Outcome, Verdict
+from pytest_rnnperf.judge.precision import precision_finding
+from pytest_rnnperf.judge.verdicts import HELD_BACK, Outcome, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
-from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, METRICS, MS, PARITY,
-                                          SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
+from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
+                                          PARITY, SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
 from pytest_rnnperf.model.stats import speedup_interval
 from pytest_rnnperf.report.view import RunView
 
@@ -104,6 +105,7 @@ class CaseRow:
     verdict: CaseVerdict | None
     gates_ok: bool
     detail: CaseDetail | None = None  # the case's panel (the HTML page); None where a test builds bare rows
+    precision: str = ""  # how its kernels break the precision rule ("fp16 ran no tensor-op kernel"), empty if not
 
 
 @dataclass(frozen=True)
@@ -300,12 +302,13 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
     out = []
     for row in verdicts:
         v = row.verdict
-        if v.case_id in expected or not (v.fails or v.outcome is Outcome.REGRESSED_NOT_FAILED):
+        if v.case_id in expected or not (v.fails or v.outcome in HELD_BACK):
             continue
         regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
         # The summed kernel time only where the time itself held: else it repeats the time's regression.
         moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [deciding(v)]
-        out += [AnswerRow(v.case_id, (v.case_id, c.metric, change_text(c), f"{c.min_effect:.1%}", str(v.outcome)),
+        out += [AnswerRow(v.case_id, (v.case_id, metric_cell(c.metric), change_text(c), f"{c.min_effect:.1%}",
+                                      str(v.outcome)),
                           row.kernels if k == 0 else ()) for k, c in enumerate(moved)]
     for case in cases:
         if case.id in expected:
@@ -315,6 +318,8 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
             out.append(AnswerRow(case.id, (case.id, "path", "-", "-", "wrong path ran")))
         if case.cells.get("parity err/tol", "").startswith("FAIL"):
             out.append(AnswerRow(case.id, (case.id, "parity err/tol", case.cells["parity err/tol"][5:], "-", "failed")))
+        if case.precision:
+            out.append(AnswerRow(case.id, (case.id, "precision", "-", "-", case.precision)))
         if s is not None and s.estimate < case.floor:
             out.append(AnswerRow(case.id, (case.id, METRICS[SPEEDUP].name,
                                            METRICS[WALL_SPEEDUP].interval(s.estimate, s.low, s.high),
@@ -376,7 +381,7 @@ def case_row(r: CaseRecord, run: RunView) -> CaseRow:
     """The row of one measured case."""
     return CaseRow(id=r.id, paired=r.cudnn is not None, cells=result_cells(r), speedup=r.speedup,
                    baseline_speedup=_stored_speedup(r, run), floor=r.case.floor, verdict=run.measured.verdicts.get(r.id),
-                   gates_ok=gates_hold(r), detail=case_detail(r, run))
+                   gates_ok=gates_hold(r), detail=case_detail(r, run), precision=precision_finding(r).verdict)
 
 
 def facets(r: CaseRecord) -> dict[str, str]:
@@ -462,6 +467,22 @@ def deciding(v: CaseVerdict) -> Comparison:
     if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
         return v.host
     return v.time
+
+
+def metric_cell(metric: str, limit: int = 40) -> str:
+    """A metric as the answer table names it: a kernel by its bare function name ("kernel spin_kernel"), cut at
+    ``limit``, so a 100-character kernel name does not wrap the table; the line under it names each in full."""
+    if not metric.startswith(KERNEL):
+        return metric
+    name = metric[len(KERNEL):]
+    for _ in range(8):  # nested template and argument lists go from the inside out
+        name, n = re.subn(r"\([^()]*\)|<[^<>]*>", "", name)
+        if not n:
+            break
+    name = re.split(r"[<(]", name, maxsplit=1)[0]  # a name cut at 100 characters leaves a list open
+    words = name.rstrip(".").split("::")[-1].split()
+    bare = words[-1] if words else metric[len(KERNEL):]
+    return f"kernel {bare if len(bare) <= limit else bare[:limit - 1] + '…'}"
 
 
 def change_text(c: Comparison) -> str:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pytest_rnnperf.backends import problems, specs
 from pytest_rnnperf.backends.base import CUDA_LIBRARIES
 from pytest_rnnperf.judge.claims import HEADER, table_rows
-from pytest_rnnperf.judge.verdicts import Verdict
+from pytest_rnnperf.judge.precision import precision_finding
+from pytest_rnnperf.judge.verdicts import Outcome, Verdict
 from pytest_rnnperf.measure.environment import not_the_wheels
 from pytest_rnnperf.measure.gpu import noise_warnings
 from pytest_rnnperf.model.metrics import DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, METRICS, MS, WALL, WALL_SPEEDUP, show
@@ -144,8 +145,11 @@ def path_parity_failures(label: str, proofs: Sequence[Any], parity: Any) -> list
 
 
 def gate_failures(result: CaseRecord) -> list[str]:
-    """Why a case fails its gates (path proof, parity, speedup floor), as small tables; empty if it passes."""
+    """Why a case fails its gates (path proof, parity, precision, speedup floor), as small tables; empty if it passes."""
     problems = path_parity_failures(result.id, result.proofs, result.parity)
+    precision = precision_finding(result)
+    if not precision.ok:
+        problems.append(f"{result.id}: {precision.problem}")
     s, cudnn = result.speedup, result.cudnn
     if below_floor(result) and s is not None and cudnn is not None:
         problems.append(
@@ -295,6 +299,9 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines.append(f"  {verdict.time.why}")
     if verdict.drift:
         lines.append(f"  {verdict.drift}")
+    if verdict.confirm_nights > 1:
+        lines.append(f"  regressed on {verdict.nights} stored nights running (--rnnperf-confirm-nights="
+                     f"{verdict.confirm_nights})")
     kernels = [k.explain() for k in verdict.kernels] or kernel_lines(verdict, run)
     if kernels:
         lines.append("  kernels of the cuDNN side: " + "; ".join(kernels))
@@ -306,7 +313,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
     lines.append(f"  baseline: {stored.path if stored else '-'}")
     lines.append("  if the change is intended, record a new baseline: the same pytest command plus "
                  "--rnnperf-update-baseline")
-    return "\n".join(lines)
+    return "\n".join(fit(lines, terminal_width()))  # pytest prints it as it is: long lines run off a CI log
 
 
 def _comparison_row(c: Comparison) -> str:
@@ -336,7 +343,10 @@ def answer_lines(rows: Rows, width: int | None = None) -> list[str]:
 def headline(rows: Rows) -> str:
     """The run's status, with the cuDNN cases that did not run where the status does not already say so."""
     missing = not_run(rows.no_gpu)
-    return rows.status + (f"; {missing}" if missing and missing != rows.status else "")
+    suspect = sum(row.verdict.outcome is Outcome.SUSPECT for row in rows.verdicts)
+    # A passing night with suspects is not a quiet one: say so where the reader looks first.
+    held = f"; {suspect} suspect (they fail if they regress again: --rnnperf-confirm-nights)" if suspect else ""
+    return rows.status + (f"; {missing}" if missing and missing != rows.status else "") + held
 
 
 def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
@@ -355,6 +365,10 @@ def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
         if v.host_regressed and not v.fails:
             lines.append(f"host overhead of {v.case_id}: {v.host_line()} (reported, not failed; --rnnperf-fail-host "
                          f"fails on it)")
+        if v.outcome is Outcome.AMBIGUOUS_CLOCK:
+            lines.append(f"clock of {v.case_id}: {v.clock} (reported, not failed)")
+        if v.suspect:
+            lines.append(f"{v.case_id}: {v.suspect} (--rnnperf-confirm-nights)")
     answered = {a.case for a in rows.answer}
     lines += [f"kernels of {row.verdict.case_id}: " + "; ".join(row.kernels) for row in rows.verdicts
               if row.kernels and row.verdict.case_id not in answered]

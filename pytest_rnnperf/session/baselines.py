@@ -149,6 +149,9 @@ class Recorder:
         Only a run where nothing failed is kept, and without its cases that regressed (reported, not failed): those
         would teach the history their own slowdown, while leaving the whole night out would leave a runner with one
         steady finding (a host-bound case, say) without any kept run. An interrupted run holds only some cases.
+        With ``confirm_nights`` > 1 the cases it left out that would have failed (suspect, or reported under
+        --rnnperf-no-fail-regression) are named in ``machine_info["rnnperf"]["suspects"]`` with the nights running they
+        regressed on, for the next night; a night whose every case was left out so is kept for that alone.
         """
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
@@ -166,8 +169,13 @@ class Recorder:
         if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
         meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
+        nights = self.run.settings.confirm_nights
+        suspects = {v.case_id: v.nights for v in self.measured.verdicts.values() if v.violates and v.nights} \
+            if nights > 1 else {}
+        if suspects:
+            meta["suspects"] = dict(sorted(suspects.items()))
         data = without_cases(benchmark_json(None, meta), regressed)
-        if not timed_cases(data):
+        if not timed_cases(data) and not suspects:
             return [f"run not kept: each of its {len(regressed)} timed case(s) regressed (reported, not failed); the "
                     f"history keeps clean cases only"]
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
@@ -178,8 +186,12 @@ class Recorder:
         if not regressed:
             return [f"run kept for the history: {shown_path(written)}"]
         shown = ", ".join(regressed[:3]) + (", ..." if len(regressed) > 3 else "")
-        return [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
-                f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        lines = [f"run kept for the history: {shown_path(written)}, without the {len(regressed)} case(s) that regressed "
+                 f"(reported, not failed), so that their history does not learn the change: {shown}"]
+        if suspects:
+            lines.append(f"suspect: {len(suspects)} case(s) named in {written.name} for the nights after it: each "
+                         f"fails once it regressed on {nights} nights running (--rnnperf-confirm-nights)")
+        return lines
 
     def _written(self, gpu_slug: str, tag: str, data: dict[str, Any], refused: str) -> Path | str:
         """Write ``data`` as the next ``tag`` file of ``gpu_slug``: its path, or the summary's line why not."""

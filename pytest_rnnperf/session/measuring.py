@@ -11,7 +11,7 @@ from pytest_rnnperf.backends import (Backend, BackendUnavailable, ModelError, Mo
                                      keras_spec, model_backend_for, spec)
 from pytest_rnnperf.backends.keras_layers import keras_backend_setting
 from pytest_rnnperf.judge.sensitivity import sensitivity
-from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge_remeasuring
+from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, confirmed, judge_remeasuring
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index
 from pytest_rnnperf.measure.loaded import LoadedBackends
@@ -93,9 +93,10 @@ class Measurer:
             if self.stored.baseline is not None:
                 self.measured.unjudged.append(case_id)
             return record
-        record, verdict = judge_remeasuring(stored, record, remeasure, self.policy(),
-                                            self.stored.history(case_id).processes)
+        policy = self.policy()
+        record, verdict = judge_remeasuring(stored, record, remeasure, policy, self.stored.history(case_id).processes)
         if verdict is not None:
+            verdict = confirmed(verdict, self.stored.suspects.get(case_id, 0), policy.confirm_nights)
             self.measured.verdicts[case_id] = verdict
             if self.on_verdict is not None:
                 self.on_verdict(verdict)

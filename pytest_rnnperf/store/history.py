@@ -47,3 +47,16 @@ def case_history(runs: Sequence[StoredRun], case_id: str) -> CaseHistory:
 def case_ids(runs: Sequence[StoredRun]) -> list[str]:
     """Every case id the runs hold, in the order they first appear."""
     return list(dict.fromkeys(case_id for run in runs for case_id in run.records))
+
+
+def violating_nights(runs: Sequence[StoredRun]) -> dict[str, int]:
+    """Case id -> the nights running its regression showed on, as the newest stored run that names the case says.
+
+    ``runs`` newest first: a kept run lists its suspect cases (and leaves their records out); a run that holds a
+    case's record ends its streak. A case no run names as suspect is left out (0 nights).
+    """
+    out: dict[str, int] = {}
+    for run in runs:
+        for case_id in (*run.suspects, *run.records):
+            out.setdefault(case_id, run.suspects.get(case_id, 0))
+    return {case_id: n for case_id, n in out.items() if n}

@@ -163,6 +163,10 @@ def load_run(path: Path) -> StoredRun:
     claims = meta.get("claims", [])
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.claims: not a list of test names")
+    suspects = meta.get("suspects", {})
+    if not isinstance(suspects, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                                 for n in suspects.values()):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.suspects: not an object of case ids to nights >= 1")
     try:
         records = _records_from_benchmarks(data["benchmarks"], version)
         processes = _processes_from_benchmarks(data["benchmarks"], path.name)
@@ -171,7 +175,7 @@ def load_run(path: Path) -> StoredRun:
     return StoredRun(path=path, gpu_slug=str(meta.get("gpu_slug", "")),
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
-                     processes=processes, claims=tuple(claims))
+                     processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()})
 
 
 def run_identity(run: StoredRun) -> tuple[Any, ...] | None:

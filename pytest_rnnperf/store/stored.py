@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.noise import Noise
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun
 from pytest_rnnperf.store.accepts import Accepted
 from pytest_rnnperf.store.baselines import root_problem
-from pytest_rnnperf.store.history import CaseHistory, case_history
+from pytest_rnnperf.store.history import CaseHistory, case_history, violating_nights
 from pytest_rnnperf.store.runs import load_model
 
 
@@ -22,6 +23,8 @@ class Stored:
     noise: Noise | None = None
     notes: tuple[str, ...] = ()  # what loading them found worth a line in the summary
     accepted: Accepted | None = None  # the change the history restarts at: runs before it are not here
+    # Case id -> the stored nights running it regressed on (``history.violating_nights``), for confirm_nights.
+    suspects: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def baseline(self) -> StoredRun | None:
@@ -70,4 +73,6 @@ def load_stored(root: Path, given: str, gpu_slug: str, machine_id: str) -> Store
                                 f"{gpu_slug}; move it to {root / run.gpu_slug / path.parent.name}/")
     noise_file = root / gpu_slug / noise.FILE_NAME
     found = noise.load(noise_file) if noise_file.exists() else None
-    return Stored(tuple(loaded.runs), found, tuple(loaded.notes), loaded.accepted)
+    # A kept run whose every case was suspect holds no record: it tells the next night its suspects, nothing more.
+    judged = tuple(run for run in loaded.runs if run.records)
+    return Stored(judged, found, tuple(loaded.notes), loaded.accepted, violating_nights(loaded.runs))

@@ -111,7 +111,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """The ``project`` fixture's work, for tests elsewhere (tests/browser) that load this file under another name."""
-    for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
+    for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "CUDNN_GEMMS", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
                  "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN", "MAPS",
                  "LIB_VERSIONS", "WHEELS", "SLOW_CASE"):
@@ -125,6 +125,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("RNNPERF_FAKE_WORKER", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
+    monkeypatch.delenv("RNNPERF_INJECT_NO_TENSOR_OP", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))

@@ -4,7 +4,8 @@ A step "launches" one kernel on the fake CUPTI (``CUPTI``) and advances a fake c
 project's conftest hands to both timers) by its nominal wall time times a seeded 1% jitter; its kernel runs
 its nominal device time with 0.2% jitter. Verdicts do not depend on how loaded the test machine is, and two
 runs with the same knobs measure the same samples. Knobs are environment variables read at call time
-(FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_SLOW_CASE: a part of a case id whose cuDNN device time is 1.5x; FAKE_CUDNN_KERNEL;
+(FAKE_CUDNN_MS, FAKE_GENERIC_MS: wall; FAKE_CUDNN_DEV_MS, FAKE_GENERIC_DEV_MS: device; FAKE_SLOW_CASE: a part of a case id whose cuDNN device time is 1.5x; FAKE_CUDNN_KERNEL; FAKE_CUDNN_GEMMS: comma-separated
+kernel names the cuDNN side also launches each step, such as the GEMMs whose names show its math;
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
 /proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
@@ -117,6 +118,8 @@ class FakeImpl:
             device *= 1.5  # one case's cuDNN side slower, the others as they were
         if self.name == "cudnn":
             CUPTI.launch(self.kernel, device)
+            for gemm in filter(None, knob("CUDNN_GEMMS").split(",")):
+                CUPTI.launch(gemm, 0.0)
             if self.case.mode == "train":
                 CUPTI.launch("RNN_blockPersist_bp_LSTM_FMA", 0.0)
             if knob("FALLBACK") == "1":

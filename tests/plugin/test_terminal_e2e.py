@@ -42,6 +42,16 @@ def test_a_regression_leads_the_summary_and_no_line_is_wider_than_the_terminal(
     assert summary[-1] == "rnnperf: regressions found"  # and the block's last line says it again
     wide = [line for line in summary if len(line) > WIDTH]
     assert not wide, "\n".join(wide)
+    lines = result.stdout.lines
+    failures = lines[next(i for i, line in enumerate(lines) if "FAILURES" in line):lines.index(_heading(lines))]
+    assert any(line.startswith("  environment changes since the baseline:") for line in failures)
+    wide = [line for line in failures if len(line) > WIDTH and not line.startswith("_")]
+    assert not wide, "\n".join(wide)  # each failed test's own message fits too
+
+
+def _heading(lines: list[str]) -> str:
+    """The rnnperf summary's heading line."""
+    return next(line for line in lines if line.startswith("=") and "rnnperf summary" in line)
 
 
 def test_the_rnnperf_summary_comes_after_pytest_benchmark_s_tables(project: pytest.Pytester) -> None:

@@ -38,7 +38,32 @@ def test_a_bidirectional_wrapper_that_dropped_the_flag_fails_the_flag_check() ->
 def test_layers_that_kept_their_flag_pass_and_are_counted() -> None:
     """Two stacked bidirectional layers on the generic side: four layers, all use_cudnn=False."""
     layers = [SimpleNamespace(forward_layer=_rnn(False), backward_layer=_rnn(False)) for _ in range(2)]
-    assert flag_check(layers, "generic") == (True, "flags: 4 recurrent layer(s) use_cudnn=False")
+    assert flag_check(layers, "generic") == (
+        True, "flags: 4 recurrent layer(s) use_cudnn=False (forward and backward of 2 Bidirectional)")
+
+
+def test_a_generic_bidirectional_lstm_whose_backward_copy_lost_use_cudnn_false_fails_its_proof() -> None:
+    """Bidirectional(LSTM(use_cudnn=False)) as the generic side (Keras on TensorFlow, CPU): the proof holds and says
+    both directions of both layers were checked; the backward copy set back to "auto" (keras#21533) fails it."""
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs keras and tensorflow")
+    from pytest_rnnperf.backends.tensorflow import TFBackend
+    from pytest_rnnperf.model import reference
+
+    case = Case("tf", "lstm", STACKED_BI, "infer")
+    weights = reference.init_weights("lstm", STACKED_BI.input_size, STACKED_BI.hidden_size, 2, True, seed=1)
+    pair = TFBackend().build(case, weights, reference.make_inputs(case, seed=2), impls=("generic",))
+    try:
+        side = pair.generic
+        proof = side.prove_path()
+        assert proof.ok and "flags: 4 recurrent layer(s) use_cudnn=False (forward and backward of 2 Bidirectional)" \
+            in proof.evidence
+        side.layers[1].backward_layer.use_cudnn = "auto"
+        proof = side.prove_path()
+        assert not proof.ok and "flags: Bidirectional backward use_cudnn='auto' (built with use_cudnn=False)" \
+            in proof.evidence
+    finally:
+        pair.close()
 
 
 def test_keras_specs_run_in_a_worker_unless_the_process_has_their_keras_backend() -> None:

@@ -11,9 +11,13 @@ import pytest
 from pytest_rnnperf.backends import ModelError, ModelOptions, keras_spec, model_backend_for
 from pytest_rnnperf.backends.keras_model import (
     FoundLayer, LayerSettings, config_blockers, cudnn_units, flags_evidence, found_notes, judge_calls, leaves,
-    loss_note, mask_blocker, mask_problem, rebuilt, refusal,
+    loss_note, mask_blocker, mask_problem, parity_batches, rebuilt, refusal,
 )
+from pytest_rnnperf.measure.runner import RunConfig, run_model
 from pytest_rnnperf.measure.subprocesses import model_payload
+from pytest_rnnperf.model.cases import ModelCase
+from pytest_rnnperf.model.parity import ParityRow, worst_over_batches
+from pytest_rnnperf.model.timing import TimingConfig
 
 # ------------------------------------------------------------------------------------ eligibility (pure)
 
@@ -227,6 +231,8 @@ def test_what_a_subprocess_cannot_import_is_refused_in_one_line() -> None:
         model_payload(lambda: None, np.zeros(3), ModelOptions(), "jax")
     with pytest.raises(ModelError, match=r"inputs must be importable .* \(got a function defined inside another"):
         model_payload(np.ones, nested, ModelOptions(), "torch")
+    with pytest.raises(ModelError, match=r"parity_inputs must be importable .* \(got a lambda"):
+        model_payload(np.ones, np.zeros(3), ModelOptions(parity_inputs=lambda: [np.zeros(3)]), "jax")
     assert model_payload(np.ones, np.zeros(3), ModelOptions(loss="mse"), "torch")
 
 
@@ -248,3 +254,89 @@ def test_the_train_step_is_described_as_it_runs() -> None:
     assert loss_note("compiled", None) == "train step: forward, gradients of the compiled loss, no optimizer update"
     assert "(the compiled loss needs targets=)" in loss_note("upstream", None, compiled=True)
     assert "(no loss= and no compiled loss)" in loss_note("upstream", None)
+
+
+# ------------------------------------------------------------------------------ parity batches, dropout (TensorFlow)
+
+QUICK = TimingConfig(rounds=2, min_rounds=1, warmup_steps=1, warmup_s=0.0, min_block_s=0.0, max_time_s=5.0)
+
+
+def _masked_lstm() -> Any:
+    """Embedding(mask_zero=True) -> LSTM -> Dense, built on this process's Keras."""
+    import keras
+
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    x = keras.layers.Embedding(20, 4, mask_zero=True)(tokens)
+    return keras.Model(tokens, keras.layers.Dense(2)(keras.layers.LSTM(3, return_sequences=True)(x)))
+
+
+def _dropout_lstm() -> Any:
+    """An LSTM with input dropout, built on this process's Keras."""
+    import keras
+
+    return keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, dropout=0.25, return_sequences=True)])
+
+
+RIGHT_PADDED = np.array([[1, 2, 3, 4], [5, 6, 0, 0]])
+EMPTY_ROW = np.array([[7, 8, 9, 1], [0, 0, 0, 0]])
+
+
+def test_parity_keeps_each_quantity_worst_error_over_the_batches_and_names_the_batch() -> None:
+    """A corruption in one batch of three is what the comparison reports, with that batch's number."""
+    rows = [[ParityRow("cudnn vs generic", "output", error, 1e-5), ParityRow("cudnn vs generic", "h_n", 1e-7, 1e-5)]
+            for error in (1e-7, 3e-2, 2e-7)]
+    worst = worst_over_batches(rows)
+    assert [(r.quantity, r.error, r.note) for r in worst] == [
+        ("output", 3e-2, "worst of 3 batches: batch 1"), ("h_n", 1e-7, "worst of 3 batches: batch 0")]
+    nan = [[ParityRow("a", "output", 0.5, 1.0)], [ParityRow("a", "output", float("nan"), 1.0, "NaN in a")]]
+    assert worst_over_batches(nan)[0].note == "worst of 2 batches: batch 1; NaN in a"
+    assert worst_over_batches(rows[:1]) == rows[0]  # one batch: its rows as they are
+
+
+def test_a_parity_batch_of_another_shape_is_refused_in_one_line(keras: Any) -> None:
+    """The timed step is traced for the inputs' shape; a parity batch must have it."""
+    with pytest.raises(ModelError, match=r"parity_inputs\[1\] is inputs \(2, 3\) where inputs are inputs \(2, 4\): "
+                                         r"each parity batch must match inputs"):
+        parity_batches(keras, RIGHT_PADDED, [RIGHT_PADDED, RIGHT_PADDED[:, :3]])
+    with pytest.raises(ModelError, match=r"parity_inputs= takes a non-empty list of batches"):
+        parity_batches(keras, RIGHT_PADDED, lambda: RIGHT_PADDED)
+    assert len(parity_batches(keras, RIGHT_PADDED, lambda: [EMPTY_ROW, RIGHT_PADDED])) == 2
+
+
+def test_parity_runs_on_every_batch_and_a_batch_with_an_empty_row_keeps_the_layer_off_cudnn(keras: Any) -> None:
+    """The second batch's all-padding row is named (cuDNN would assert on it), and parity holds on both batches."""
+    from pytest_rnnperf.backends.tensorflow import TFBackend
+
+    model = _masked_lstm()
+    options = ModelOptions(parity_inputs=[EMPTY_ROW])
+    pair = TFBackend().build_model(ModelCase("m", "tf"), model, RIGHT_PADDED, impls=("generic",), build=_masked_lstm,
+                                   options=options)
+    try:
+        assert pair.parity_batches == 2
+        assert any("mask leaves sequence 1 empty (cuDNN rejects fully masked sequences)" in n for n in pair.notes)
+        first, second = pair.generic.result(), pair.generic.result(1)
+        assert not np.allclose(first["output"][1][1], second["output"][1][1])  # (kind, array): sequence 1 differs
+        assert np.allclose(pair.reference(1)["output"][1], second["output"][1], atol=1e-5)
+    finally:
+        pair.close()
+    record = run_model(ModelCase("m", "tf"), TFBackend(), _masked_lstm(), RIGHT_PADDED, RunConfig(timing=QUICK,
+                       energy_s=0.0, device_rounds=0), impls=("generic",), build=_masked_lstm, options=options)
+    assert record.parity.ok and record.parity.rows
+    assert all(r.note.startswith("worst of 2 batches: batch ") for r in record.parity.rows)
+
+
+@pytest.mark.parametrize(("mode", "kept"), [("infer", 0.25), ("train", 0.0)])
+def test_predict_keeps_the_model_dropout_and_training_compares_without_it(keras: Any, mode: str, kept: float) -> None:
+    """Predict runs the path Keras picks for the layer as written (dropout on); a train step's random masks cannot
+    be compared, so training zeroes them and says so."""
+    from pytest_rnnperf.backends.keras_model import rnn_layers
+    from pytest_rnnperf.backends.tensorflow import TFBackend
+
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype("float32")
+    pair = TFBackend().build_model(ModelCase("m", "tf", mode=mode), _dropout_lstm(), x, impls=("generic",),
+                                   build=_dropout_lstm)
+    try:
+        assert rnn_layers(keras, pair.generic.model)[0].dropout == kept
+        assert any("dropout set to 0" in n for n in pair.notes) == (mode == "train")
+    finally:
+        pair.close()

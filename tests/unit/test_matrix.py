@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suites.floors import DEFAULT_FLOOR, XLA_FLOOR, model_floor
 from suites.matrix import paired_cases, reference_cases
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_smoke_scale_checks_every_cell_against_float64() -> None:
@@ -24,3 +34,28 @@ def test_wide_hidden_training_is_held_to_not_slower_in_fp32_and_tf32() -> None:
     assert wide["fp32"] == wide["tf32"] == 1.0
     assert all(c.floor == 2.0 for c in paired_cases("torch", "nightly")
                if c.mode == "train" and c.shape.hidden_size == 512 and c.precision == "tf32")
+
+
+def test_a_keras_model_case_without_a_measured_floor_gets_xlas_on_jax_and_not_slower_elsewhere() -> None:
+    assert model_floor("jax") == XLA_FLOOR == 0.25
+    assert model_floor("tensorflow") == model_floor("torch") == DEFAULT_FLOOR == 1.0
+
+
+KERAS_CASES = [
+    "suites/test_keras_cases.py::test_lstm_with_dropout_predicts_on_cudnn[tensorflow]",
+    "suites/test_keras_cases.py::test_lstm_with_dropout_predicts_on_cudnn[torch]",
+    "suites/test_keras_cases.py::test_lstm_with_dropout_predicts_on_cudnn[jax]",
+    "suites/test_keras_cases.py::test_masked_lstm_with_an_empty_row_trains[tensorflow]",
+    "suites/test_keras_cases.py::test_masked_lstm_with_an_empty_row_trains[torch]",
+    "suites/test_keras_cases.py::test_masked_lstm_with_an_empty_row_trains[jax]",
+    "suites/test_keras_cases.py::test_masked_lstm_parity_holds_on_every_batch[tensorflow]",
+]
+
+
+def test_the_keras_regression_cases_are_collected_under_their_stored_ids() -> None:
+    """Their test ids are their baseline keys: a rename would start their history over."""
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs keras and tensorflow")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "suites/test_keras_cases.py"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert [line for line in done.stdout.splitlines() if line.startswith("suites/")] == KERAS_CASES, done.stdout[-2000:]

@@ -200,4 +200,18 @@ def test_a_case_failed_by_a_kernel_alone_leads_the_answer_with_that_kernel() -> 
                       Verdict.REGRESSED)
     verdict = CaseVerdict("torch-lstm-train-fp32-T60-B4700-I32-H256-L1", {"cudnn_time": time}, kernels=(spin,))
     (row,) = answer_rows((), (VerdictRow(verdict, (), ("appeared: spin_kernel",)),))
-    assert row.cells == (verdict.case_id, "kernel/spin_kernel", "+5.4% [+5.4%, +5.4%]", "3.0%", "regressed")
+    assert row.cells == (verdict.case_id, "kernel spin_kernel", "+5.4% [+5.4%, +5.4%]", "3.0%", "regressed")
+
+
+def test_the_answer_table_names_a_kernel_by_its_bare_function_name_so_a_long_name_does_not_wrap_it() -> None:
+    """Namespaces, template and argument lists go, a name cut at 100 characters loses its open list, a name still
+    long is cut with an ellipsis; other metrics stay as they are."""
+    from pytest_rnnperf.report.rows import metric_cell
+
+    assert metric_cell("kernel/at::cuda::<unnamed>::spin_kernel") == "kernel spin_kernel"
+    assert metric_cell("kernel/RNN_blockPersist_fp_LSTM<float, float, float, 128>") == "kernel RNN_blockPersist_fp_LSTM"
+    assert metric_cell("kernel/void at::native::vectorized_elementwise_kernel<(int)4, at::native::sigmoid_"
+                       "backward_kernel_cuda(at::Te...") == "kernel vectorized_elementwise_kernel"
+    long = metric_cell("kernel/sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x64x8_stage3_warpsize1x2x1_ffma...")
+    assert long.startswith("kernel sm80_xmma_gemm_") and long.endswith("…") and len(long) == len("kernel ") + 40
+    assert metric_cell("cudnn device time") == "cudnn device time"

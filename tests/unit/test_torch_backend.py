@@ -182,5 +182,5 @@ def test_the_serializing_fault_takes_case_id_globs_alone() -> None:
     env = {INJECT_SERIALIZE_ENV: "torch-*-bi, jax-lstm-*"}
     assert injected_serial("torch-lstm-train-fp32-T50-B64-I64-H256-L2-bi", env)
     assert not injected_serial("torch-lstm-train-fp32-T28-B128-I28-H128-L1", env)
-    with pytest.raises(ValueError, match="'torch-\\*=1' is not a case-id glob"):
+    with pytest.raises(ValueError, match="'torch-\\*=1' is not a <case-id glob>"):
         parse_injection("torch-*=1", INJECT_SERIALIZE_ENV)
