@@ -19,6 +19,8 @@
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # Tensor-op math dropped: RNNPERF_INJECT_NO_TENSOR_OP='torch-lstm-*fp16*' runs the torch cuDNN side of the matching
 # fp16/bf16/tf32 cases in IEEE fp32 (labelled as before), so the precision gate must fail them by their kernel names.
+# RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL='torch-*-bi' runs the matching bidirectional torch cases' cuDNN side one
+# direction after the other (same weights, same outputs): busy time up, kernels' work the same; it must fail.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
 # claims and parity checks stored by a kept run of the night before,
 #   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (4:32-4:58 in pytest, 4:52-5:28 in all)

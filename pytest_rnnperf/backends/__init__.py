@@ -42,7 +42,14 @@ INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
 # math in IEEE float32 (the case keeps its label), so its kernels are SIMT/FFMA ones, as when a cuDNN update drops
 # tensor-op math; torch has no switch that turns tensor-op math off for a half-precision cuDNN RNN.
 INJECT_NO_TENSOR_OP_ENV = "RNNPERF_INJECT_NO_TENSOR_OP"
-INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV)
+# "<case-id glob>[,...]" alone: the matching bidirectional cases run their cuDNN side as one unidirectional pass per
+# layer and direction, one after the other (torch: backends/torch_common.py), as a release that gave up running
+# the two directions concurrently would; the same kernels' work, less overlap.
+INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV)
+# The variables of globs alone (a case has the fault or not), and why they take no =<amount>.
+GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without tensor-op math or not",
+                               INJECT_SERIALIZE_ENV: "the case runs its directions one after the other or not"}
 
 
 # An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
@@ -55,10 +62,9 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
     ValueError names a malformed part."""
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        if name == INJECT_NO_TENSOR_OP_ENV:
+        if name in GLOBS_ALONE:
             if "=" in part:
-                raise ValueError(f"{name}: {part!r} is not a <case-id glob> (no =<amount>: the case runs without "
-                                 f"tensor-op math or not)")
+                raise ValueError(f"{name}: {part!r} is not a <case-id glob> (no =<amount>: {GLOBS_ALONE[name]})")
             out.append((part, 0.0))
             continue
         pattern, _, micros = part.rpartition("=")
@@ -383,7 +389,7 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "INJECT_SERIALIZE_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

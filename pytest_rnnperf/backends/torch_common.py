@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, BackendUnavailable,
-                                     parse_injection)
+from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
+                                     BackendUnavailable, parse_injection)
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.model.flags import unavailable
@@ -134,6 +134,41 @@ def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | 
 def injected_no_tensor_op(case_id: str, environ: dict[str, str] | None = None) -> bool:
     """RNNPERF_INJECT_NO_TENSOR_OP names ``case_id``: its cuDNN side is to run IEEE float32 math."""
     return _injection(case_id, INJECT_NO_TENSOR_OP_ENV, environ) is not None
+
+
+def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool:
+    """``case_id`` matches RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL: its cuDNN side runs its directions one by one."""
+    return _injection(case_id, INJECT_SERIALIZE_ENV, environ) is not None
+
+
+def serialized_forward(module: Any, x: Any, passes: dict[tuple[int, str], Any] | None = None) -> tuple[Any, Any]:
+    """A bidirectional ``module`` run as one unidirectional pass per layer and direction, one after the other.
+
+    What RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL emulates: a release that no longer runs the two directions
+    concurrently. Each pass is a one-layer module of the same class called with the bidirectional module's own
+    weights (the reverse direction on the time-flipped input), so outputs, states and gradients are the module's.
+    ``passes`` keeps those modules between steps: built on the meta device (only their code runs), each keeps the
+    weights it was first called with, so cuDNN packs them once, not at every step.
+    """
+    torch = import_torch()
+    passes = {} if passes is None else passes
+    weights = dict(module.named_parameters())
+    extra = {"nonlinearity": module.nonlinearity} if hasattr(module, "nonlinearity") else {}
+    layer_in, states = x, []
+    for layer in range(module.num_layers):
+        outs = []
+        for suffix in ("", "_reverse"):
+            if (layer, suffix) not in passes:
+                passes[layer, suffix] = type(module)(layer_in.shape[-1], module.hidden_size, bias=module.bias,
+                                                     device="meta", **extra)
+            one = passes[layer, suffix]
+            own = {f"{w}_l0": weights[f"{w}_l{layer}{suffix}"] for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+            out, state = torch.func.functional_call(one, own, (layer_in.flip(0) if suffix else layer_in,))
+            outs.append(out.flip(0) if suffix else out)
+            states.append(state if isinstance(state, tuple) else (state,))
+        layer_in = torch.cat(outs, dim=-1)
+    joined = tuple(torch.cat(parts, dim=0) for parts in zip(*states))
+    return layer_in, joined if len(joined) > 1 else joined[0]
 
 
 def injected_cycles(case_id: str, environ: dict[str, str] | None = None) -> int:
@@ -309,6 +344,8 @@ class TorchImpl:
     _grads: tuple[Any, ...] = field(default=(), repr=False)
     _inject_cycles: int = 0
     _inject_host_s: float = 0.0
+    _inject_serial: bool = False
+    _passes: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)  # the serialized fault's modules
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
@@ -316,6 +353,11 @@ class TorchImpl:
         if self.name == "cudnn" and self.device.startswith("cuda"):
             self._inject_cycles = injected_cycles(self.case.id)
             self._inject_host_s = injected_us(self.case.id, INJECT_HOST_ENV) / 1e6
+            self._inject_serial = self.case.shape.bidirectional and injected_serial(self.case.id)
+
+    def _forward(self, x: Any) -> tuple[Any, Any]:
+        """The module on ``x``: at once, or direction by direction where the serializing fault is injected."""
+        return serialized_forward(self.module, x, self._passes) if self._inject_serial else self.module(x)
 
     @property
     def math_precision(self) -> str:
@@ -342,9 +384,9 @@ class TorchImpl:
         with precision_flags(self.name, self.math_precision, self.device):
             if not want_grads:
                 with torch.no_grad():
-                    out, state = self.module(x)
+                    out, state = self._forward(x)
                 return out, state, None, ()
-            out, state = self.module(x)
+            out, state = self._forward(x)
             h_n, c_n = state if isinstance(state, tuple) else (state, None)
             outputs = [out, h_n] + ([c_n] if c_n is not None else [])
             params = list(self.module.parameters())

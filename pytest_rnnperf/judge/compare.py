@@ -74,8 +74,12 @@ class Comparison:
             p = f"p={self.p_value:.4f}"
         return (
             f"{self.metric} {pct(r.estimate - 1)} [{pct(r.low - 1)}, {pct(r.high - 1)}] "
-            f"({p}, threshold {self.min_effect * 100:.3g}%): {self.verdict.value}"
+            f"({p}, threshold {self.min_effect * 100:.3g}%): {self.verdict.value}" + self._because()
         )
+
+    def _because(self) -> str:
+        """The rule's reason in parentheses after a space, where it gave one; else empty."""
+        return f" ({self.why})" if self.why else ""
 
     def _explain_across(self) -> str:
         """e.g. "cudnn device time +9.0% [+8.6%, +9.4%] against 6 processes (their noise 0.4%, threshold 3%): regressed"."""
@@ -91,9 +95,9 @@ class Comparison:
             else:
                 moved = f"{name} {show(KERNEL, before)} -> {show(KERNEL, now)} {PER_STEP}"
             return (f"{moved}, {change} of the step ({noise} over {self.processes} processes, threshold "
-                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + (f" ({self.why})" if self.why else ""))
+                    f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + self._because())
         return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "
-                f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
+                f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + self._because())
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form for the run's report."""

@@ -21,7 +21,7 @@ from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import METRICS
-from pytest_rnnperf.model.process import BUSY, HOST, SPEEDUP, WALL, WORK, ProcessSummary, summarize
+from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
 
@@ -264,23 +264,63 @@ class HostOverhead:
         return compare(METRICS[HOST].name, base, cur, **ctx.options(min_effect=ctx.policy.host_effect))
 
 
+# How much slower the host probe must run before the host counts as slower, where its own noise is not known (one
+# record against one, or a history with too few probes): a CPU workload's median moves a few percent between processes.
+HOST_SLOWER = 0.05
+
+
+def host_change(ctx: Context) -> tuple[float, float] | None:
+    """This process's host probe over its history's (or its baseline record's), and the change that counts as slower.
+
+    None where either lacks the probe: then no host is known to have slowed.
+    """
+    now = ctx.current.host_probe_s
+    past = ctx.past(PROBE) if ctx.across else None
+    if now is None:
+        return None
+    if past is not None:
+        sp = xp.spread(past)
+        return now / sp.center, sp.threshold(HOST_SLOWER, ctx.policy.history_k)
+    before = ctx.baseline.host_probe_s
+    return None if before is None else (now / before, HOST_SLOWER)
+
+
 @dataclass(frozen=True)
 class Overlap:
-    """Busy time regressed while the summed kernel time did not: concurrent kernels overlapped differently."""
+    """Busy time regressed while the summed kernel time did not, on a host measurably slower than its history."""
 
     def flag(self, ctx: Context, found: Mapping[str, Comparison]) -> WindowFlag | None:
-        """The OVERLAP flag with both changes."""
+        """The OVERLAP flag with both changes and the host's, where the slower host explains the busier step."""
+        return self.judged(ctx, found)[0]
+
+    def judged(self, ctx: Context, found: Mapping[str, Comparison]) -> tuple[WindowFlag | None, str]:
+        """The flag where the host explains the busier step; else, for a busier step whose kernels held, why it fails."""
         busy, work = found.get("cudnn_time"), found.get("kernel_time")
         if busy is None or work is None or busy.metric != METRICS[BUSY].name:
-            return None
+            return None, ""
         if busy.verdict is not Verdict.REGRESSED or work.verdict is Verdict.REGRESSED:
-            return None
+            return None, ""
         # Across processes each kernel is judged on its own: one that appeared or grew is never excused, so only
         # a step whose every kernel held is put down to the overlap (on a slower host fewer launches overlap).
         if ctx.across and any(k.verdict is Verdict.REGRESSED for k in kernel_comparisons(ctx, busy)):
-            return None
-        return WindowFlag(FlagKind.OVERLAP, f"kernels overlapped differently: busy {pct(busy.ratio.estimate - 1)}, "
-                                            f"summed kernel time {pct(work.ratio.estimate - 1)} ({work.verdict})")
+            return None, ""
+        grew, host = busy.ratio.estimate, host_change(ctx)
+        # Launches y% later along the step place kernels of unchanged length at positions stretched by 1 + y: they
+        # cover at most 1 + y times the time they did, so only a host slowed at least as much as the step explains it.
+        if host is not None and host[0] - 1 > host[1] and host[0] >= grew:
+            return WindowFlag(FlagKind.OVERLAP, f"kernels overlapped less on a slower host: busy {pct(grew - 1)}, "
+                                                f"summed kernel time {pct(work.ratio.estimate - 1)} ({work.verdict}), "
+                                                f"host probe {pct(host[0] - 1)}"), ""
+        speed = ("host speed not measured" if host is None else f"host speed unchanged (probe {pct(host[0] - 1)})"
+                 if host[0] - 1 <= host[1] else f"host probe only {pct(host[0] - 1)}")
+        return None, f"kernels overlapped less: busy {pct(grew - 1)}, summed kernel time held, {speed}"
+
+
+def with_reasons(ctx: Context, found: Mapping[str, Comparison], findings: Sequence[Finding]) -> dict[str, Comparison]:
+    """``found`` with the reason on the deciding comparison where a busier step whose kernels held still fails."""
+    overlap = next((f for f in findings if isinstance(f, Overlap)), None)
+    why = "" if overlap is None else overlap.judged(ctx, found)[1]
+    return {**found, "cudnn_time": replace(found["cudnn_time"], why=why)} if why else dict(found)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ A case is judged against the stored baseline of this GPU model:
   the driver and the GPU did, and it does not drift with the host. Busy time (the union of kernel intervals)
   is what the step waits for, but it also moves when concurrent kernels overlap differently; a busy-time
   regression whose summed kernel time did not regress too (across processes: and no kernel regressed on its
-  own) is flagged ``OVERLAP`` and reported, not failed.
+  own) is flagged ``OVERLAP`` and reported, not failed, where the process's host probe (``measure.host_speed``)
+  ran measurably slower than its history by at least as much; on a host of unchanged speed it fails, saying so.
   The host overhead (wall minus device time per step: dispatch, launches, host work the GPU waited for) gets
   its own verdict at
   ``host_effect``, where it is at least ``host_share`` of the baseline's wall step, and a regression there is
@@ -50,7 +51,7 @@ import numpy as np
 from pytest_rnnperf.judge.compare import Comparison, Verdict, Word, compare, pct
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.sensitivity import drift
-from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons
+from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons, with_reasons
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import BUSY, METRICS
 from pytest_rnnperf.model.process import ProcessSummary
@@ -253,6 +254,7 @@ def judge(baseline: CaseRecord, current: CaseRecord, policy: Policy = Policy(), 
         return judge(baseline, current, policy, remeasured, rules, findings)
     flags = current.flags + tuple(f for f in current.device_flags if f not in current.flags)
     flags += tuple(f for finding in findings if (f := finding.flag(ctx, found)) is not None)
+    found = with_reasons(ctx, found, findings)
     time = found["cudnn_time"]
     processes, kernels = (len(ctx.processes), kernel_comparisons(ctx, time)) if ctx.across else (0, ())
     if time.metric == METRICS[BUSY].name:

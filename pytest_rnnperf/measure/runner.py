@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol
 
 from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, ModelOptions, Pair
 from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
+from pytest_rnnperf.measure.host_speed import host_probe_s
 from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_single
 from pytest_rnnperf.model import reference
 from pytest_rnnperf.model.cases import Case, ModelCase, Subject
@@ -257,7 +258,8 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
                       cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
                       gpu_name=config.gpu_name, cudnn_device=cudnn_dev, generic_device=generic_dev,
-                      device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks)
+                      device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks,
+                      host_probe_s=host_probe_s())
 
 
 # What the caller does with a fresh record while the pair is still built: judge it, and for a second look

@@ -78,7 +78,7 @@ class Metric:
         return f"{self.show(estimate, spec)} [{format(low * h.scale, bound)}, {format(high * h.scale, bound)}]"
 
 
-WALL, BUSY, WORK, HOST, KERNEL = "wall", "busy", "work", "host", "kernel/"
+WALL, BUSY, WORK, HOST, KERNEL, PROBE = "wall", "busy", "work", "host", "kernel/", "host_probe"
 SPEEDUP, WALL_SPEEDUP, DEVICE_SPEEDUP, FLOOR = "speedup", "wall_speedup", "device_speedup", "floor"
 TFLOPS, ENERGY_PER_STEP, GPU_BUSY, PARITY, LAUNCHES, COST = (
     "tflops", "energy_per_step_j", "gpu_busy", "parity", "launches_per_step", "cost_s")
@@ -89,6 +89,8 @@ METRICS: Mapping[str, Metric] = {m.tag: m for m in (
     Metric(WORK, "cudnn kernel time", "cuDNN summed kernel time per step", "s", DURATION),
     Metric(HOST, "cudnn host overhead", "cuDNN host overhead per step (wall minus device time)", "s", DURATION),
     Metric(KERNEL, "kernel", "one kernel's time per step", "s", DURATION, family=True),
+    # Not a time per step: a fixed CPU workload timed once per process, the host's own speed (measure/host_speed.py).
+    Metric(PROBE, "host probe", "seconds of a fixed CPU workload in the measuring process", "s", DURATION),
     # The judged speedup: each interleaved round's generic over cuDNN wall time, their median.
     Metric(SPEEDUP, "speedup", "speedup, median of rounds", "x", RATIO, higher_is_better=True),
     # The reported one: the median generic over the median cuDNN wall time, with its bootstrap interval.
@@ -119,7 +121,7 @@ RECORD_FIELDS: Mapping[str, str] = {
     "speedup.estimate": WALL_SPEEDUP, "speedup.low": WALL_SPEEDUP, "speedup.high": WALL_SPEEDUP, "speedup.floor": FLOOR,
     "round_speedups": SPEEDUP, "device_speedup": DEVICE_SPEEDUP, "gpu_busy": GPU_BUSY,
     "parity.rows.error": PARITY, "parity.rows.tolerance": PARITY, "cost_s.*": COST,
-    "metrics.<side>/kernel/*": KERNEL, "case.floor": FLOOR,
+    "metrics.<side>/kernel/*": KERNEL, "case.floor": FLOOR, "host_probe_s": PROBE,
 }
 # The numbers of a stored record that are no measurement: the case's sizes, settings of a measurement, and NVML's
 # readings, kept as NVML names them (a page lists them field by field, never as a metric).

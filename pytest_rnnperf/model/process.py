@@ -2,7 +2,8 @@
 
 Within a process a case's rounds agree to a fraction of a percent; between processes the same kernels settle
 differently. So the history judges a new process against other processes, each reduced to its medians: the
-cuDNN side's device busy time, summed kernel time, wall time, host overhead, and each kernel's time per step.
+cuDNN side's device busy time, summed kernel time, wall time, host overhead, and each kernel's time per step,
+and the process's host-speed probe (``host_probe``: seconds of a fixed CPU workload, not a time per step).
 Metrics are keyed by their tags in the metric table (``model.metrics``: ``busy``, ``kernel/<name>``). Pure data.
 """
 
@@ -16,12 +17,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_rnnperf.model.fields import as_ratio, as_time
-from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, SPEEDUP, WALL, WORK, metric
+from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, PROBE, SPEEDUP, WALL, WORK, metric
 
 # The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
 FOLDED = "(other kernels)"
 _FOLDED = re.compile(r"^\(\d+ other kernels\)$")
-__all__ = ["BUSY", "FOLDED", "HOST", "KERNEL", "SPEEDUP", "WALL", "WORK", "ProcessSummary", "kernel_key", "summarize"]
+__all__ = ["BUSY", "FOLDED", "HOST", "KERNEL", "PROBE", "SPEEDUP", "WALL", "WORK", "ProcessSummary", "kernel_key",
+           "summarize"]
 
 
 def kernel_key(name: str) -> str:
@@ -108,4 +110,6 @@ def summarize(record: Any, source: str) -> ProcessSummary:
         for name, ms in dev.kernel_ms().items():
             key = kernel_key(name)
             metrics[key] = metrics.get(key, 0.0) + ms / 1e3
+    if record.host_probe_s is not None:
+        metrics[PROBE] = record.host_probe_s
     return ProcessSummary(record.id, source, metrics, record.sm_clock_mhz)

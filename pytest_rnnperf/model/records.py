@@ -74,6 +74,9 @@ class CaseRecord:
     # "full": parity against float64 (and energy where on); "sampled": the sides against each other only, on a
     # night whose environment matched the case's last full check (see store/rechecks.py).
     checks: str = "full"
+    # Seconds of the host-speed probe (measure/host_speed.py) in the process that measured this record: the host's
+    # own speed, which no release changes; None for records measured before it existed.
+    host_probe_s: float | None = None
 
     @property
     def id(self) -> str:
@@ -218,6 +221,7 @@ class CaseRecord:
             "device_speedup": self.device_speedup,
             "cost_s": dict(self.cost_s),
             "checks": self.checks,
+            "host_probe_s": self.host_probe_s,
             "metrics": self.metrics(),
         }
 
@@ -260,6 +264,7 @@ class CaseRecord:
                 device_flags=tuple(_flag_from_dict(f) for f in as_list(d.get("device_flags", []), "device_flags")),
                 cost_s={str(k): as_number(v, f"cost_s.{k}") for k, v in as_mapping(d.get("cost_s", {}), "cost_s").items()},
                 checks=_checks_from(d.get("checks", "full")),
+                host_probe_s=None if d.get("host_probe_s") is None else as_time(d["host_probe_s"], "host_probe_s"),
             )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None

@@ -295,6 +295,8 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines.append(f"  {verdict.host_line()}")
     if verdict.processes:
         lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.host) if c is not None]
+    elif verdict.time.why:  # across processes the line above says it
+        lines.append(f"  {verdict.time.why}")
     if verdict.drift:
         lines.append(f"  {verdict.drift}")
     if verdict.confirm_nights > 1:

@@ -126,6 +126,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("RNNPERF_INJECT_CUDNN_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_NO_TENSOR_OP", raising=False)
+    monkeypatch.delenv("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))
     # Every round runs (max_noise 0): tests count samples; test_rechecks_e2e.py checks the noise stop.

@@ -171,14 +171,16 @@ def test_a_report_folder_written_before_reports_were_marked_is_still_a_report_fo
 
 
 @pytest.mark.parametrize("option", ["--rnnperf-update-baseline", "--rnnperf-keep-run"])
-@pytest.mark.parametrize("name", ["RNNPERF_INJECT_CUDNN_DELAY_US", "RNNPERF_INJECT_HOST_DELAY_US"])
+@pytest.mark.parametrize("name, value", [("RNNPERF_INJECT_CUDNN_DELAY_US", "torch-*=30"),
+                                         ("RNNPERF_INJECT_HOST_DELAY_US", "torch-*=30"),
+                                         ("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", "torch-*-bi")])
 def test_storing_a_run_with_a_fault_injected_is_refused_before_the_run(project: pytest.Pytester,
                                                                        monkeypatch: pytest.MonkeyPatch, option: str,
-                                                                       name: str) -> None:
+                                                                       name: str, value: str) -> None:
     """E5: an injected delay left set with --rnnperf-update-baseline or --rnnperf-keep-run was stored with the run."""
     _record(project)
     before = _stored(project)
-    monkeypatch.setenv(name, "torch-*=30")
+    monkeypatch.setenv(name, value)
     _usage_error(run(project, option), f"{option}: {name} set: a run with injected faults is never stored; unset it")
     assert _stored(project) == before
 

@@ -55,6 +55,16 @@ def test_the_noise_is_never_taken_below_its_floor_and_the_threshold_never_below_
     assert noisy.threshold(0.03, 4.0) > 0.2
 
 
+def test_a_history_of_three_processes_keeps_the_noise_of_its_widest_one() -> None:
+    """The H100 history of the JAX bidirectional LSTM (0005, 0021, 0022: busy 5.69, 5.71, 5.84 ms): its median
+    deviation saw 0.3%, so processes of the case's own spread (+5.0% at 5.99 ms) regressed night after night."""
+    history = [5.6937, 5.7091, 5.8353]
+    assert spread(history).noise > 0.01
+    night = across("cudnn device time", history, [5.99, 5.99, 5.995], floor=0.03, k=4.0)
+    assert night.verdict is Verdict.UNCHANGED
+    assert across("cudnn device time", history, [6.6, 6.6, 6.61], floor=0.03, k=4.0).verdict is Verdict.REGRESSED
+
+
 def test_a_ten_percent_shift_against_steady_processes_regresses_and_one_percent_does_not() -> None:
     """Six steady processes: +10% regressed with the count in its line, +1% unchanged."""
     history = [1.0, 1.001, 0.999, 1.002, 0.998, 1.0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
-from pytest_rnnperf.model.process import summarize
+from pytest_rnnperf.model.process import PROBE, ProcessSummary, summarize
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError
 from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
 from pytest_rnnperf.store.schema import migrate_record
@@ -42,6 +43,17 @@ def test_a_case_record_survives_the_round_trip() -> None:
     assert back.gpu_busy == pytest.approx(0.40) and back.warnings == (flag.message, "cudnn energy: window 0.9 s < 1 s")
     assert back.device_speedup == pytest.approx(4.0, rel=0.01)
     assert back.host_overhead_s("cudnn") == pytest.approx(0.6e-3, rel=0.05) and back.host_overhead_s("generic")
+
+
+def test_a_record_keeps_its_process_host_probe_through_json_and_into_its_process_summary() -> None:
+    """The host probe is stored with the record and becomes the ``host_probe`` metric of its process; older: none."""
+    rec = replace(record(cudnn_dev_ms=0.4), host_probe_s=0.0021)
+    back = CaseRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back.host_probe_s == 0.0021
+    summary = summarize(back, "this run")
+    assert ProcessSummary.from_dict(summary.to_dict(), "file").get(PROBE) == 0.0021
+    older = {k: v for k, v in rec.to_dict().items() if k != "host_probe_s"}
+    assert CaseRecord.from_dict(older).host_probe_s is None and summarize(record(), "x").get(PROBE) is None
 
 
 def test_a_model_record_and_a_cross_record_survive_the_round_trip() -> None:

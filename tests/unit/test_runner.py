@@ -12,10 +12,12 @@ from fake_nvml import FakeClock
 
 from pytest_rnnperf.measure import runner
 from pytest_rnnperf.measure.device_time import DeviceTimer
+from pytest_rnnperf.measure.host_speed import host_probe_s
 from pytest_rnnperf.measure.runner import RunConfig, energy_per_step
 from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.model.cases import Case, Shape
 from pytest_rnnperf.model.parity import ParityReport
+from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.model.timing import TimingConfig
 
 
@@ -132,8 +134,8 @@ def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch
     assert budgets == [None, 20.0]
 
 
-def _traced_notes(cudnn_s: float, generic_s: float, budget_s: float) -> tuple[str, ...]:
-    """The notes of a timed pair of fake steps (4 wall rounds, up to 8 traced) under a case budget of ``budget_s``."""
+def _traced(cudnn_s: float, generic_s: float, budget_s: float) -> CaseRecord:
+    """The record of a timed pair of fake steps (4 wall rounds, up to 8 traced) under a case budget of ``budget_s``."""
     clock = FakeClock()
     cupti = FakeCupti(clock)
 
@@ -150,12 +152,18 @@ def _traced_notes(cudnn_s: float, generic_s: float, budget_s: float) -> tuple[st
     pair = SimpleNamespace(cudnn=step(cudnn_s), generic=step(generic_s), sync=lambda: None, device="cuda:0")
     case = Case("torch", "lstm", Shape(4, 2, 3, 5))
     parity = ParityReport(case.precision, ())
-    record = runner._timed(case, pair, (), parity, ("cudnn", "generic"), config)  # type: ignore[arg-type]
-    return record.notes
+    return runner._timed(case, pair, (), parity, ("cudnn", "generic"), config)  # type: ignore[arg-type]
 
 
 def test_the_traced_rounds_note_names_the_budget_only_where_the_budget_cut_the_cudnn_side() -> None:
     """A steady cuDNN side stops at 4 traced rounds; the slow generic side spending the budget after it is no cut."""
     spent = "device time: 3 of 8 traced rounds: the case's time budget (0.9 s, --rnnperf-max-case-s) was spent"
-    assert spent in _traced_notes(0.100, 0.100, budget_s=0.9)  # the wall rounds spent it all: 3 traced rounds
-    assert not [n for n in _traced_notes(0.001, 0.100, budget_s=1.0) if n.startswith("device time")]
+    assert spent in _traced(0.100, 0.100, budget_s=0.9).notes  # the wall rounds spent it all: 3 traced rounds
+    assert not [n for n in _traced(0.001, 0.100, budget_s=1.0).notes if n.startswith("device time")]
+
+
+def test_every_record_carries_the_host_probe_of_the_process_that_measured_it() -> None:
+    """The probe is timed once per process: each record of this process holds the same, plausible, time."""
+    first, second = _traced(0.001, 0.002, budget_s=1.0), _traced(0.002, 0.004, budget_s=1.0)
+    assert first.host_probe_s == second.host_probe_s == host_probe_s()
+    assert 1e-5 < host_probe_s() < 1.0

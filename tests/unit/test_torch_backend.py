@@ -1,4 +1,4 @@
-"""The torch backend on the CPU: thread pinning of CPU pairs, and a team's model copied per side."""
+"""The torch backend on the CPU: thread pinning of CPU pairs, a team's model copied per side, the serializing fault."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import warnings
 import pytest
 
 from pytest_rnnperf.model import reference
-from pytest_rnnperf.backends import ModelError
+from pytest_rnnperf.backends import INJECT_SERIALIZE_ENV, ModelError, parse_injection
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 
 torch = pytest.importorskip("torch")
 from pytest_rnnperf.backends.torch import CPU_THREADS, TorchBackend  # noqa: E402
+from pytest_rnnperf.backends.torch_common import build_module, injected_serial, serialized_forward  # noqa: E402
 
 
 @pytest.fixture
@@ -152,3 +153,34 @@ def test_an_installed_torch_that_fails_to_import_is_a_skip_reason_naming_the_err
     assert reason == ("torch is installed but cannot be imported (ImportError: libcudnn.so.9: cannot open shared object "
                       "file: No such file or directory); reinstall it (pip install 'pytest-rnnperf[torch]')")
     assert torch_backend.TorchBackend().gpu_unavailable_reason() == reason
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_relu"])
+def test_the_serialized_directions_compute_what_the_bidirectional_module_computes(cell: str) -> None:
+    """RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL's passes: the module's outputs, final states and gradients, on the CPU."""
+    case = Case("torch", cell, Shape(6, 3, 4, 5, num_layers=2, bidirectional=True))
+    module = build_module(case, reference.init_weights(cell, 4, 5, 2, True), "cpu")
+    x = torch.randn(6, 3, 4, requires_grad=True)
+    passes: dict = {}
+    serialized_forward(module, x, passes)  # a step before: the passes are kept and called again
+    whole, serial = module(x), serialized_forward(module, x, passes)
+    assert len(passes) == 4
+    flat = [t for side in (whole, serial) for t in (side[0], *(side[1] if cell == "lstm" else (side[1],)))]
+    half = len(flat) // 2
+    for a, b in zip(flat[:half], flat[half:], strict=True):
+        torch.testing.assert_close(b, a)
+    params = list(module.parameters())
+    upstream = [torch.randn_like(t) for t in flat[:half]]
+    g_whole = torch.autograd.grad(flat[:half], [x, *params], upstream)
+    g_serial = torch.autograd.grad(flat[half:], [x, *params], upstream)
+    for a, b in zip(g_whole, g_serial, strict=True):
+        torch.testing.assert_close(b, a)
+
+
+def test_the_serializing_fault_takes_case_id_globs_alone() -> None:
+    """Its value names cases (like the delays' globs, without a value); a glob=value part is refused in one line."""
+    env = {INJECT_SERIALIZE_ENV: "torch-*-bi, jax-lstm-*"}
+    assert injected_serial("torch-lstm-train-fp32-T50-B64-I64-H256-L2-bi", env)
+    assert not injected_serial("torch-lstm-train-fp32-T28-B128-I28-H128-L1", env)
+    with pytest.raises(ValueError, match="'torch-\\*=1' is not a <case-id glob>"):
+        parse_injection("torch-*=1", INJECT_SERIALIZE_ENV)

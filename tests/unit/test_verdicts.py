@@ -11,6 +11,7 @@ from factories import record
 
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.process import ProcessSummary, summarize
+from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.model.stats import Interval
 from pytest_rnnperf.model.timing import KernelStat
 from pytest_rnnperf.judge.verdicts import Comparison, Outcome, Policy, Verdict, compare, judge, judge_remeasuring
@@ -309,30 +310,65 @@ def test_a_baseline_without_device_time_is_judged_on_wall_time() -> None:
     assert v is not None and v.basis == "wall" and v.time.metric == "cudnn time" and v.fails
 
 
-def test_busy_time_that_moved_while_the_kernels_did_not_is_overlap_reported_not_failed() -> None:
-    """Busy +9% with the same summed kernel time: the kernels overlapped differently; flagged, not failed."""
-    base = record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235)
-    v = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.236))
+def probed(rec: CaseRecord, probe_ms: float | None) -> CaseRecord:
+    """``rec`` measured in a process whose host-speed probe took ``probe_ms``."""
+    return replace(rec, host_probe_s=None if probe_ms is None else probe_ms / 1e3)
+
+
+def test_busy_time_that_moved_on_a_slower_host_while_the_kernels_did_not_is_overlap_reported_not_failed() -> None:
+    """Busy +9% with the same summed kernel time, the host probe 20% slower: fewer launches overlapped; flagged."""
+    base = probed(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), 2.0)
+    v = judge(base, probed(record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.236), 2.4))
     assert v is not None and v.verdict is Verdict.REGRESSED and not v.fails
     assert [f.kind for f in v.flags] == [FlagKind.OVERLAP] and v.outcome is Outcome.REGRESSED_NOT_FAILED
-    assert v.flagged.startswith("kernels overlapped differently: busy +9.")
-    slower = judge(base, record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.26))
+    assert v.flagged.startswith("kernels overlapped less on a slower host: busy +9.")
+    assert v.flagged.endswith("host probe +20.0%")
+    slower = judge(base, probed(record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.26), 2.4))
     assert slower is not None and slower.fails and slower.work is not None
 
 
-def _processes(n: int = 4) -> list[ProcessSummary]:
+@pytest.mark.parametrize("probe_ms, speed", [(2.0, "host speed unchanged (probe +0.0%)"),
+                                             (2.15, "host probe only +7.5%"),
+                                             (None, "host speed not measured")])
+def test_busy_time_that_moved_while_the_kernels_held_on_a_host_of_unchanged_speed_fails_saying_why(
+        probe_ms: float | None, speed: str) -> None:
+    """The same busier step where the host did not slow (or not by as much, or unknown): a loss of concurrency."""
+    base = probed(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), 2.0)
+    v = judge(base, probed(record("a", 1.0, seed=2, cudnn_dev_ms=0.203, cudnn_work_ms=0.236), probe_ms))
+    assert v is not None and not v.flags and v.fails
+    assert v.time.why == f"kernels overlapped less: busy +9.8%, summed kernel time held, {speed}"
+    assert v.time.explain().endswith(f"regressed ({v.time.why})")
+
+
+def _processes(n: int = 4, probe_ms: float | None = 2.0) -> list[ProcessSummary]:
     """``n`` stored processes of case "a": busy 0.185 ms, 0.235 ms of kernels on two streams."""
-    return [summarize(record("a", 1.0, seed=i, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), f"process {i}")
-            for i in range(n)]
+    return [summarize(probed(record("a", 1.0, seed=i, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), probe_ms),
+                      f"process {i}") for i in range(n)]
 
 
-def test_across_processes_a_busier_step_whose_every_kernel_held_is_overlap_not_a_failure() -> None:
-    """A slower host launches later and fewer kernels overlap: busy +10%, kernels as before; flagged, not failed."""
-    history = _processes()
-    v = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235),
-              record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235), history=history)
+def test_across_processes_a_busier_step_on_a_slower_host_whose_every_kernel_held_is_overlap_not_a_failure() -> None:
+    """A slower host launches later and fewer kernels overlap: busy +10%, kernels as before, probe +25%; flagged."""
+    v = judge(probed(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), 2.0),
+              probed(record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235), 2.5), history=_processes())
     assert v is not None and v.processes == 4 and v.verdict is Verdict.REGRESSED
     assert [f.kind for f in v.flags] == [FlagKind.OVERLAP] and not v.fails
+
+
+def test_across_processes_a_busier_step_whose_kernels_held_on_a_host_as_fast_as_its_history_fails() -> None:
+    """The same busier step where the probe ran as in every stored process: the concurrency was lost, not the host."""
+    v = judge(probed(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), 2.0),
+              probed(record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235), 2.02), history=_processes())
+    assert v is not None and v.processes == 4 and not v.flags and v.fails
+    assert "kernels overlapped less: busy +10.4%, summed kernel time held, host speed unchanged (probe +1.0%)" \
+        in v.time.explain()
+
+
+def test_a_history_without_host_probes_is_judged_against_the_newest_record_probe() -> None:
+    """Stored processes from before the probe: the newest record's probe is the host's past; 25% slower excuses."""
+    base = probed(record("a", 1.0, seed=1, cudnn_dev_ms=0.185, cudnn_work_ms=0.235), 2.0)
+    current = probed(record("a", 1.0, seed=9, cudnn_dev_ms=0.204, cudnn_work_ms=0.235), 2.5)
+    v = judge(base, current, history=_processes(probe_ms=None))
+    assert v is not None and [f.kind for f in v.flags] == [FlagKind.OVERLAP] and not v.fails
 
 
 def test_across_processes_a_kernel_that_appeared_is_never_put_down_to_overlap() -> None:
