@@ -38,28 +38,37 @@ ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
 # so a report names it as a cause.
 INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
 INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
-INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV)
+# "<case-id glob>=<milliseconds>": a sleep inside the first call after build of the cuDNN side of the matching
+# cases (every backend that times first calls, ``backends.cold``), never in a timed step: it proves the first-call
+# rule catches a cold regression while the steady verdict holds.
+INJECT_COLD_ENV = "RNNPERF_INJECT_COLD_DELAY_MS"
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_COLD_ENV)
 
 
 # An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
 # use, and a typo past it (1e99) would spin the GPU for ever or overflow the spin's cycle count.
 MAX_INJECT_US = 1_000_000
+# Each variable's unit and largest value: a first call's cold cost is seconds, a minute is beyond any use.
+INJECT_UNITS: Mapping[str, tuple[str, float, str]] = {
+    INJECT_COLD_ENV: ("milliseconds", 60_000, "milliseconds is more than 60000 (a minute in one first call)")}
+_PER_STEP = ("microseconds", MAX_INJECT_US, f"microseconds per step is more than {MAX_INJECT_US} (1 s)")
 
 
 def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
-    """An injection variable's value as (case-id glob, microseconds) pairs; ValueError names a malformed part."""
+    """An injection variable's value as (case-id glob, amount in its unit) pairs; ValueError names a malformed part."""
+    unit, limit, too_much = INJECT_UNITS.get(name, _PER_STEP)
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        pattern, _, micros = part.rpartition("=")
+        pattern, _, amount = part.rpartition("=")
         try:
-            us = float(micros)
+            value = float(amount)
         except ValueError:
-            us = -1.0
-        if not pattern or not (us >= 0 and us < float("inf")):
-            raise ValueError(f"{name}: {part!r} is not <case-id glob>=<microseconds>")
-        if us > MAX_INJECT_US:
-            raise ValueError(f"{name}: {part!r}: {us:g} microseconds per step is more than {MAX_INJECT_US} (1 s)")
-        out.append((pattern, us))
+            value = -1.0
+        if not pattern or not (value >= 0 and value < float("inf")):
+            raise ValueError(f"{name}: {part!r} is not <case-id glob>=<{unit}>")
+        if value > limit:
+            raise ValueError(f"{name}: {part!r}: {value:g} {too_much}")
+        out.append((pattern, value))
     return out
 
 
@@ -368,7 +377,7 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_COLD_ENV", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

@@ -19,6 +19,7 @@ import contextlib
 import gc
 import inspect
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -30,6 +31,8 @@ from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends.cold import first_calls, once_per_process
+from pytest_rnnperf.model.cold import ColdCost, cache_state
 from pytest_rnnperf.model.reference import CaseInputs, LayerWeights, RNNWeights
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax_common import (  # JAX pieces shared with Keras on JAX
@@ -251,6 +254,7 @@ class JaxImpl:
     _weights: Any = field(default=None, repr=False)
     _args: tuple[Any, ...] = field(default=(), repr=False)
     _last: Any = field(default=None, repr=False)
+    compile_s: float = 0.0  # trace, lower and compile of the step (XLA, or its persistent cache)
 
     def __post_init__(self) -> None:
         """Put the weights and timing inputs on the device once, then trace, lower and compile the step once."""
@@ -260,9 +264,11 @@ class JaxImpl:
         self._jit = jax.jit(_step_function(forward, self._train))
         self._weights = jax.device_put(self.flat_weights, self.device)
         self._args = self._device_args(self.inputs)
+        started = time.perf_counter()
         with _matmul_precision(self.case.precision):
             self._lowered = self._jit.lower(*self._args)
         self._compiled = self._lowered.compile()
+        self.compile_s = time.perf_counter() - started
 
     @property
     def _train(self) -> bool:
@@ -345,6 +351,7 @@ class JaxPair:
     cudnn: JaxImpl | None
     generic: JaxImpl | None
     device: str
+    cold: ColdCost | None = None  # each side's first call after build; both sides' compile
 
     def sync(self) -> None:
         """Block until the last step of each side is done (block_until_ready: no copy to the host)."""
@@ -358,6 +365,24 @@ class JaxPair:
         """Drop the sides; their device buffers go with the last reference."""
         self.cudnn = self.generic = None
         gc.collect()
+
+
+# The persistent compilation cache's events (jax.monitoring), counted since this process started listening.
+_CACHE_EVENTS: Counter[str] = Counter()
+_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+
+
+def _cache_counts(jax: Any) -> tuple[int, int]:
+    """Hits and misses of JAX's persistent compilation cache so far in this process (listening from the first call)."""
+    once_per_process("jax:cache-events", lambda: jax.monitoring.register_event_listener(
+        lambda event, **_: _CACHE_EVENTS.update([event])))
+    return _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
+
+
+def _warm_device(jax: Any, device: Any) -> None:
+    """Pay this process's one-time costs on ``device`` once (the client, a compile, a transfer): no case's first call does."""
+    once_per_process(f"jax:{device}", lambda: jax.block_until_ready(
+        jax.jit(lambda a: a @ a)(jax.device_put(np.ones((8, 8), np.float32), device))))
 
 
 def _plugin_version() -> str:
@@ -462,17 +487,19 @@ class JaxBackend(JaxFramework):
         # The precision argument only reaches the cuDNN call; the generic side is pinned by its trace context.
         precision_args = _lstm_precision_args(rnn, case.precision) if "cudnn" in impls else ()
         flat = pack_lstm(weights).astype(np.float32)
+        _warm_device(jax, device)
         try:
             sides = {}
+            hits, misses = _cache_counts(jax)
             for impl in impls:
                 sides[impl] = JaxImpl(impl, case, device, inputs, flat, rnn,
                                       precision_args if impl == "cudnn" else ())
+            compiled = tuple(now - before for now, before in zip(_cache_counts(jax), (hits, misses)))
             pair = JaxPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=label)
             # One untimed step per side: compilation happened in JaxImpl, allocation and cuDNN's workspace
-            # happen here, so an out-of-memory case becomes a skip before any timing.
-            for side in sides.values():
-                side.step()
-            pair.sync()
+            # happen here, so an out-of-memory case becomes a skip before any timing; it is the side's first call.
+            pair.cold = ColdCost(first_calls(sides, pair.sync, case.id),
+                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache_state(*compiled))
             return pair
         except Exception as exc:
             why = oom_reason(exc)

@@ -93,7 +93,7 @@ class Comparison:
             return (f"{moved}, {change} of the step ({noise} over {self.processes} processes, threshold "
                     f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + (f" ({self.why})" if self.why else ""))
         return (f"{self.metric} {change} against {self.processes} processes ({noise}, threshold "
-                f"{self.min_effect * 100:.3g}%): {self.verdict.value}")
+                f"{self.min_effect * 100:.3g}%): {self.verdict.value}" + (f" ({self.why})" if self.why else ""))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form for the run's report."""

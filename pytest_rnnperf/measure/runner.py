@@ -257,7 +257,8 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
                       cudnn=cudnn_m, speedup=speedup, telemetry=telemetry, side_telemetry=side_telemetry,
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
                       gpu_name=config.gpu_name, cudnn_device=cudnn_dev, generic_device=generic_dev,
-                      device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks)
+                      device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks,
+                      cold=getattr(pair, "cold", None))
 
 
 # What the caller does with a fresh record while the pair is still built: judge it, and for a second look

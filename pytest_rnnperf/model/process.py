@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_rnnperf.model.fields import as_ratio, as_time
-from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, SPEEDUP, WALL, WORK, metric
+from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, SECONDS, SPEEDUP, WALL, WORK, metric
 
 # The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
 FOLDED = "(other kernels)"
@@ -72,6 +72,8 @@ class ProcessSummary:
                 as_ratio(value, what)
             elif hint == DURATION:  # a step (busy, work, wall) or a part of one (host, a kernel)
                 as_time(value, what, part=name == HOST or name.startswith(KERNEL))
+            elif hint == SECONDS:  # a cold cost (a first call, a compile)
+                as_time(value, what, part=True)
             out[name] = float(value)
         return cls(str(data["case"]), str(data.get("source", source)), out)
 
@@ -93,4 +95,6 @@ def summarize(record: Any, source: str) -> ProcessSummary:
         for name, ms in dev.kernel_ms().items():
             key = kernel_key(name)
             metrics[key] = metrics.get(key, 0.0) + ms / 1e3
+    if record.cold is not None:  # first calls and compile (model.cold)
+        metrics.update(record.cold.metrics())
     return ProcessSummary(record.id, source, metrics)

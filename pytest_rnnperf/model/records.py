@@ -19,6 +19,7 @@ from pytest_rnnperf.model.fields import (RecordError, as_list, as_mapping, as_nu
                                          as_optional_number, as_ratio, as_text, as_time, as_whole)
 from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
 from pytest_rnnperf.model.metrics import KERNEL, side_tag
@@ -33,6 +34,7 @@ from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 # 3: per-round metrics by stable names ("metrics": {"cudnn/kernel/<name>": seconds per step per traced round});
 # a stored run says whether it is a recorded baseline or a run kept for the history, and may carry the summaries
 # of the extra processes it was recorded with (see ``model.process``).
+# Optional fields added since ("checks", "cold") need no new format: a record without one reads as its default.
 FORMAT_VERSION = 3
 # Far more samples than --rnnperf-rounds gives (at most 1000, twice when re-measured), far fewer than exhaust memory.
 MAX_SAMPLES = 10_000
@@ -71,6 +73,8 @@ class CaseRecord:
     # "full": parity against float64 (and energy where on); "sampled": the sides against each other only, on a
     # night whose environment matched the case's last full check (see store/rechecks.py).
     checks: str = "full"
+    # Seconds each side's first call after build and the compile took (None: a record from before they were measured).
+    cold: ColdCost | None = None
 
     @property
     def id(self) -> str:
@@ -207,6 +211,7 @@ class CaseRecord:
             "device_speedup": self.device_speedup,
             "cost_s": dict(self.cost_s),
             "checks": self.checks,
+            "cold": None if self.cold is None else self.cold.to_dict(),
             "metrics": self.metrics(),
         }
 
@@ -249,6 +254,7 @@ class CaseRecord:
                 device_flags=tuple(_flag_from_dict(f) for f in as_list(d.get("device_flags", []), "device_flags")),
                 cost_s={str(k): as_number(v, f"cost_s.{k}") for k, v in as_mapping(d.get("cost_s", {}), "cost_s").items()},
                 checks=_checks_from(d.get("checks", "full")),
+                cold=ColdCost.from_dict(d.get("cold")),
             )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None
