@@ -35,10 +35,12 @@ def cold_delay_s(case_id: str, environ: Mapping[str, str] | None = None) -> floa
 
 
 def first_calls(sides: Mapping[str, Any], sync: Callable[[], None], case_id: str,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+                clock: Callable[[], float] = time.perf_counter,
+                sleep: Callable[[float], None] = time.sleep) -> dict[str, float]:
     """Run each side's first step after build, synced, and return its seconds by side (None sides are left out).
 
     The cuDNN side sleeps RNNPERF_INJECT_COLD_DELAY_MS inside this call (fault injection: no timed step sees it).
+    ``clock`` and ``sleep`` are seams for a fake device's clock.
     """
     delay = cold_delay_s(case_id)
     out = {}
@@ -48,7 +50,7 @@ def first_calls(sides: Mapping[str, Any], sync: Callable[[], None], case_id: str
         started = clock()
         side.step()
         if name == "cudnn" and delay:
-            time.sleep(delay)  # injected cold cost, inside the first call only
+            sleep(delay)  # injected cold cost, inside the first call only
         sync()
         out[name] = clock() - started
     return out

@@ -156,8 +156,10 @@ def metric(tag: str) -> Metric:
 
 
 def named(name: str) -> Metric:
-    """The entry a comparison or a table names ``name`` (a kernel by "kernel/<name>"); KeyError if none."""
-    found = [m for m in METRICS.values() if m.name == name]
+    """The entry a comparison or a table names ``name`` (a kernel by "kernel/<name>", a side's metric by "<side>
+    <name>", e.g. "generic first call"); KeyError if none."""
+    bare = next((name[len(side) + 1:] for side in SIDES if name.startswith(side + " ")), name)
+    found = [m for m in METRICS.values() if m.name == name] or [m for m in METRICS.values() if m.name == bare]
     return found[0] if found else metric(name)
 
 
