@@ -17,6 +17,8 @@
 # calls after it on the same machine and puts one in $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
 # <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
+# RNNPERF_INJECT_COLD_DELAY_MS='torch-lstm-*=1500' sleeps 1.5 s inside the cuDNN side's first call after build of the
+# matching cases (never in a timed step): their first call regresses and fails them, their steady verdict holds.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
 # claims and parity checks stored by a kept run of the night before,
 #   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (4:32-4:58 in pytest, 4:52-5:28 in all)

@@ -25,6 +25,9 @@ A case is judged against the stored baseline of this GPU model:
   speedup held is flagged ``HOST_SLOWED`` (both sides slowed alike) instead of failing.
 - A regression in a window flagged by the telemetry (throttled clocks, a process that appeared on the GPU)
   is reported, not failed.
+- Each side's first call after build and the compile time (cold costs, ``rules.Cold``) are judged against the
+  case's history of processes at ``cold_effect``, a compile-cache hit only against hits; a regression there fails
+  the case as ``first call regressed`` while its steady verdict stays what it was.
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
 floor guards it. The thresholds' defaults come from null runs (baselines/*/evidence/README.md). The statistic
