@@ -31,12 +31,12 @@ from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
-from pytest_rnnperf.backends.cold import first_calls, once_per_process
+from pytest_rnnperf.backends.cold import first_calls
 from pytest_rnnperf.model.cold import ColdCost, cache_state
 from pytest_rnnperf.model.reference import CaseInputs, LayerWeights, RNNWeights
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax_common import (  # JAX pieces shared with Keras on JAX
-    JaxFramework, _cuda_device, _rnn, dot_precisions, hlo_proof, import_jax, oom_reason,
+    JaxFramework, _cuda_device, _rnn, cache_counts, dot_precisions, hlo_proof, import_jax, oom_reason, warm_device,
 )
 # Pure NumPy (importing it imports no TensorFlow): pads a batch slice with zero sequences.
 from pytest_rnnperf.backends.padding import padded_f32, padding_for
@@ -367,24 +367,6 @@ class JaxPair:
         gc.collect()
 
 
-# The persistent compilation cache's events (jax.monitoring), counted since this process started listening.
-_CACHE_EVENTS: Counter[str] = Counter()
-_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
-
-
-def _cache_counts(jax: Any) -> tuple[int, int]:
-    """Hits and misses of JAX's persistent compilation cache so far in this process (listening from the first call)."""
-    once_per_process("jax:cache-events", lambda: jax.monitoring.register_event_listener(
-        lambda event, **_: _CACHE_EVENTS.update([event])))
-    return _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
-
-
-def _warm_device(jax: Any, device: Any) -> None:
-    """Pay this process's one-time costs on ``device`` once (the client, a compile, a transfer): no case's first call does."""
-    once_per_process(f"jax:{device}", lambda: jax.block_until_ready(
-        jax.jit(lambda a: a @ a)(jax.device_put(np.ones((8, 8), np.float32), device))))
-
-
 def _plugin_version() -> str:
     """The installed jax CUDA plugin distribution and version, e.g. ``jax-cuda13-plugin 0.11.2``."""
     for name in ("jax-cuda13-plugin", "jax-cuda12-plugin", "jax-cuda11-plugin"):
@@ -487,14 +469,14 @@ class JaxBackend(JaxFramework):
         # The precision argument only reaches the cuDNN call; the generic side is pinned by its trace context.
         precision_args = _lstm_precision_args(rnn, case.precision) if "cudnn" in impls else ()
         flat = pack_lstm(weights).astype(np.float32)
-        _warm_device(jax, device)
+        warm_device(jax, device)
         try:
             sides = {}
-            hits, misses = _cache_counts(jax)
+            hits, misses = cache_counts(jax)
             for impl in impls:
                 sides[impl] = JaxImpl(impl, case, device, inputs, flat, rnn,
                                       precision_args if impl == "cudnn" else ())
-            compiled = tuple(now - before for now, before in zip(_cache_counts(jax), (hits, misses)))
+            compiled = tuple(now - before for now, before in zip(cache_counts(jax), (hits, misses)))
             pair = JaxPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=label)
             # One untimed step per side: compilation happened in JaxImpl, allocation and cuDNN's workspace
             # happen here, so an out-of-memory case becomes a skip before any timing; it is the side's first call.

@@ -14,7 +14,10 @@ import sys
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from pytest_rnnperf.backends.base import FrameworkBackend
+from pytest_rnnperf.backends.cold import once_per_process
 from pytest_rnnperf.backends.compile_cache import configure_jax
 from pytest_rnnperf.model.results import PathProof
 
@@ -175,3 +178,21 @@ class JaxFramework(FrameworkBackend):
         if gpu_rnn is None or not hasattr(gpu_rnn, "compute_rnn_workspace_reserve_space_sizes"):
             return f"jax {jax.__version__} sees a CUDA GPU but its CUDA plugin has no cuDNN RNN kernels (jaxlib gpu_rnn)"
         return None
+
+
+# The persistent compilation cache's events (jax.monitoring), counted since this process started listening.
+_CACHE_EVENTS: Counter[str] = Counter()
+_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+
+
+def cache_counts(jax: Any) -> tuple[int, int]:
+    """Hits and misses of JAX's persistent compilation cache so far in this process (listening from the first call)."""
+    once_per_process("jax:cache-events", lambda: jax.monitoring.register_event_listener(
+        lambda event, **_: _CACHE_EVENTS.update([event])))
+    return _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
+
+
+def warm_device(jax: Any, device: Any) -> None:
+    """Pay this process's one-time costs on ``device`` once (the client, a compile, a transfer): no case's first call does."""
+    once_per_process(f"jax:{device}", lambda: jax.block_until_ready(
+        jax.jit(lambda a: a @ a)(jax.device_put(np.ones((8, 8), np.float32), device))))
