@@ -32,11 +32,11 @@ from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, loade
                                           runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
 from pytest_rnnperf.backends.cold import first_calls
-from pytest_rnnperf.model.cold import ColdCost, cache_state
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs, LayerWeights, RNNWeights
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax_common import (  # JAX pieces shared with Keras on JAX
-    JaxFramework, _cuda_device, _rnn, cache_counts, dot_precisions, hlo_proof, import_jax, oom_reason, warm_device,
+    JaxFramework, _cuda_device, _rnn, dot_precisions, hlo_proof, import_jax, oom_reason, warm_device, with_cache_state,
 )
 # Pure NumPy (importing it imports no TensorFlow): pads a batch slice with zero sequences.
 from pytest_rnnperf.backends.padding import padded_f32, padding_for
@@ -471,17 +471,14 @@ class JaxBackend(JaxFramework):
         flat = pack_lstm(weights).astype(np.float32)
         warm_device(jax, device)
         try:
-            sides = {}
-            hits, misses = cache_counts(jax)
-            for impl in impls:
-                sides[impl] = JaxImpl(impl, case, device, inputs, flat, rnn,
-                                      precision_args if impl == "cudnn" else ())
-            compiled = tuple(now - before for now, before in zip(cache_counts(jax), (hits, misses)))
+            sides, cache = with_cache_state(jax, lambda: {
+                impl: JaxImpl(impl, case, device, inputs, flat, rnn, precision_args if impl == "cudnn" else ())
+                for impl in impls})
             pair = JaxPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=label)
             # One untimed step per side: compilation happened in JaxImpl, allocation and cuDNN's workspace
             # happen here, so an out-of-memory case becomes a skip before any timing; it is the side's first call.
             pair.cold = ColdCost(first_calls(sides, pair.sync, case.id),
-                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache_state(*compiled))
+                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache)
             return pair
         except Exception as exc:
             why = oom_reason(exc)

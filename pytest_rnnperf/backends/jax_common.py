@@ -12,12 +12,13 @@ import os
 import re
 import sys
 from collections import Counter
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from pytest_rnnperf.backends.base import FrameworkBackend
 from pytest_rnnperf.backends.cold import once_per_process
+from pytest_rnnperf.model.cold import cache_state
 from pytest_rnnperf.backends.compile_cache import configure_jax
 from pytest_rnnperf.model.results import PathProof
 
@@ -183,13 +184,17 @@ class JaxFramework(FrameworkBackend):
 # The persistent compilation cache's events (jax.monitoring), counted since this process started listening.
 _CACHE_EVENTS: Counter[str] = Counter()
 _CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+T = TypeVar("T")
 
 
-def cache_counts(jax: Any) -> tuple[int, int]:
-    """Hits and misses of JAX's persistent compilation cache so far in this process (listening from the first call)."""
+def with_cache_state(jax: Any, build: Callable[[], T]) -> tuple[T, str]:
+    """What ``build()`` (which compiles) returns, and how JAX's persistent compilation cache served it
+    (``model.cold.cache_state``)."""
     once_per_process("jax:cache-events", lambda: jax.monitoring.register_event_listener(
         lambda event, **_: _CACHE_EVENTS.update([event])))
-    return _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
+    hits, misses = _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
+    out = build()
+    return out, cache_state(_CACHE_EVENTS[_CACHE_HIT] - hits, _CACHE_EVENTS[_CACHE_MISS] - misses)
 
 
 def warm_device(jax: Any, device: Any) -> None:

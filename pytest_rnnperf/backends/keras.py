@@ -29,7 +29,7 @@ from pytest_rnnperf.backends.base import FrameworkBackend, get_value, loaded_lib
 from pytest_rnnperf.backends.cold import first_calls
 from pytest_rnnperf.backends.compile_cache import configure_jax
 from pytest_rnnperf.backends.jax_common import (
-    JAX_MATMUL_PRECISION, JaxFramework, cache_counts, hlo_proof, import_jax, oom_reason, warm_device,
+    JAX_MATMUL_PRECISION, JaxFramework, hlo_proof, import_jax, oom_reason, warm_device, with_cache_state,
 )
 from pytest_rnnperf.backends.keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras3_problem, keras_backend_setting,
@@ -41,7 +41,7 @@ from pytest_rnnperf.backends.torch_common import (
     TorchFramework, build_on_device, dispatched_ops, import_torch, injected_cycles, precision_flags,
     restore_thread_count, torch_dtype, torch_runtime_info, warm_cuda,
 )
-from pytest_rnnperf.model.cold import ColdCost, cache_state
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 
@@ -494,10 +494,9 @@ class KerasJaxBackend(KerasFramework):
             for impl in impls:
                 setattr(pair, impl, KerasJaxImpl(impl, case, build_stack(keras, case, weights, impl), inputs))
             # The first call compiles the step and surfaces out-of-memory here: its cache state keys its cold cost.
-            before = cache_counts(jax)
-            calls = first_calls({impl: getattr(pair, impl) for impl in impls}, pair.sync, case.id)
-            hits, misses = (now - then for now, then in zip(cache_counts(jax), before))
-            pair.cold = ColdCost(calls, cache=cache_state(hits, misses))
+            calls, cache = with_cache_state(jax, lambda: first_calls({impl: getattr(pair, impl) for impl in impls},
+                                                                     pair.sync, case.id))
+            pair.cold = ColdCost(calls, cache=cache)
         except Exception as exc:
             oom = oom_reason(exc)
             if oom is None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.backends.base import get_value, runtime_info
-from pytest_rnnperf.backends.cold import cold_delay_s, first_calls
+from pytest_rnnperf.backends.cold import cold_delay_s, first_calls, once_per_process
 from pytest_rnnperf.backends.compile_cache import configure_inductor
 from pytest_rnnperf.model.cold import ColdCost, cache_state
 from pytest_rnnperf.model.reference import CaseInputs
@@ -318,6 +318,10 @@ def compile_side(case: "Case", weights: "RNNWeights", inputs: CaseInputs, device
     """
     torch = import_torch()
     dynamo = _dynamo()
+    # The compiler stack's one-time costs (its imports, Triton's driver, Inductor's compile workers) go to a tiny
+    # function first, so no case's compile time depends on whether it was the first of its process.
+    once_per_process(f"compile:{compile_backend}:{device}", lambda: torch.compile(
+        lambda a: torch.sin(a) * 2, backend=compile_backend)(torch.ones(8, device=device)))
     dynamo.reset()  # see the module docstring: caches and skip marks are per code object, shared by all LSTMs
     log = DynamoLog(compile_backend)
     config = dynamo.config.patch(allow_rnn=allow_rnn) if allow_rnn is not None else None

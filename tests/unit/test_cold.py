@@ -13,7 +13,7 @@ from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.verdicts import Outcome, judge
 from pytest_rnnperf.model.cold import HIT, MISS, ColdCost, cache_state
 from pytest_rnnperf.model.fields import RecordError
-from pytest_rnnperf.model.metrics import named
+from pytest_rnnperf.model.metrics import NOT_MEASURED, RECORD_FIELDS, named, numeric_paths
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
@@ -45,6 +45,12 @@ def test_a_cold_cost_survives_the_stored_record_and_an_old_record_reads_as_none(
     assert CaseRecord.from_dict(stored).cold == cold
     del stored["cold"]
     assert CaseRecord.from_dict(stored).cold is None
+
+
+def test_every_number_of_a_cold_cost_has_its_entry_in_the_metric_table() -> None:
+    paths = numeric_paths(record("a", cold=_cold(compile_s=3.0, cache=MISS)).to_dict())
+    assert {"cold.first_call_s.<side>", "cold.compile_s"} <= paths
+    assert all(p in RECORD_FIELDS or p in NOT_MEASURED for p in paths)
 
 
 @pytest.mark.parametrize("bad, message", [
