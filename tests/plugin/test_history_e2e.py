@@ -53,10 +53,14 @@ def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Py
     whole_lines(result).fnmatch_lines(["*device x3*", "*; drift check off (pip install ruptures)*"])
 
 
-def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run whose every case regressed would teach the history its own slowdown: it is reported, not stored."""
+@pytest.mark.parametrize("knob, value", [("FAKE_CUDNN_DEV_MS", "0.75"), ("FAKE_FIRST_CALL_MS", "500,20")],
+                         ids=["device time", "first call"])
+def test_a_regressed_run_is_not_kept(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, knob: str,
+                                     value: str) -> None:
+    """A run whose every case regressed (device time, or first call) would teach the history its own slowdown: it is
+    reported, not stored."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
-    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    monkeypatch.setenv(knob, value)
     result = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*run not kept: each of its 2 timed case(s) regressed (reported, not failed); the "
