@@ -38,6 +38,10 @@ ENTRY_POINT_GROUP = "pytest_rnnperf.backends"
 # so a report names it as a cause.
 INJECT_ENV = "RNNPERF_INJECT_CUDNN_DELAY_US"
 INJECT_HOST_ENV = "RNNPERF_INJECT_HOST_DELAY_US"
+# "<case-id glob>=<milliseconds>": a sleep inside the first call after build of the cuDNN side of the matching
+# cases (every backend that times first calls, ``backends.cold``), never in a timed step: it proves the first-call
+# rule catches a cold regression while the steady verdict holds.
+INJECT_COLD_ENV = "RNNPERF_INJECT_COLD_DELAY_MS"
 # "<case-id glob>" (comma-separated for several): the torch cuDNN side of each matching fp16/bf16/tf32 case runs its
 # math in IEEE float32 (the case keeps its label), so its kernels are SIMT/FFMA ones, as when a cuDNN update drops
 # tensor-op math; torch has no switch that turns tensor-op math off for a half-precision cuDNN RNN.
@@ -46,7 +50,8 @@ INJECT_NO_TENSOR_OP_ENV = "RNNPERF_INJECT_NO_TENSOR_OP"
 # layer and direction, one after the other (torch: backends/torch_common.py), as a release that gave up running
 # the two directions concurrently would; the same kernels' work, less overlap.
 INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
-INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV)
+INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
+                                INJECT_COLD_ENV)
 # The variables of globs alone (a case has the fault or not), and why they take no =<amount>.
 GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without tensor-op math or not",
                                INJECT_SERIALIZE_ENV: "the case runs its directions one after the other or not"}
@@ -55,11 +60,16 @@ GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without t
 # An injected delay is a few percent of a step (to prove a gate catches it); a second per step is far beyond any
 # use, and a typo past it (1e99) would spin the GPU for ever or overflow the spin's cycle count.
 MAX_INJECT_US = 1_000_000
+# Each variable's unit and largest value: a first call's cold cost is seconds, a minute is beyond any use.
+INJECT_UNITS: Mapping[str, tuple[str, float, str]] = {
+    INJECT_COLD_ENV: ("milliseconds", 60_000, "milliseconds is more than 60000 (a minute in one first call)")}
+_PER_STEP = ("microseconds", MAX_INJECT_US, f"microseconds per step is more than {MAX_INJECT_US} (1 s)")
 
 
 def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]]:
-    """An injection variable's value as (case-id glob, microseconds) pairs (0 for a variable of globs alone);
+    """An injection variable's value as (case-id glob, amount in its unit) pairs (0 for a variable of globs alone);
     ValueError names a malformed part."""
+    unit, limit, too_much = INJECT_UNITS.get(name, _PER_STEP)
     out = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         if name in GLOBS_ALONE:
@@ -67,16 +77,16 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
                 raise ValueError(f"{name}: {part!r} is not a <case-id glob> (no =<amount>: {GLOBS_ALONE[name]})")
             out.append((part, 0.0))
             continue
-        pattern, _, micros = part.rpartition("=")
+        pattern, _, amount = part.rpartition("=")
         try:
-            us = float(micros)
+            value = float(amount)
         except ValueError:
-            us = -1.0
-        if not pattern or not (us >= 0 and us < float("inf")):
-            raise ValueError(f"{name}: {part!r} is not <case-id glob>=<microseconds>")
-        if us > MAX_INJECT_US:
-            raise ValueError(f"{name}: {part!r}: {us:g} microseconds per step is more than {MAX_INJECT_US} (1 s)")
-        out.append((pattern, us))
+            value = -1.0
+        if not pattern or not (value >= 0 and value < float("inf")):
+            raise ValueError(f"{name}: {part!r} is not <case-id glob>=<{unit}>")
+        if value > limit:
+            raise ValueError(f"{name}: {part!r}: {value:g} {too_much}")
+        out.append((pattern, value))
     return out
 
 
@@ -389,7 +399,8 @@ def cross_pairs() -> list[tuple[str, str]]:
 
 
 __all__ = [
-    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "INJECT_SERIALIZE_ENV", "Impl",
+    "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_COLD_ENV",
+    "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "INJECT_SERIALIZE_ENV", "Impl",
     "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

@@ -19,6 +19,7 @@ import contextlib
 import gc
 import inspect
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -30,10 +31,12 @@ from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends.cold import first_calls
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs, LayerWeights, RNNWeights
 from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.backends.jax_common import (  # JAX pieces shared with Keras on JAX
-    JaxFramework, _cuda_device, _rnn, dot_precisions, hlo_proof, import_jax, oom_reason,
+    JaxFramework, _cuda_device, _rnn, dot_precisions, hlo_proof, import_jax, oom_reason, warm_device, with_cache_state,
 )
 # Pure NumPy (importing it imports no TensorFlow): pads a batch slice with zero sequences.
 from pytest_rnnperf.backends.padding import padded_f32, padding_for
@@ -251,6 +254,7 @@ class JaxImpl:
     _weights: Any = field(default=None, repr=False)
     _args: tuple[Any, ...] = field(default=(), repr=False)
     _last: Any = field(default=None, repr=False)
+    compile_s: float = 0.0  # trace, lower and compile of the step (XLA, or its persistent cache)
 
     def __post_init__(self) -> None:
         """Put the weights and timing inputs on the device once, then trace, lower and compile the step once."""
@@ -260,9 +264,11 @@ class JaxImpl:
         self._jit = jax.jit(_step_function(forward, self._train))
         self._weights = jax.device_put(self.flat_weights, self.device)
         self._args = self._device_args(self.inputs)
+        started = time.perf_counter()
         with _matmul_precision(self.case.precision):
             self._lowered = self._jit.lower(*self._args)
         self._compiled = self._lowered.compile()
+        self.compile_s = time.perf_counter() - started
 
     @property
     def _train(self) -> bool:
@@ -345,6 +351,7 @@ class JaxPair:
     cudnn: JaxImpl | None
     generic: JaxImpl | None
     device: str
+    cold: ColdCost | None = None  # each side's first call after build; both sides' compile
 
     def sync(self) -> None:
         """Block until the last step of each side is done (block_until_ready: no copy to the host)."""
@@ -462,17 +469,16 @@ class JaxBackend(JaxFramework):
         # The precision argument only reaches the cuDNN call; the generic side is pinned by its trace context.
         precision_args = _lstm_precision_args(rnn, case.precision) if "cudnn" in impls else ()
         flat = pack_lstm(weights).astype(np.float32)
+        warm_device(jax, device)
         try:
-            sides = {}
-            for impl in impls:
-                sides[impl] = JaxImpl(impl, case, device, inputs, flat, rnn,
-                                      precision_args if impl == "cudnn" else ())
+            sides, cache = with_cache_state(jax, lambda: {
+                impl: JaxImpl(impl, case, device, inputs, flat, rnn, precision_args if impl == "cudnn" else ())
+                for impl in impls})
             pair = JaxPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=label)
             # One untimed step per side: compilation happened in JaxImpl, allocation and cuDNN's workspace
-            # happen here, so an out-of-memory case becomes a skip before any timing.
-            for side in sides.values():
-                side.step()
-            pair.sync()
+            # happen here, so an out-of-memory case becomes a skip before any timing; it is the side's first call.
+            pair.cold = ColdCost(first_calls(sides, pair.sync, case.id),
+                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache)
             return pair
         except Exception as exc:
             why = oom_reason(exc)

@@ -12,9 +12,13 @@ import os
 import re
 import sys
 from collections import Counter
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+import numpy as np
 
 from pytest_rnnperf.backends.base import FrameworkBackend
+from pytest_rnnperf.backends.cold import once_per_process
+from pytest_rnnperf.model.cold import cache_state
 from pytest_rnnperf.backends.compile_cache import configure_jax
 from pytest_rnnperf.model.results import PathProof
 
@@ -175,3 +179,25 @@ class JaxFramework(FrameworkBackend):
         if gpu_rnn is None or not hasattr(gpu_rnn, "compute_rnn_workspace_reserve_space_sizes"):
             return f"jax {jax.__version__} sees a CUDA GPU but its CUDA plugin has no cuDNN RNN kernels (jaxlib gpu_rnn)"
         return None
+
+
+# The persistent compilation cache's events (jax.monitoring), counted since this process started listening.
+_CACHE_EVENTS: Counter[str] = Counter()
+_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+T = TypeVar("T")
+
+
+def with_cache_state(jax: Any, build: Callable[[], T]) -> tuple[T, str]:
+    """What ``build()`` (which compiles) returns, and how JAX's persistent compilation cache served it
+    (``model.cold.cache_state``)."""
+    once_per_process("jax:cache-events", lambda: jax.monitoring.register_event_listener(
+        lambda event, **_: _CACHE_EVENTS.update([event])))
+    hits, misses = _CACHE_EVENTS[_CACHE_HIT], _CACHE_EVENTS[_CACHE_MISS]
+    out = build()
+    return out, cache_state(_CACHE_EVENTS[_CACHE_HIT] - hits, _CACHE_EVENTS[_CACHE_MISS] - misses)
+
+
+def warm_device(jax: Any, device: Any) -> None:
+    """Pay this process's one-time costs on ``device`` once (the client, a compile, a transfer): no case's first call does."""
+    once_per_process(f"jax:{device}", lambda: jax.block_until_ready(
+        jax.jit(lambda a: a @ a)(jax.device_put(np.ones((8, 8), np.float32), device))))

@@ -26,8 +26,11 @@ import numpy as np
 
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.backends.base import FrameworkBackend, get_value, loaded_libraries
+from pytest_rnnperf.backends.cold import first_calls
 from pytest_rnnperf.backends.compile_cache import configure_jax
-from pytest_rnnperf.backends.jax_common import JAX_MATMUL_PRECISION, JaxFramework, hlo_proof, import_jax, oom_reason
+from pytest_rnnperf.backends.jax_common import (
+    JAX_MATMUL_PRECISION, JaxFramework, hlo_proof, import_jax, oom_reason, warm_device, with_cache_state,
+)
 from pytest_rnnperf.backends.keras_layers import (
     SIMPLE_RNN_NO_CUDNN, build_stack, flag_check, forward, from_keras, keras3_problem, keras_backend_setting,
     layer_variables, split_states, to_batch_major,
@@ -36,8 +39,9 @@ from pytest_rnnperf.backends.keras_model_steps import build_pair
 from pytest_rnnperf.backends.padding import padded_f32, padding_for
 from pytest_rnnperf.backends.torch_common import (
     TorchFramework, build_on_device, dispatched_ops, import_torch, injected_cycles, precision_flags,
-    restore_thread_count, torch_dtype, torch_runtime_info,
+    restore_thread_count, torch_dtype, torch_runtime_info, warm_cuda,
 )
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 
@@ -216,6 +220,7 @@ class KerasTorchPair:
     generic: KerasTorchImpl | None
     device: str
     restore_threads: int = 0
+    cold: ColdCost | None = None  # each side's first call after build
 
     def sync(self) -> None:
         """Wait for queued CUDA work; a no-op on the CPU."""
@@ -268,10 +273,13 @@ class KerasTorchBackend(KerasFramework):
             try:
                 with keras.device(device):
                     for impl in impls:
-                        side = KerasTorchImpl(impl, case, build_stack(keras, case, weights, impl), device, inputs)
-                        setattr(pair, impl, side)
-                        side.step()  # the first call builds Keras's state and surfaces out-of-memory here
-                pair.sync()
+                        setattr(pair, impl, KerasTorchImpl(impl, case, build_stack(keras, case, weights, impl),
+                                                           device, inputs))
+                    # The first call builds Keras's state and surfaces out-of-memory here; timed after this
+                    # process's one-time CUDA costs were paid (warm_cuda).
+                    warm_cuda(device)
+                    pair.cold = ColdCost(first_calls({impl: getattr(pair, impl) for impl in impls}, pair.sync,
+                                                     case.id))
             except torch.cuda.OutOfMemoryError as exc:
                 pair.close()
                 raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
@@ -424,6 +432,7 @@ class KerasJaxPair:
     cudnn: KerasJaxImpl | None
     generic: KerasJaxImpl | None
     device: str
+    cold: ColdCost | None = None  # each side's first call after build, which compiles (XLA, or its cache)
 
     def sync(self) -> None:
         """Block until the last step of each side is computed (no copy to the host)."""
@@ -479,12 +488,15 @@ class KerasJaxBackend(KerasFramework):
         if case.precision in ("fp16", "bf16") and not on_gpu:
             raise BackendUnavailable(f"{case.precision} RNNs need a CUDA GPU (no half-precision CPU path is compared)")
         pair = KerasJaxPair(cudnn=None, generic=None, device="cuda:0" if on_gpu else "cpu")
+        jax = import_jax()
+        warm_device(jax, jax.devices()[0])  # this process's one-time costs are no case's first call
         try:
             for impl in impls:
-                side = KerasJaxImpl(impl, case, build_stack(keras, case, weights, impl), inputs)
-                setattr(pair, impl, side)
-                side.step()  # compiles the step and surfaces out-of-memory here
-            pair.sync()
+                setattr(pair, impl, KerasJaxImpl(impl, case, build_stack(keras, case, weights, impl), inputs))
+            # The first call compiles the step and surfaces out-of-memory here: its cache state keys its cold cost.
+            calls, cache = with_cache_state(jax, lambda: first_calls({impl: getattr(pair, impl) for impl in impls},
+                                                                     pair.sync, case.id))
+            pair.cold = ColdCost(calls, cache=cache)
         except Exception as exc:
             oom = oom_reason(exc)
             if oom is None:

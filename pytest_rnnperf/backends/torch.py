@@ -14,11 +14,14 @@ import numpy as np
 from pytest_rnnperf.backends import (
     IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, empty_input, require_usable,
 )
+from pytest_rnnperf.backends.cold import first_calls
 from pytest_rnnperf.backends.torch_common import (  # the eager torch pieces every torch backend shares
     CPU_THREADS, TORCH_KEYS, OnDevice, TorchFramework, TorchImpl, build_module, build_on_device, dispatched_ops,
-    import_torch, injected_no_tensor_op, precision_flags, prove_path, torch_dtype, torch_runtime_info, _to_numpy,
+    import_torch, injected_no_tensor_op, precision_flags, prove_path, torch_dtype, torch_runtime_info, warm_cuda,
+    _to_numpy,
 )
 from pytest_rnnperf.model.cases import CELLS
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import PathProof
 
@@ -52,6 +55,7 @@ class TorchPair(OnDevice):
     generic: TorchImpl | None
     device: str
     restore_threads: int = 0  # torch's thread count before this CPU pair pinned it (0: untouched)
+    cold: ColdCost | None = None  # each side's first call after build
 
 
 def _leaves(obj: Any, name: str) -> list[tuple[str, Any]]:
@@ -239,10 +243,10 @@ class TorchBackend(TorchFramework):
                 sides[impl] = TorchImpl(impl, case, module, device, inputs, weights, precision)
             pair = TorchPair(cudnn=sides.get("cudnn"), generic=sides.get("generic"), device=device,
                              restore_threads=restore)
-            # One untimed step per side surfaces out-of-memory here, where it becomes a skip.
-            for side in sides.values():
-                side.step()
-            pair.sync()
+            # One untimed step per side surfaces out-of-memory here, where it becomes a skip; it is the side's
+            # first call, timed after this process's one-time CUDA costs were paid (warm_cuda).
+            warm_cuda(device)
+            pair.cold = ColdCost(first_calls(sides, pair.sync, case.id))
             return pair
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()

@@ -21,6 +21,7 @@ import numpy as np
 
 from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
                                      BackendUnavailable, parse_injection)
+from pytest_rnnperf.backends.cold import once_per_process
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.model.flags import unavailable
@@ -463,6 +464,28 @@ def build_on_device(precision: str, build: Callable[[str, int], _Built], what: s
     except BaseException:
         restore_thread_count(restore)
         raise
+
+
+def warm_cuda(device: str) -> None:
+    """Pay this process's one-time CUDA costs on ``device`` once: cuDNN and cuBLAS loaded, their handles made.
+
+    Run before a case's first call is timed, so that call does not depend on whether an earlier case paid them.
+    """
+    if not device.startswith("cuda"):
+        return
+
+    def warm() -> None:
+        """A tiny cuDNN LSTM forward and backward, and cuBLAS matmuls in fp32 and fp16."""
+        torch = import_torch()
+        x = torch.ones(2, 2, 8, device=device, requires_grad=True)
+        out, _ = torch.nn.LSTM(8, 8).to(device)(x)
+        out.sum().backward()
+        for dtype in (torch.float32, torch.float16):
+            a = torch.ones(8, 8, device=device, dtype=dtype)
+            a @ a
+        torch.cuda.synchronize()
+
+    once_per_process(f"torch:{device}", warm)
 
 
 class OnDevice:

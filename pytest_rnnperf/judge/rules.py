@@ -20,7 +20,7 @@ from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
-from pytest_rnnperf.model.metrics import METRICS
+from pytest_rnnperf.model.metrics import COMPILE, FIRST_CALL, METRICS, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
@@ -59,6 +59,11 @@ HOST_EFFECT = Threshold("host_effect", float, 1.0, FRACTION, "smallest change of
                         "device time) that counts as a regression (100%: doubled; write 50% for half)", low=0)
 HOST_SHARE = Threshold("host_share", float, 0.2, FRACTION, "host overhead is judged where it is at least this share "
                        "of the wall step", low=0, high=1, option=False)
+# Cold costs (a side's first call after build, a compile) move by tens of percent between processes of one case;
+# what a library or compiler adds there (~1.6 s of cuDNN plan finalization) doubles them or worse.
+COLD_EFFECT = Threshold("cold_effect", float, 1.0, FRACTION, "smallest change of a cold cost (a side's first call "
+                        "after build, the compile time), judged across processes, that counts as a regression (100%: "
+                        "doubled; write 50% for half)", low=0)
 FAIL_HOST = Threshold("fail_host", bool, False, "", "fail a case whose host overhead regressed (off: reported by "
                       "name; host time drifts with the runner)")
 
@@ -286,6 +291,44 @@ def host_change(ctx: Context) -> tuple[float, float] | None:
 
 
 @dataclass(frozen=True)
+class Cold:
+    """A cold cost of this process (a side's first call after build, or the compile) against the case's history.
+
+    Judged across processes only, against the stored processes that measured it in the same compile-cache state
+    (``ColdCost.key``: a cache hit is never judged against misses, nor a miss against hits); where fewer than
+    ``min_processes`` did, a change is reported as ambiguous, never failed, and where none did, not at all.
+    """
+
+    name: str
+    tag: str  # FIRST_CALL or COMPILE (model.metrics)
+    side: str = ""  # the side of a first call
+    params: tuple[Threshold, ...] = (COLD_EFFECT,)
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """This process's cold cost, one value, against the history's values at ``cold_effect``."""
+        cold = ctx.current.cold
+        if cold is None:
+            return None
+        key = side_tag(self.side, cold.key(self.tag)) if self.side else cold.key(self.tag)
+        now = cold.metrics().get(key)
+        # A reported process's cold cost is its own regression: only clean processes make the cold history.
+        past = [v for s in ctx.history if not s.reported and (v := s.get(key)) is not None and v > 0]
+        if now is None or now <= 0 or not past:
+            return None
+        label = f"{self.side} {metric(key).name}" if self.side else metric(key).name
+        found = xp.across(label, past, [now], **ctx.across_options(ctx.policy.cold_effect))
+        if len(past) < ctx.policy.min_processes and found.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+            return replace(found, verdict=Verdict.AMBIGUOUS, why=f"reported, not judged: {len(past)} stored "
+                           f"process(es) measured it, {ctx.policy.min_processes} are needed")
+        return found
+
+
+# The cold costs a verdict judges, by the name each comparison is stored under.
+COLD_RULES: tuple[Cold, ...] = (Cold("first_call", FIRST_CALL, "cudnn"), Cold("generic_first_call", FIRST_CALL,
+                                                                            "generic"), Cold("compile_time", COMPILE))
+
+
+@dataclass(frozen=True)
 class Overlap:
     """Busy time regressed while the summed kernel time did not, on a host measurably slower than its history."""
 
@@ -383,7 +426,7 @@ def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
 
 
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.
-RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), HostOverhead())
+RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), HostOverhead(), *COLD_RULES)
 FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
 
 

@@ -33,6 +33,9 @@ A case is judged against the stored baseline of this GPU model:
   device time alone decides.
 - With ``confirm_nights`` N > 1 (``confirmed``), a case that would fail is ``suspect`` (reported, not failed)
   until it has violated on N stored nights running; path, parity and floor gates are not delayed.
+- Each side's first call after build and the compile time (cold costs, ``rules.Cold``) are judged against the
+  case's history of processes at ``cold_effect``, a compile-cache hit only against hits; a regression there fails
+  the case as ``first call regressed`` while its steady verdict stays what it was.
 
 The speedup is compared too and reported: it also moves when the generic side changes, and the case's
 floor guards it. The thresholds' defaults come from null runs (baselines/*/evidence/README.md). The statistic
@@ -51,7 +54,8 @@ import numpy as np
 from pytest_rnnperf.judge.compare import Comparison, Verdict, Word, compare, pct
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.sensitivity import drift
-from pytest_rnnperf.judge.rules import FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons, with_reasons
+from pytest_rnnperf.judge.rules import (COLD_RULES, FINDINGS, RULES, Context, Finding, Rule, kernel_comparisons,
+                                       with_reasons)
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import BUSY, METRICS
 from pytest_rnnperf.model.process import ProcessSummary
@@ -71,6 +75,7 @@ class Outcome(Word):
     REGRESSED_NOT_FAILED = "regressed (not failed)"
     HOST_REGRESSED = "host overhead regressed"
     HOST_REGRESSED_NOT_FAILED = "host overhead regressed (not failed)"
+    COLD_REGRESSED = "first call regressed"  # a cold cost (first call, compile) regressed, the steady time did not
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     AMBIGUOUS = "ambiguous"
@@ -129,6 +134,16 @@ class CaseVerdict:
         return self.comparisons.get("kernel_time")
 
     @property
+    def cold(self) -> tuple[Comparison, ...]:
+        """The cold costs judged (each side's first call after build, the compile), in ``COLD_RULES`` order."""
+        return tuple(c for rule in COLD_RULES if (c := self.comparisons.get(rule.name)) is not None)
+
+    @property
+    def cold_regressed(self) -> tuple[Comparison, ...]:
+        """The cold costs that regressed: they fail the case whatever its steady verdict."""
+        return tuple(c for c in self.cold if c.verdict is Verdict.REGRESSED)
+
+    @property
     def regressed_kernels(self) -> tuple[Comparison, ...]:
         """The kernels that appeared or grew by a share of the step that matters."""
         return tuple(k for k in self.kernels if k.verdict is Verdict.REGRESSED)
@@ -158,6 +173,9 @@ class CaseVerdict:
         """The outcome of this night alone."""
         if self.verdict is Verdict.REGRESSED or (self.host_regressed and self.flags):
             return Outcome.REGRESSED_NOT_FAILED if self.flags else Outcome.REGRESSED
+        # Cold costs are paid at build, outside the timed window its flags speak of.
+        if self.cold_regressed:
+            return Outcome.COLD_REGRESSED
         if self.host_regressed:
             return Outcome.HOST_REGRESSED if self.fail_host else Outcome.HOST_REGRESSED_NOT_FAILED
         return Outcome(self.verdict.value)
@@ -178,12 +196,12 @@ class CaseVerdict:
     @property
     def fails(self) -> bool:
         """Regressed in a clean window: the case's test fails (unless regressions are only reported)."""
-        return self.outcome in (Outcome.REGRESSED, Outcome.HOST_REGRESSED)
+        return self.outcome in (Outcome.REGRESSED, Outcome.HOST_REGRESSED, Outcome.COLD_REGRESSED)
 
     @property
     def moved(self) -> bool:
         """Regressed or improved, trusted or not (device/wall time or host overhead)."""
-        return self.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) or self.host_regressed
+        return self.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) or self.host_regressed or bool(self.cold_regressed)
 
     @property
     def flagged(self) -> str:

@@ -259,7 +259,7 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
                       energy_per_step_j=energy, flags=flags, notes=tuple(dict.fromkeys(extra)),
                       gpu_name=config.gpu_name, cudnn_device=cudnn_dev, generic_device=generic_dev,
                       device_note=device_note, device_flags=device_flags, cost_s=cost, checks=checks,
-                      host_probe_s=host_probe_s())
+                      host_probe_s=host_probe_s(), cold=getattr(pair, "cold", None))
 
 
 # What the caller does with a fresh record while the pair is still built: judge it, and for a second look

@@ -82,6 +82,8 @@ WALL, BUSY, WORK, HOST, KERNEL, PROBE = "wall", "busy", "work", "host", "kernel/
 SPEEDUP, WALL_SPEEDUP, DEVICE_SPEEDUP, FLOOR = "speedup", "wall_speedup", "device_speedup", "floor"
 TFLOPS, ENERGY_PER_STEP, GPU_BUSY, PARITY, LAUNCHES, COST = (
     "tflops", "energy_per_step_j", "gpu_busy", "parity", "launches_per_step", "cost_s")
+# Cold costs (``model.cold``): a side's first call after build, the compile; a compile-cache hit has tags of its own.
+FIRST_CALL, COMPILE, FIRST_CALL_CACHED, COMPILE_CACHED = "first_call", "compile", "first_call_cached", "compile_cached"
 
 METRICS: Mapping[str, Metric] = {m.tag: m for m in (
     Metric(WALL, "cudnn time", "cuDNN wall time per step", "s", DURATION),
@@ -105,6 +107,13 @@ METRICS: Mapping[str, Metric] = {m.tag: m for m in (
     Metric(PARITY, "parity err/tol", "worst parity error against its tolerance", "1", ERROR),
     Metric(LAUNCHES, "launches/step", "kernel launches per step", "1", COUNT),
     Metric(COST, "seconds", "seconds a phase of the case took", "s", SECONDS),
+    Metric(FIRST_CALL, "first call", "a side's first call after build (plan building, autotuning, compiling)", "s",
+           SECONDS),
+    Metric(COMPILE, "compile time", "seconds the compiled side took to compile (torch.compile, XLA)", "s", SECONDS),
+    Metric(FIRST_CALL_CACHED, "first call (cache hit)", "a side's first call after a build the compile cache served",
+           "s", SECONDS),
+    Metric(COMPILE_CACHED, "compile time (cache hit)", "seconds the compiled side took to load from the compile "
+           "cache", "s", SECONDS),
 )}
 
 SIDES = ("cudnn", "generic")
@@ -122,6 +131,7 @@ RECORD_FIELDS: Mapping[str, str] = {
     "round_speedups": SPEEDUP, "device_speedup": DEVICE_SPEEDUP, "gpu_busy": GPU_BUSY,
     "parity.rows.error": PARITY, "parity.rows.tolerance": PARITY, "cost_s.*": COST,
     "metrics.<side>/kernel/*": KERNEL, "case.floor": FLOOR, "host_probe_s": PROBE,
+    "cold.first_call_s.<side>": FIRST_CALL, "cold.compile_s": COMPILE,
 }
 # The numbers of a stored record that are no measurement: the case's sizes, settings of a measurement, and NVML's
 # readings, kept as NVML names them (a page lists them field by field, never as a metric).
@@ -148,8 +158,10 @@ def metric(tag: str) -> Metric:
 
 
 def named(name: str) -> Metric:
-    """The entry a comparison or a table names ``name`` (a kernel by "kernel/<name>"); KeyError if none."""
-    found = [m for m in METRICS.values() if m.name == name]
+    """The entry a comparison or a table names ``name`` (a kernel by "kernel/<name>", a side's metric by "<side>
+    <name>", e.g. "generic first call"); KeyError if none."""
+    bare = next((name[len(side) + 1:] for side in SIDES if name.startswith(side + " ")), name)
+    found = [m for m in METRICS.values() if m.name == name] or [m for m in METRICS.values() if m.name == bare]
     return found[0] if found else metric(name)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_rnnperf.model.fields import as_ratio, as_time
-from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, PROBE, SPEEDUP, WALL, WORK, metric
+from pytest_rnnperf.model.metrics import BUSY, DURATION, HOST, KERNEL, PROBE, SECONDS, SPEEDUP, WALL, WORK, metric
 
 # The kernel table's folded row is "(N other kernels)"; N moves between processes, the row is the same.
 FOLDED = "(other kernels)"
@@ -84,6 +84,8 @@ class ProcessSummary:
                 as_ratio(value, what)
             elif hint == DURATION:  # a step (busy, work, wall) or a part of one (host, a kernel)
                 as_time(value, what, part=name == HOST or name.startswith(KERNEL))
+            elif hint == SECONDS:  # a cold cost (a first call, a compile)
+                as_time(value, what, part=True)
             out[name] = float(value)
         clock = data.get("sm_clock_mhz")
         if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
@@ -112,4 +114,6 @@ def summarize(record: Any, source: str) -> ProcessSummary:
             metrics[key] = metrics.get(key, 0.0) + ms / 1e3
     if record.host_probe_s is not None:
         metrics[PROBE] = record.host_probe_s
+    if record.cold is not None:  # first calls and compile (model.cold)
+        metrics.update(record.cold.metrics())
     return ProcessSummary(record.id, source, metrics, record.sm_clock_mhz)

@@ -19,6 +19,7 @@ from pytest_rnnperf.model.fields import (RecordError, as_list, as_mapping, as_nu
                                          as_optional_number, as_ratio, as_text, as_time, as_whole)
 from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.model.cases import Case, ModelCase, Shape, Subject, cross_id
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag, is_unavailable, window_flags
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
 from pytest_rnnperf.model.metrics import KERNEL, side_tag
@@ -33,6 +34,7 @@ from pytest_rnnperf.model.timing import DeviceTiming, KernelStat
 # 3: per-round metrics by stable names ("metrics": {"cudnn/kernel/<name>": seconds per step per traced round});
 # a stored run says whether it is a recorded baseline or a run kept for the history, and may carry the summaries
 # of the extra processes it was recorded with (see ``model.process``).
+# Optional fields added since ("checks", "cold") need no new format: a record without one reads as its default.
 # 4: a kept run stores the process summaries of the cases it reported (regressed, not failed) under
 # ``machine_info["rnnperf"]["reported"]``, their records still left out: their kernel mix teaches the history its
 # modes. An older reader must refuse such a file rather than read a history that lacks them as complete.
@@ -77,6 +79,8 @@ class CaseRecord:
     # Seconds of the host-speed probe (measure/host_speed.py) in the process that measured this record: the host's
     # own speed, which no release changes; None for records measured before it existed.
     host_probe_s: float | None = None
+    # Seconds each side's first call after build and the compile took (None: a record from before they were measured).
+    cold: ColdCost | None = None
 
     @property
     def id(self) -> str:
@@ -222,6 +226,7 @@ class CaseRecord:
             "cost_s": dict(self.cost_s),
             "checks": self.checks,
             "host_probe_s": self.host_probe_s,
+            "cold": None if self.cold is None else self.cold.to_dict(),
             "metrics": self.metrics(),
         }
 
@@ -265,6 +270,7 @@ class CaseRecord:
                 cost_s={str(k): as_number(v, f"cost_s.{k}") for k, v in as_mapping(d.get("cost_s", {}), "cost_s").items()},
                 checks=_checks_from(d.get("checks", "full")),
                 host_probe_s=None if d.get("host_probe_s") is None else as_time(d["host_probe_s"], "host_probe_s"),
+                cold=ColdCost.from_dict(d.get("cold")),
             )._with_metrics(_metrics_from_dict(d.get("metrics", {})))
         except RecordError as exc:
             raise RecordError(f"case {case.id}: {exc}") from None

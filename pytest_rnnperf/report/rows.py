@@ -87,7 +87,7 @@ class CaseDetail:
     kernels: Mapping[str, tuple[KernelStat, ...]]  # "cudnn", "generic", "cudnn baseline": each side's kernel table
     kernel_moves: tuple[str, ...]  # the cuDNN side's kernels that moved against the baseline's record
     telemetry: tuple[tuple[str, str, str], ...]  # (field, timed window, energy window), display values
-    remarks: tuple[str, ...]  # the window's warnings, then the case's notes, then why device time is off
+    remarks: tuple[str, ...]  # the window's warnings, the case's notes, why device time is off, its cold costs
     env_diff: tuple[str, ...]  # the environment diff against the file that holds this case's baseline record
     baseline_file: str  # that file's name ("" without one)
 
@@ -304,7 +304,7 @@ def answer_rows(cases: Sequence[CaseRow], verdicts: Sequence[VerdictRow],
         v = row.verdict
         if v.case_id in expected or not (v.fails or v.outcome in HELD_BACK):
             continue
-        regressed = [c for c in (v.time, v.host, v.work) if c is not None and c.verdict is Verdict.REGRESSED]
+        regressed = [c for c in (v.time, v.host, v.work, *v.cold) if c is not None and c.verdict is Verdict.REGRESSED]
         # The summed kernel time only where the time itself held: else it repeats the time's regression.
         moved = [c for c in regressed if c is not v.work or len(regressed) == 1] or [deciding(v)]
         out += [AnswerRow(v.case_id, (v.case_id, metric_cell(c.metric), change_text(c), f"{c.min_effect:.1%}",
@@ -438,7 +438,7 @@ def case_detail(r: CaseRecord, run: RunView) -> CaseDetail:
     if base is not None and base.cudnn_device is not None:
         kernels["cudnn baseline"] = base.cudnn_device.kernels
     moves = record_kernel_lines(base, r, rows=8) if base is not None else []
-    remarks = [*r.warnings, *([r.device_note] if r.device_note else [])]
+    remarks = [*r.warnings, *([r.device_note] if r.device_note else []), *([r.cold.describe()] if r.cold else [])]
     return CaseDetail(
         facets=facets(r), samples=tuple(_samples(r, "now") + (_samples(base, "baseline") if base is not None else [])),
         device_speedup=r.device_speedup, proofs=tuple(r.proofs), parity=tuple(r.parity.rows), kernels=kernels,

@@ -278,11 +278,14 @@ def cases_table(rows: Sequence[CaseRow], width: int | None = None) -> list[str]:
 
 def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
     """Failure text for a regressed case: the comparison table, the kernels that moved and what changed."""
-    what = ("launch/dispatch overhead regressed" if verdict.verdict is not Verdict.REGRESSED
+    cold = ", ".join(c.metric for c in verdict.cold_regressed)
+    what = (f"{cold} regressed (steady time {verdict.time.verdict})" if cold and verdict.verdict is not Verdict.REGRESSED
+            else "launch/dispatch overhead regressed" if verdict.verdict is not Verdict.REGRESSED
             else f"cuDNN {verdict.basis} time regressed" if verdict.time.verdict is Verdict.REGRESSED
             else "a cuDNN-side kernel regressed" if verdict.regressed_kernels
             else "cuDNN device time drifted")
-    against = (f"its history of {verdict.processes} processes on this GPU model" if verdict.processes
+    processes = verdict.processes or (verdict.cold_regressed[0].processes if cold else 0)  # cold: its own history
+    against = (f"its history of {processes} processes on this GPU model" if processes
                else "the baseline of this GPU")
     lines = [
         f"{verdict.case_id}: {what} against {against}"
@@ -297,6 +300,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.host) if c is not None]
     elif verdict.time.why:  # across processes the line above says it
         lines.append(f"  {verdict.time.why}")
+    lines += [f"  {c.explain()}" for c in verdict.cold]
     if verdict.drift:
         lines.append(f"  {verdict.drift}")
     if verdict.confirm_nights > 1:

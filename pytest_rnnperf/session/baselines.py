@@ -163,7 +163,7 @@ class Recorder:
         if not self._timed(benchmarks_on):
             return ["run not kept: no cuDNN case was timed in this run"]
         regressed = sorted(v.case_id for v in self.measured.verdicts.values()
-                           if v.verdict.value == "regressed" or v.host_regressed)
+                           if v.verdict.value == "regressed" or v.host_regressed or v.cold_regressed)
         if failed:
             return [f"run not kept: {failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]

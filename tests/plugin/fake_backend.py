@@ -8,7 +8,7 @@ runs with the same knobs measure the same samples. Knobs are environment variabl
 kernel names the cuDNN side also launches each step, such as the GEMMs whose names show its math, each "name:ms" for one
 that runs ms per step after the one before (another kernel mix);
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
-FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
+FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_FIRST_CALL_MS: each side's first call after build, "cudnn,generic" ms; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
 /proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
 pytester run can set them per test. The time knobs may be comma lists:
 the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
@@ -28,6 +28,8 @@ from fake_cupti import FakeCupti
 
 from pytest_rnnperf.model import reference
 from pytest_rnnperf.backends import BackendUnavailable, OutOfDeviceMemory
+from pytest_rnnperf.backends.cold import first_calls
+from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult, PathProof
 
@@ -164,13 +166,26 @@ class FakeImpl:
         return PathProof(self.name, True, f"fake {self.name} kernels")
 
 
+class FirstCall:
+    """A side's first call after build on the fake clock: FAKE_FIRST_CALL_MS, no kernel, the side's samples untouched."""
+
+    def __init__(self, side: FakeImpl) -> None:
+        self.ms = float(knob("FIRST_CALL_MS", "50,20").split(",")[0 if side.name == "cudnn" else 1])
+
+    def step(self) -> None:
+        """The first call's plan building, as time on the fake clock."""
+        CLOCK.advance(self.ms / 1e3)
+
+
 class FakePair:
-    """Both sides on a pretend device."""
+    """Both sides on a pretend device, with their first calls timed as a backend's build times them."""
 
     device = "cuda:fake"
 
-    def __init__(self, cudnn: FakeImpl | None, generic: FakeImpl | None) -> None:
+    def __init__(self, cudnn: FakeImpl | None, generic: FakeImpl | None, case_id: str = "") -> None:
         self.cudnn, self.generic = cudnn, generic
+        calls = {name: FirstCall(side) for name, side in (("cudnn", cudnn), ("generic", generic)) if side is not None}
+        self.cold = ColdCost(first_calls(calls, self.sync, case_id, clock=CLOCK, sleep=CLOCK.advance))
 
     def sync(self) -> None:
         """Nothing is queued on a pretend device."""
@@ -237,7 +252,7 @@ class FakeBackend:
         build = BUILDS[case.id]
         BUILDS[case.id] += 1
         sides = {name: FakeImpl(name, case, weights, inputs, build) for name in impls}
-        return FakePair(sides.get("cudnn"), sides.get("generic"))
+        return FakePair(sides.get("cudnn"), sides.get("generic"), case.id)
 
 
 def get_backend() -> FakeBackend:

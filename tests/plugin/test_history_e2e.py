@@ -53,11 +53,15 @@ def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Py
     whole_lines(result).fnmatch_lines(["*device x3*", "*; drift check off (pip install ruptures)*"])
 
 
+@pytest.mark.parametrize("knob, value", [("FAKE_CUDNN_DEV_MS", "0.75"), ("FAKE_FIRST_CALL_MS", "500,20")],
+                         ids=["device time", "first call"])
 def test_a_run_whose_every_case_regressed_is_kept_as_reports_only(project: pytest.Pytester,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every case regressed (reported, not failed): the file holds their reports, no record, so no history widens."""
+                                                                   monkeypatch: pytest.MonkeyPatch, knob: str,
+                                                                   value: str) -> None:
+    """Every case regressed (device time, or first call; reported, not failed): the file holds their reports, no
+    record, so no history widens."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
-    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    monkeypatch.setenv(knob, value)
     result = run(project, "--rnnperf-keep-run", "--rnnperf-no-fail-regression")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*run kept for the history: *0002_run.json, the 2 case(s) that regressed (reported, "
@@ -67,7 +71,7 @@ def test_a_run_whose_every_case_regressed_is_kept_as_reports_only(project: pytes
     assert data["benchmarks"] == []
     assert sorted(r["case"] for r in data["machine_info"]["rnnperf"]["reported"]) == [
         "torch-gru-train-fp32-T4-B2-I3-H5-L1", "torch-lstm-train-fp32-T4-B2-I3-H5-L1"]
-    monkeypatch.delenv("FAKE_CUDNN_DEV_MS")
+    monkeypatch.delenv(knob)
     again = run(project)
     again.assert_outcomes(passed=2)
     whole_lines(again).fnmatch_lines(["verdicts: 2 unchanged", "*history: 2 case(s) judged across 3 processes*"])

@@ -167,6 +167,9 @@ def test_the_generic_side_passes_parity_and_proves_its_path_through_the_runner(
     assert quantities == want
     assert {r.comparison for r in record.parity.rows} == {"generic vs reference"}
     assert record.parity.ok, record.parity.failures()
+    # Cold costs: the side's compile (trace, lower, XLA) and its first call after build, each timed on its own.
+    assert record.cold is not None and record.cold.compile_s is not None and record.cold.compile_s > 0
+    assert set(record.cold.first_call_s) == {"generic"} and record.cold.first_call_s["generic"] > 0
 
 
 def test_a_smaller_batch_runs_padded_and_another_length_traces_apart_from_the_timed_step(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from collections import Counter
 from typing import Any, Iterator
 
 import numpy as np
@@ -23,8 +24,10 @@ from pytest_rnnperf.measure.runner import slice_batch
 
 torch = pytest.importorskip("torch")
 from pytest_rnnperf.backends.torch import TorchImpl, build_module  # noqa: E402
+import pytest_rnnperf.backends.torch_compile as torch_compile  # noqa: E402
 from pytest_rnnperf.backends.torch_compile import (  # noqa: E402
-    SPEC, SPEC_RNN, CompiledPair, TorchCompileBackend, compile_side, get_backend, get_rnn_backend,
+    SPEC, SPEC_RNN, CompiledPair, DynamoLog, TorchCompileBackend, compile_side, compiled_proof, get_backend,
+    get_rnn_backend,
 )
 
 CHEAP = "aot_eager"  # the compiler the CPU tests use in Inductor's place
@@ -108,6 +111,34 @@ def test_the_compiled_side_matches_eager_generic_and_says_what_dynamo_did(cell: 
     assert torch._dynamo.config.allow_rnn is False
 
 
+RNN_BREAK = "Attempted to wrap RNN, GRU, or LSTM"
+
+
+def test_a_graph_break_at_the_rnn_or_no_graph_at_all_fails_the_compiled_proof_naming_it() -> None:
+    """Asked to trace the RNN (allow_rnn), torch.compile compiled nothing around it: the compiled side's timing is
+    eager's. Under dynamo's default config that break is the documented behaviour: named, not failed."""
+    ran = Counter({"aten::_cudnn_rnn": 1, "Torch-Compiled Region: 0/0": 1})
+    broke = compiled_proof(ran, DynamoLog("inductor", graphs=[["linear"]], breaks={RNN_BREAK: 1}, traces_rnn=True), 4)
+    assert not broke.ok and broke.evidence.startswith(f"torch.compile broke the graph at the RNN ('{RNN_BREAK}')")
+    nothing = compiled_proof(ran, DynamoLog("inductor", traces_rnn=True), 4)
+    assert not nothing.ok and nothing.evidence.startswith("torch.compile compiled 0 graphs: the module ran eagerly")
+    assert compiled_proof(ran, DynamoLog("inductor", graphs=[["lstm"]], traces_rnn=True), 4).ok
+    default = compiled_proof(ran, DynamoLog("inductor", breaks={RNN_BREAK: 1}), 4)
+    assert default.ok and "graph break" in default.evidence
+
+
+def test_dynamos_graph_break_counter_during_the_first_call_reaches_the_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake graph-break counter that grows by an RNN break while the first call compiles: the proof names it."""
+    counts = iter([Counter(), Counter({f"{RNN_BREAK}\n  at nn.LSTM.forward": 1})])
+    monkeypatch.setattr(torch_compile, "_graph_breaks", lambda: next(counts))
+    case, weights, inputs = _case("lstm")
+    compiled, _ = compile_side(case, weights, inputs, "cpu", True, "eager")
+    assert compiled.dynamo is not None and compiled.dynamo.breaks == {RNN_BREAK: 1}
+    assert compiled.dynamo.compile_s is not None and compiled.dynamo.compile_s > 0
+    proof = compiled.prove_path()
+    assert not proof.ok and proof.evidence.startswith(f"torch.compile broke the graph at the RNN ('{RNN_BREAK}')")
+
+
 def test_inference_compiles_the_forward_only() -> None:
     case, weights, inputs = _case("lstm", mode="infer")
     compiled, notes = compile_side(case, weights, inputs, "cpu", True, CHEAP)
@@ -165,4 +196,7 @@ def test_the_runner_drives_a_pair_end_to_end(monkeypatch: pytest.MonkeyPatch) ->
     assert "dynamo traced the RNN" in compiled_proof.evidence and not compiled_proof.ok  # no cuDNN on a CPU
     assert generic_proof.ok
     assert record.cudnn is not None and record.cudnn.samples and record.generic.samples
+    # The compile stands for the compiled side's first call; the eager generic side's first call is its own.
+    assert record.cold is not None and record.cold.compile_s is not None and record.cold.compile_s > 0
+    assert set(record.cold.first_call_s) == {"generic"} and record.cold.first_call_s["generic"] > 0
     assert torch.get_num_threads() == threads and torch._dynamo.config.allow_rnn is False

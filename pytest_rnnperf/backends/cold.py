@@ -1,0 +1,59 @@
+"""Each side's first call after build, timed: the cold cost a case pays before its steady rounds (``model.cold``).
+
+A backend's build already runs one untimed step per side (it surfaces out-of-memory there); ``first_calls`` runs
+that step, synced, on the host clock. What a process pays once, whichever case comes first (the CUDA context,
+loading cuDNN and cuBLAS, their handles), is paid before it by ``once_per_process``, so a case's first call does
+not depend on its place in the run. No framework is imported here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from typing import Any, Callable, Mapping
+
+from pytest_rnnperf.backends import INJECT_COLD_ENV, BackendUnavailable, parse_injection
+
+_warmed: set[str] = set()  # what this process already paid its one-time costs for (see once_per_process)
+
+
+def once_per_process(key: str, warm: Callable[[], None]) -> None:
+    """Run ``warm`` the first time ``key`` is asked for in this process, never again."""
+    if key not in _warmed:
+        warm()
+        _warmed.add(key)
+
+
+def cold_delay_s(case_id: str, environ: Mapping[str, str] | None = None) -> float:
+    """Seconds RNNPERF_INJECT_COLD_DELAY_MS adds to the cuDNN side's first call of ``case_id`` (0 when none matches)."""
+    try:
+        parts = parse_injection((os.environ if environ is None else environ).get(INJECT_COLD_ENV, ""), INJECT_COLD_ENV)
+    except ValueError as exc:  # the plugin checks the form before the run; a script calling the runner gets a skip
+        raise BackendUnavailable(str(exc)) from None
+    return next((ms / 1e3 for pattern, ms in parts if fnmatch.fnmatch(case_id, pattern)), 0.0)
+
+
+def first_calls(sides: Mapping[str, Any], sync: Callable[[], None], case_id: str,
+                clock: Callable[[], float] = time.perf_counter,
+                sleep: Callable[[float], None] = time.sleep) -> dict[str, float]:
+    """Run each side's first step after build, synced, and return its seconds by side (None sides are left out).
+
+    The cuDNN side sleeps RNNPERF_INJECT_COLD_DELAY_MS inside this call (fault injection: no timed step sees it).
+    ``clock`` and ``sleep`` are seams for a fake device's clock.
+    """
+    delay = cold_delay_s(case_id)
+    out = {}
+    for name, side in sides.items():
+        if side is None:
+            continue
+        started = clock()
+        side.step()
+        if name == "cudnn" and delay:
+            sleep(delay)  # injected cold cost, inside the first call only
+        sync()
+        out[name] = clock() - started
+    return out
+
+
+__all__ = ["cold_delay_s", "first_calls", "once_per_process"]
