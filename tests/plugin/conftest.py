@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import sys
@@ -219,6 +220,7 @@ def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:
         pytest.skip("this test is about a machine without a GPU")
 
 
+@functools.cache  # the answer holds for the whole session, and each ask imports torch (seconds)
 def torch_sees_a_gpu() -> bool | None:
     """Whether torch sees a CUDA GPU (None without torch), asked in a subprocess.
 
