@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import importlib.util
+import io
 import json
 import os
+import re
+import subprocess
 import sys
 import sysconfig
 import types
@@ -21,6 +27,7 @@ import pytest_rnnperf.backends.compile_cache as compile_cache
 import pytest_rnnperf.measure.device_time as device_time
 import pytest_rnnperf.measure.gpu as gpu
 import pytest_rnnperf.session.measuring as measuring
+from pytest_rnnperf.cli.main import main
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -177,15 +184,26 @@ LIBRARY_PATHS = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstd
 _LIBRARIES: dict[str, types.ModuleType] = {}
 
 
+def note_libraries() -> None:
+    """Note the library modules loaded now into _LIBRARIES."""
+    _LIBRARIES.update((name, module) for name, module in sys.modules.items() if isinstance(module, types.ModuleType)
+                      and (name in sys.builtin_module_names
+                           or str(getattr(module, "__file__", "")).startswith(LIBRARY_PATHS)))
+
+
+def reload_libraries() -> None:
+    """Put the library modules of earlier in-process runs back into sys.modules."""
+    for name, module in _LIBRARIES.items():
+        sys.modules.setdefault(name, module)
+
+
 class LoadedModules:
     """Plugin of an in-process run: notes the library modules loaded at its end into _LIBRARIES."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
         """Note the library modules loaded now."""
-        _LIBRARIES.update((name, module) for name, module in sys.modules.items() if isinstance(module, types.ModuleType)
-                          and (name in sys.builtin_module_names
-                               or str(getattr(module, "__file__", "")).startswith(LIBRARY_PATHS)))
+        note_libraries()
 
 
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -193,16 +211,39 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     args = ("-p", "no:cacheprovider", "-rs", *args)
     if project in _IN_SUBPROCESS:
         return project.runpytest_subprocess(*args)
-    for name, module in _LIBRARIES.items():
-        sys.modules.setdefault(name, module)
+    reload_libraries()
     with process_state_kept():
         return project.runpytest_inprocess(*args, plugins=[LoadedModules()], no_reraise_ctrlc=True)
 
 
+# sys.argv[0] of ``python -m pytest_rnnperf``: the CLI names itself from it (cli/args.py prog()).
+MAIN_ARGV0 = str(REPO / "pytest_rnnperf" / "__main__.py")
+
+
+def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest_rnnperf ARGS`` run in ``folder``, in this process: its exit code, stdout and stderr.
+
+    What the entry point adds (``sys.exit(main())``) is checked by test_baselines_e2e.py's offline compare, which
+    starts the real one; every other call saves starting Python and importing the commands.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv[:]
+    sys.argv[:] = [MAIN_ARGV0, *args]
+    reload_libraries()
+    try:
+        with contextlib.chdir(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: exit 2 on a bad argument, 0 for --help
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv[:] = argv
+        note_libraries()
+    return subprocess.CompletedProcess(["python", "-m", "pytest_rnnperf", *args], code, out.getvalue(), err.getvalue())
+
+
 def unwrapped(text: str) -> list[str]:
     """The lines of ``text`` with the lines the summary wrapped to the terminal (continued 2+ spaces in) joined."""
-    import re
-
     return re.sub(r"\n {2,}", " ", text).splitlines()
 
 
@@ -213,8 +254,6 @@ def whole_lines(result: pytest.RunResult) -> pytest.LineMatcher:
 
 def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:
     """Skip unless ``modules`` are installed and torch sees no GPU (the test is about a machine without one)."""
-    import importlib.util
-
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"{what}: {', '.join(missing)} not installed")
@@ -222,16 +261,13 @@ def needs_a_cpu_machine_with(modules: tuple[str, ...], what: str) -> None:
         pytest.skip("this test is about a machine without a GPU")
 
 
+@functools.cache  # the answer holds for the whole session, and each ask imports torch (seconds)
 def torch_sees_a_gpu() -> bool | None:
     """Whether torch sees a CUDA GPU (None without torch), asked in a subprocess.
 
     Importing torch in this process inside a pytester test would not survive: pytester restores sys.modules
     afterwards, and torch's C extension cannot be imported a second time.
     """
-    import importlib.util
-    import subprocess
-    import sys
-
     if importlib.util.find_spec("torch") is None:
         return None
     done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import load_json, run, torch_sees_a_gpu, unwrapped, whole_lines
+from conftest import cli, load_json, run, torch_sees_a_gpu, unwrapped, whole_lines
 
 GPU_DIR = "baselines/NVIDIA_H200"
 REFERENCE_FILE = """
@@ -55,8 +55,7 @@ def _usage_error(result: pytest.RunResult, *fragments: str) -> str:
 
 def _cli(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
     """python -m pytest_rnnperf ARGS in the project folder."""
-    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", *args], capture_output=True, text=True,
-                          cwd=project.path)
+    return cli(project.path, *args)
 
 
 # -------------------------------------------------------------------------------------- stored files (1, 2, 11)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_json, run, whole_lines
+from conftest import cli, load_json, run, whole_lines
 
 from pytest_rnnperf.model.records import FORMAT_VERSION
 
@@ -94,8 +94,7 @@ def test_a_case_within_its_measured_noise_is_not_failed(project: pytest.Pytester
     run(project).assert_outcomes(failed=2)
     second = _record(project, one, "--rnnperf-no-fail-regression")  # a null run that landed 8% higher
     noise_file = project.path / GPU_DIR / "noise.json"
-    done = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "noise", str(first), str(second), "--out",
-                           str(noise_file)], capture_output=True, text=True, cwd=project.path)
+    done = cli(project.path, "noise", str(first), str(second), "--out", str(noise_file))
     assert done.returncode == 0, done.stderr
     monkeypatch.delenv("FAKE_CUDNN_DEV_MS")
     _record(project, one)  # the newest baseline is at 0.5 ms again
@@ -309,25 +308,26 @@ def test_pytest_benchmark_compare_reads_our_baseline(project: pytest.Pytester) -
 
 
 def test_offline_compare_gives_the_same_verdicts(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """python -m pytest_rnnperf compare: exit 1 on a regression, 0 on the null run, 2 on a broken file."""
+    """python -m pytest_rnnperf compare: exit 1 on a regression, 0 on the null run, 2 on a broken file (the real entry
+    point, in a subprocess: every other test of a command runs it in-process, conftest.py cli())."""
     base = _record(project)
     run(project, "--benchmark-json=same.json").assert_outcomes(passed=2)
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")  # the kernel +50%
     run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def compare(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "compare", *args], capture_output=True,
                               text=True, cwd=project.path)
 
-    slow = cli(str(base), "slow.json")
+    slow = compare(str(base), "slow.json")
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert slow.stdout.count("REGRESSED") == 2
     assert slow.stdout.count("kernels: RNN_blockPersist_fp_LSTM 0.500 -> 0.750 ms/step (+50%)") == 2
-    same = cli(str(base), "same.json")
+    same = compare(str(base), "same.json")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "REGRESSED" not in same.stdout
     (project.path / "broken.json").write_text("{\"benchmarks\": [")
-    broken = cli(str(base), "broken.json")
+    broken = compare(str(base), "broken.json")
     assert broken.returncode == 2 and "broken.json: not valid JSON" in broken.stderr
 
 
@@ -337,13 +337,10 @@ def test_offline_spread_reports_run_to_run_spread(project: pytest.Pytester, monk
     monkeypatch.setenv("FAKE_CUDNN_MS", "1.5")
     run(project, "--benchmark-json=slow.json", "--rnnperf-no-fail-regression").assert_outcomes(passed=2)
     # The fake cuDNN step is ~1 ms (with jitter either side), so the bar is set below it.
-    out = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json",
-                          "--min-step-ms", "0.5"], capture_output=True, text=True, cwd=project.path)
+    out = cli(project.path, "spread", str(base), "slow.json", "--min-step-ms", "0.5")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in out.stdout and "0/2 within 3%" in out.stdout
-    none_held = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base), "slow.json",
-                                "--min-step-ms", "100"], capture_output=True, text=True, cwd=project.path)
+    none_held = cli(project.path, "spread", str(base), "slow.json", "--min-step-ms", "100")
     assert none_held.returncode == 0 and "no case has cuDNN steps >= 100.0 ms" in none_held.stdout, none_held.stderr
-    one = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "spread", str(base)], capture_output=True,
-                         text=True, cwd=project.path)
+    one = cli(project.path, "spread", str(base))
     assert one.returncode == 2 and "at least two runs" in one.stderr

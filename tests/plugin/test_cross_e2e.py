@@ -75,11 +75,11 @@ def test_one_framework_missing_skips_with_its_reason(cross_project: pytest.Pytes
     result.stdout.fnmatch_lines(["*SKIPPED [[]2[]]*tensorflow is not installed*"])
 
 
-@pytest.mark.subprocess  # its test_parity.py would meet tests/unit/test_parity.py imported in this process
 def test_parity_checks_held_in_a_stored_run_are_not_run_again_until_the_environment_changes(
         project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cross and reference checks recorded with a baseline are skipped, naming it; a test that also times always runs."""
-    project.makepyfile(test_cross=CROSS_FILE, test_parity="""
+    # Not test_parity.py: an in-process run would meet tests/unit/test_parity.py, imported under that name.
+    project.makepyfile(test_cross=CROSS_FILE, test_held_parity="""
         from pytest_rnnperf.model.cases import Case, Shape
 
         def test_reference(rnnperf):

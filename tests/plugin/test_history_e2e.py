@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import load_json, run, whole_lines
+from conftest import cli, load_json, run, whole_lines
 
 GPU_DIR = "baselines/NVIDIA_H200"
 
@@ -182,8 +181,7 @@ def test_history_options_out_of_range_stop_the_run_in_one_line(project: pytest.P
 def test_sensitivity_names_what_each_case_can_catch(project: pytest.Pytester) -> None:
     """python -m pytest_rnnperf sensitivity FOLDER: one row per case with its processes and the smallest catch."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
-    done = subprocess.run([sys.executable, "-m", "pytest_rnnperf", "sensitivity", str(Path(GPU_DIR))],
-                          capture_output=True, text=True, cwd=project.path)
+    done = cli(project.path, "sensitivity", str(Path(GPU_DIR)))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "torch-lstm-train-fp32-T4-B2-I3-H5-L1" in done.stdout and "torch-gru-train-fp32-T4-B2-I3-H5-L1" in done.stdout
 
@@ -210,8 +208,7 @@ def test_a_full_history_folder_is_refused_before_the_run(project: pytest.Pyteste
 
 def _accept(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
     """python -m pytest_rnnperf accept baselines/NVIDIA_H200 ARGS, run in the project."""
-    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "accept", GPU_DIR, *args],
-                          capture_output=True, text=True, cwd=project.path)
+    return cli(project.path, "accept", GPU_DIR, *args)
 
 
 def test_an_accepted_upgrade_restarts_the_history_at_the_next_kept_run(project: pytest.Pytester,

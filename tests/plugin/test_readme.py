@@ -4,7 +4,10 @@ with the real frameworks."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -88,19 +91,33 @@ def test_the_own_model_pages_keras_example_runs_as_printed_on_every_keras_backen
             f"note: {case}[[]{backend}[]]: cuDNN side not run: cuDNN case needs a GPU: *"])
 
 
-@pytest.mark.parametrize("call, message", [
+# Each a model the check cannot use, one per test of one file: a single pytest subprocess (one torch import) runs them.
+BAD_MODELS = [
     ("rnnperf.model(lambda: torch.nn.Linear(3, 3), inputs=torch.randn(2, 3))", "Linear has no nn.LSTM, nn.GRU or nn.RNN"),
     ("rnnperf.model(lambda: torch.nn.LSTM(3, 5), inputs=torch.randn(4, 2, 7))", "LSTM failed on its inputs: RuntimeError"),
     ("rnnperf.model(lambda: torch.nn.LSTM(3, 5), inputs=torch.randn(4, 2, 3), mode='training')",
      "rnnperf.model(): unknown mode 'training'; expected one of train, infer"),
     ("rnnperf.model(lambda: object(), inputs=torch.randn(4, 2, 3))", "builtins.object is no model a backend can check"),
-])
-def test_a_model_the_check_cannot_use_fails_in_one_line(pytester: pytest.Pytester, call: str, message: str) -> None:
-    """No RNN inside, inputs of the wrong shape, a misspelt mode, a non-torch object: one line, no traceback."""
+]
+
+
+@pytest.fixture(scope="module")
+def bad_models_run(tmp_path_factory: pytest.TempPathFactory) -> pytest.RunResult:
+    """pytest in a subprocess over test_bad_model.py, whose test_model_<i> calls BAD_MODELS[i]."""
     if torch_sees_a_gpu() is None:
         pytest.skip("needs torch")
-    pytester.makepyfile(test_bad_model=f"import torch\n\ndef test_model(rnnperf):\n    {call}\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*test_bad_model.py::test_model: *{message}*"])
-    assert "Traceback" not in result.stdout.str()
+    folder = tmp_path_factory.mktemp("bad_models")
+    tests = "".join(f"\n\ndef test_model_{i}(rnnperf):\n    {call}\n" for i, (call, _) in enumerate(BAD_MODELS))
+    (folder / "test_bad_model.py").write_text(f"import torch\n{tests}")
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "HOME": str(folder), "PY_COLORS": "0"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rnnperf-report-dir=none"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=600)  # as pytester would
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), 0.0)
+
+
+@pytest.mark.parametrize("index", range(len(BAD_MODELS)), ids=[message for _, message in BAD_MODELS])
+def test_a_model_the_check_cannot_use_fails_in_one_line(bad_models_run: pytest.RunResult, index: int) -> None:
+    """No RNN inside, inputs of the wrong shape, a misspelt mode, a non-torch object: one line, no traceback."""
+    bad_models_run.assert_outcomes(failed=len(BAD_MODELS))
+    bad_models_run.stdout.fnmatch_lines([f"*test_bad_model.py::test_model_{index}: *{BAD_MODELS[index][1]}*"])
+    assert "Traceback" not in bad_models_run.stdout.str()
