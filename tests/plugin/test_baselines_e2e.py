@@ -180,8 +180,8 @@ def test_a_cudnn_algorithm_switch_names_the_kernels_that_came_and_went(project: 
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.6")
     result = run(project)
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*kernels of the cuDNN side: appeared: elemWiseRNNcell 0.600 ms/step, *: regressed; "
-                                 "vanished: RNN_blockPersist_fp_LSTM 0.500 ms/step, -100.0%*"])
+    whole_lines(result).fnmatch_lines(["*kernels of the cuDNN side: appeared: elemWiseRNNcell 0.600 ms/step, *: regressed; "
+                                       "vanished: RNN_blockPersist_fp_LSTM 0.500 ms/step, -100.0%*"])
 
 
 def test_a_baseline_without_device_time_is_judged_on_wall_time_and_says_so(project: pytest.Pytester,

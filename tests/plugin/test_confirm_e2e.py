@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from conftest import load_json, run
+from conftest import cli, load_json, run
 
 GPU_DIR = "baselines/NVIDIA_H200"
 GRU = "torch-gru-train-fp32-T4-B2-I3-H5-L1"
@@ -125,9 +124,8 @@ def test_a_malformed_suspects_list_stops_the_run_in_one_line(project: pytest.Pyt
 
 
 def _compare(project: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
-    """python -m pytest_rnnperf compare ARGS in the project folder."""
-    return subprocess.run([sys.executable, "-m", "pytest_rnnperf", "compare", *args], capture_output=True, text=True,
-                          cwd=project.path)
+    """python -m pytest_rnnperf compare ARGS in the project folder (in this process)."""
+    return cli(project.path, "compare", *args)
 
 
 def test_compare_against_the_folder_confirms_over_the_stored_nights_and_refuses_one_file(
