@@ -34,6 +34,7 @@ from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchm
                                              off_for_xdist, option_problems, storage_problem)
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.plugin.hooks import reserved
+from pytest_rnnperf.plugin.ids import stored_test_id
 from pytest_rnnperf.report.files import foreign_files
 from pytest_rnnperf.report.text import header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
@@ -406,7 +407,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _session(config).backends.stop(keep=frameworks)
     _session(config).backends.start(frameworks)
-    _session(config).plan_budget(sum(1 for item in session.items if _times_cudnn(item)))
+    _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)])
 
 
 def _times_cudnn(item: pytest.Item) -> bool:
@@ -415,6 +416,13 @@ def _times_cudnn(item: pytest.Item) -> bool:
     params = callspec.params if callspec is not None else {}
     own_model = not any(name in params for name in ("reference_case", "cross_case"))
     return "cudnn_case" in params or ("rnnperf" in getattr(item, "fixturenames", ()) and own_model)
+
+
+def _case_id(item: pytest.Item) -> str:
+    """The id a cuDNN-timing item's record is stored under: its matrix case's, else the test's own (``rnnperf.model``)."""
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("cudnn_case") if callspec is not None else None
+    return case.id if isinstance(case, Case) else stored_test_id(item)
 
 
 def _collected_frameworks(items: list[pytest.Item]) -> tuple[list[str], bool]:
@@ -464,8 +472,10 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     the frameworks of the collected cases are read now, as their first case would read them anyway.
     """
     session = _session(config)
+    # The budget that cannot hold even the stored fixed costs says so now, before the first case runs.
+    ahead = [] if session.budget is None or session.budget.forecast is None else [session.budget.forecast.line()]
     if not session.gpu.available or config.option.collectonly:
-        return []
+        return ahead
 
     found, own_model = _collected_frameworks(items)
     frameworks = dict.fromkeys(found)  # in order of first use
@@ -476,7 +486,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
             session.backends.backend(name)
         except Exception:  # an unknown or broken backend: its own cases say why, as a skip or a failure
             continue
-    return library_lines(session)
+    return ahead + library_lines(session)
 
 
 @pytest.fixture

@@ -4,19 +4,80 @@ Only the timed phases can give: building a pair, proving its path and checking p
 Before each cuDNN case the budget sets the time left against the cases still to come, each priced at what the
 cases so far cost (the fixed phases and the timed ones apart). While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
-rounds only, and the others share what is left; every cut is kept by case, for the summary. Pure: the clock is
-a seam, no pytest, no framework.
+rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
+``forecast`` prices the collected cases' fixed phases from their stored records: where those alone exceed the
+budget, the run says so at its start and every case, the first included, runs its minimum rounds. Pure: the
+clock is a seam, no pytest, no framework.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 # The phases of a case's ``cost_s`` that the budget can shorten; the rest are fixed.
 TIMED = ("wall", "energy", "device", "remeasure")
 FIXED = ("build", "proof", "parity")
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The collected cases' fixed phases as last stored, where they alone exceed the budget."""
+
+    budget_s: float
+    fixed_s: float
+    # Each fixed phase with its seconds and its two costliest frameworks' seconds, costliest phase first.
+    phases: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...]
+    sources: tuple[str, ...]  # the stored files the costs come from, by name, newest (highest number) first
+    unknown: int  # collected cases with no stored cost
+
+    def text(self) -> str:
+        """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
+        jax 54 s; parity 48 s); 2 case(s) have no stored cost"."""
+        parts = "; ".join(f"{phase} {_span(s)}: " + ", ".join(f"{fw} {_span(t)}" for fw, t in frameworks)
+                          for phase, s, frameworks in self.phases)
+        files = ", ".join(self.sources[:2]) + (f" and {len(self.sources) - 2} more" if len(self.sources) > 2 else "")
+        unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
+        return f"the collected cases' fixed costs come to {_span(self.fixed_s)} in {files} ({parts}){unknown}"
+
+    def line(self) -> str:
+        """The one line the run starts with: the budget cannot hold the fixed costs, and what the run does instead."""
+        return (f"rnnperf: --rnnperf-budget={self.budget_s / 60:g} cannot hold: {self.text()}; the run goes on, its "
+                f"cases cut to their minimum rounds while it is behind")
+
+
+def _span(seconds: float) -> str:
+    """Seconds as the forecast names them: minutes from one minute on, else seconds (two figures)."""
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.2g} s"
+
+
+def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float) -> Forecast | None:
+    """What the collected cases' fixed phases cost where that alone is more than ``budget_s``, else None.
+
+    ``costs``: each collected case id -> the name of its newest stored file holding it and that record's ``cost_s``
+    (None, or an empty ``cost_s``: no stored cost). The minimum the timed phases could shrink to is left out: a
+    record keeps the seconds of the rounds it ran, not what its minimum rounds would take, so the forecast is a floor.
+    """
+    known = {case: found for case, found in costs.items() if found is not None and found[1]}
+    by_phase: dict[str, dict[str, float]] = {phase: {} for phase in FIXED}
+    for case, (_, cost_s) in known.items():
+        framework = case.split("-", 1)[0]
+        for phase in FIXED:
+            if cost_s.get(phase, 0.0) > 0:
+                by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
+    fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
+    if fixed_s <= budget_s:
+        return None
+    phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
+                    key=lambda p: -p[1])
+    sources = tuple(sorted({source for source, _ in known.values()}, reverse=True))
+    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known))
+
+
+def _costliest(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    """The two costliest (framework, seconds) of a phase, costliest first."""
+    return tuple(sorted(items, key=lambda item: -item[1])[:2])
 
 
 @dataclass
@@ -31,6 +92,7 @@ class Budget:
     fixed_s: float = 0.0
     timed_s: float = 0.0
     cuts: dict[str, str] = field(default_factory=dict)  # case id -> what it got instead of its rounds
+    forecast: Forecast | None = None  # the stored fixed costs, where they alone exceed the budget (``forecast``)
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
@@ -44,10 +106,14 @@ class Budget:
     def allowance(self, case_id: str, steady: bool, cap_s: float) -> float:
         """Seconds of timed rounds ``case_id`` may spend: ``cap_s`` while the run is on time, less once it is not.
 
-        Before the first case has cost anything there is nothing to price the rest by: it gets ``cap_s``.
+        Before the first case has cost anything there is nothing to price the rest by: it gets ``cap_s``, unless the
+        forecast already knows the fixed phases alone overrun the budget.
         """
         if self.done == 0:
-            return cap_s
+            if self.forecast is None:
+                return cap_s
+            self.cuts[case_id] = "minimum rounds"
+            return 0.0
         to_come = max(1, self.cases - self.done)
         share = (self.left() - self.fixed_s / self.done * to_come) / to_come
         if share >= self.timed_s / self.done:
@@ -71,6 +137,7 @@ class Budget:
         took = f"run {int(wall_s // 60)}:{int(wall_s % 60):02d}"
         over = "" if wall_s <= self.total_s else (f", over by {wall_s - self.total_s:.0f} s: building, proving and "
                                                    "checking the cases and the claims cost more than it leaves")
+        over += "" if self.forecast is None else f"; it could not hold: {self.forecast.text()}"
         if not self.cuts:
             return f"budget {minutes}: no case cut; {took}{over}"
         least = sum(1 for c in self.cuts.values() if c == "minimum rounds")

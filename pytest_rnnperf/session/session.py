@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_rnnperf.backends import ModelError, compile_cache, unmatched_injections
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy
@@ -29,7 +29,7 @@ from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
-from pytest_rnnperf.session.budget import Budget
+from pytest_rnnperf.session.budget import Budget, forecast
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
@@ -163,10 +163,15 @@ class RnnperfSession:
         return Measurer(self.run, self.measured, self.stored, self.backends, self.timer, self.device_timer,
                         self.policy, self.parallel_reason, self.budget, self.on_verdict)
 
-    def plan_budget(self, cases: int) -> None:
-        """Start the run's time budget (--rnnperf-budget, 0: none) for ``cases`` collected cuDNN cases."""
-        if self.settings.budget > 0:
-            self.budget = Budget(self.settings.budget * 60, cases, started=self.started)
+    def plan_budget(self, case_ids: Sequence[str]) -> None:
+        """Start the run's time budget (--rnnperf-budget, 0: none) for the collected cuDNN cases ``case_ids``, priced
+        from their newest stored records (``budget.forecast``)."""
+        if self.settings.budget <= 0:
+            return
+        costs = {case_id: None if (run := self.stored.stored_run(case_id)) is None
+                 else (run.path.name, run.records[case_id].cost_s) for case_id in case_ids}
+        total_s = self.settings.budget * 60
+        self.budget = Budget(total_s, len(case_ids), started=self.started, forecast=forecast(costs, total_s))
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""

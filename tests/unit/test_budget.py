@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_rnnperf.session.budget import Budget
+from pytest_rnnperf.session.budget import Budget, forecast
 
 COST = {"build": 2.0, "proof": 0.5, "parity": 0.5, "wall": 4.0, "device": 2.0}  # 3 s fixed, 6 s timed
 
@@ -57,3 +57,34 @@ def test_the_summary_line_says_what_was_cut_and_by_how_much_the_run_went_over() 
                                   "first); run 6:10, over by 10 s: building, proving and checking the cases and the "
                                   "claims cost more than it leaves")
     assert Budget(360.0, cases=3, clock=Clock()).line(300.0) == "budget 6 min: no case cut; run 5:00"
+
+
+NIGHT = {"keras_jax-lstm-a": ("0028_run.json", {"build": 90.0, "proof": 3.0, "parity": 30.0, "wall": 40.0}),
+         "jax-gru-a": ("0028_run.json", {"build": 54.0, "parity": 18.0, "wall": 20.0}),
+         "torch-lstm-a": ("0027_run.json", {"build": 36.0, "parity": 0.5}),
+         "torch-gru-new": None, "torch-rnn-old": ("0026_run.json", {})}  # 231.5 s fixed; two cases unknown
+
+
+def test_fixed_costs_over_the_budget_are_forecast_by_phase_and_costliest_framework() -> None:
+    found = forecast(NIGHT, budget_s=180.0)
+    assert found is not None and found.fixed_s == 231.5 and found.unknown == 2
+    assert found.line() == ("rnnperf: --rnnperf-budget=3 cannot hold: the collected cases' fixed costs come to 3.9 min "
+                            "in 0028_run.json, 0027_run.json (build 3.0 min: keras_jax 1.5 min, jax 54 s; parity 48 s: "
+                            "keras_jax 30 s, jax 18 s; proof 3 s: keras_jax 3 s); 2 case(s) have no stored cost; the "
+                            "run goes on, its cases cut to their minimum rounds while it is behind")
+
+
+def test_fixed_costs_the_budget_holds_forecast_nothing_and_unknown_costs_count_as_none() -> None:
+    assert forecast(NIGHT, budget_s=240.0) is None
+    assert forecast({"torch-lstm-a": None}, budget_s=0.001) is None
+
+
+def test_a_forecast_overrun_cuts_the_first_case_too_and_the_summary_line_says_why() -> None:
+    budget = Budget(180.0, cases=5, clock=Clock(), forecast=forecast(NIGHT, budget_s=180.0))
+    assert budget.allowance("keras_jax-lstm-a", steady=False, cap_s=60.0) == 0.0
+    assert budget.line(250.0).startswith("budget 3 min: 1 case(s) cut to their minimum rounds (steadiest first); run "
+                                         "4:10, over by 70 s: ")
+    assert budget.line(250.0).endswith("cost more than it leaves; it could not hold: the collected cases' fixed costs "
+                                       "come to 3.9 min in 0028_run.json, 0027_run.json (build 3.0 min: keras_jax 1.5 "
+                                       "min, jax 54 s; parity 48 s: keras_jax 30 s, jax 18 s; proof 3 s: keras_jax 3 s); "
+                                       "2 case(s) have no stored cost")
