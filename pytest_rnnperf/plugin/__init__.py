@@ -419,10 +419,11 @@ def _times_cudnn(item: pytest.Item) -> bool:
 
 
 def _case_id(item: pytest.Item) -> str:
-    """The id a cuDNN-timing item's record is stored under: its matrix case's, else the test's own (``rnnperf.model``)."""
+    """The id a cuDNN-timing item's record is stored under: its parametrized case's, else the test's own
+    (``rnnperf.model``)."""
     callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("cudnn_case") if callspec is not None else None
-    return case.id if isinstance(case, Case) else stored_test_id(item)
+    cases = [v for v in (callspec.params.values() if callspec is not None else ()) if isinstance(v, Case)]
+    return cases[0].id if cases else stored_test_id(item)
 
 
 def _collected_frameworks(items: list[pytest.Item]) -> tuple[list[str], bool]:
