@@ -15,8 +15,8 @@ def test_a_budget_the_stored_fixed_costs_overrun_says_so_before_the_cases_run(pr
     result.assert_outcomes(passed=2)
     lines = whole_lines(result)
     lines.fnmatch_lines(["rnnperf: --rnnperf-budget=1e-05 cannot hold: the collected cases' fixed costs come to * s in "
-                         "0001_baseline.json (* s: torch * s; * s: torch * s; * s: torch * s); the run goes on, its cases cut to their minimum rounds "
-                         "while it is behind",
+                         "0001_baseline.json (* s: torch * s; * s: torch * s; * s: torch * s); the run goes on, its cases cut to "
+                         "their minimum rounds while it is behind",
                          "test_cases.py ..*",
                          "*budget 1e-05 min: 2 case(s) cut to their minimum rounds (steadiest first); run 0:*; it could "
                          "not hold: the collected cases' fixed costs come to * s in 0001_baseline.json (*"])
