@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -88,6 +89,16 @@ def parse_injection(spec: str, name: str = INJECT_ENV) -> list[tuple[str, float]
             raise ValueError(f"{name}: {part!r}: {value:g} {too_much}")
         out.append((pattern, value))
     return out
+
+
+def injection_for(case_id: str, name: str, environ: Mapping[str, str] | None = None) -> float | None:
+    """The amount of the first part of injection variable ``name`` whose glob matches ``case_id`` (None: no part does;
+    0 for a variable of globs alone). The plugin checks the form before the run: a malformed value is a skip here."""
+    try:
+        parts = parse_injection((os.environ if environ is None else environ).get(name, ""), name)
+    except ValueError as exc:
+        raise BackendUnavailable(str(exc)) from None
+    return next((amount for pattern, amount in parts if fnmatch.fnmatch(case_id, pattern)), None)
 
 
 def unmatched_injections(case_ids: Iterable[str], environ: Mapping[str, str]) -> list[str]:
@@ -401,6 +412,6 @@ def cross_pairs() -> list[tuple[str, str]]:
 __all__ = [
     "Backend", "BackendSpec", "BackendUnavailable", "CaseInputs", "ENTRY_POINT_GROUP", "IMPLS", "INJECT_COLD_ENV",
     "INJECT_ENV", "INJECT_ENVS", "INJECT_HOST_ENV", "INJECT_NO_TENSOR_OP_ENV", "INJECT_SERIALIZE_ENV", "Impl",
-    "ImplResult", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
+    "ImplResult", "injection_for", "ModelBackend", "ModelError", "empty_input", "ModelOptions", "ModelPair", "keras_spec", "keras_specs", "OutOfDeviceMemory", "model_backend_for", "require_usable", "Pair", "PathProof", "cross_pairs", "load_backend",
     "parse_injection", "problems", "unmatched_injections", "register", "spec", "specs",
 ]

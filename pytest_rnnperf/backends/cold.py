@@ -8,12 +8,10 @@ not depend on its place in the run. No framework is imported here.
 
 from __future__ import annotations
 
-import fnmatch
-import os
 import time
 from typing import Any, Callable, Mapping
 
-from pytest_rnnperf.backends import INJECT_COLD_ENV, BackendUnavailable, parse_injection
+from pytest_rnnperf.backends import INJECT_COLD_ENV, injection_for
 
 _warmed: set[str] = set()  # what this process already paid its one-time costs for (see once_per_process)
 
@@ -27,11 +25,7 @@ def once_per_process(key: str, warm: Callable[[], None]) -> None:
 
 def cold_delay_s(case_id: str, environ: Mapping[str, str] | None = None) -> float:
     """Seconds RNNPERF_INJECT_COLD_DELAY_MS adds to the cuDNN side's first call of ``case_id`` (0 when none matches)."""
-    try:
-        parts = parse_injection((os.environ if environ is None else environ).get(INJECT_COLD_ENV, ""), INJECT_COLD_ENV)
-    except ValueError as exc:  # the plugin checks the form before the run; a script calling the runner gets a skip
-        raise BackendUnavailable(str(exc)) from None
-    return next((ms / 1e3 for pattern, ms in parts if fnmatch.fnmatch(case_id, pattern)), 0.0)
+    return (injection_for(case_id, INJECT_COLD_ENV, environ) or 0.0) / 1e3
 
 
 def first_calls(sides: Mapping[str, Any], sync: Callable[[], None], case_id: str,

@@ -9,8 +9,6 @@ torch is imported only when one of these is called, never when this module loads
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-import os
 import time
 import warnings
 from collections import Counter
@@ -20,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 import numpy as np
 
 from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
-                                     BackendUnavailable, parse_injection)
+                                     BackendUnavailable, injection_for)
 from pytest_rnnperf.backends.cold import once_per_process
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
@@ -115,31 +113,19 @@ def precision_flags(impl: str, precision: str, device: str = "cuda") -> Iterator
         yield
 
 
-def _injection(case_id: str, name: str, environ: dict[str, str] | None) -> float | None:
-    """The amount of the first part of injection variable ``name`` whose glob matches ``case_id`` (None: no part does).
-
-    The plugin checks the variable's form before the run, so a malformed value never gets this far.
-    """
-    try:
-        parts = parse_injection((os.environ if environ is None else environ).get(name, ""), name)
-    except ValueError as exc:
-        raise BackendUnavailable(str(exc)) from None
-    return next((us for pattern, us in parts if fnmatch.fnmatch(case_id, pattern)), None)
-
-
 def injected_us(case_id: str, name: str = INJECT_ENV, environ: dict[str, str] | None = None) -> float:
     """Microseconds an injection variable adds to each cuDNN step of ``case_id`` (0 when none matches)."""
-    return _injection(case_id, name, environ) or 0.0
+    return injection_for(case_id, name, environ) or 0.0
 
 
 def injected_no_tensor_op(case_id: str, environ: dict[str, str] | None = None) -> bool:
     """RNNPERF_INJECT_NO_TENSOR_OP names ``case_id``: its cuDNN side is to run IEEE float32 math."""
-    return _injection(case_id, INJECT_NO_TENSOR_OP_ENV, environ) is not None
+    return injection_for(case_id, INJECT_NO_TENSOR_OP_ENV, environ) is not None
 
 
 def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool:
     """``case_id`` matches RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL: its cuDNN side runs its directions one by one."""
-    return _injection(case_id, INJECT_SERIALIZE_ENV, environ) is not None
+    return injection_for(case_id, INJECT_SERIALIZE_ENV, environ) is not None
 
 
 def serialized_forward(module: Any, x: Any, passes: dict[tuple[int, str], Any] | None = None) -> tuple[Any, Any]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 from pytest_rnnperf.judge.gates import FLOOR as FLOOR_GATE
 from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.precision import precision_finding
-from pytest_rnnperf.judge.verdicts import HELD_BACK, Outcome, Verdict
+from pytest_rnnperf.judge.verdicts import HELD_BACK, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
 from pytest_rnnperf.measure.environment import diff_environments, format_diff
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
