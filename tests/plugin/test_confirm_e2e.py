@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from conftest import cli, load_json, run
+from test_bad_input import _usage_error
 
 GPU_DIR = "baselines/NVIDIA_H200"
 GRU = "torch-gru-train-fp32-T4-B2-I3-H5-L1"
@@ -103,10 +104,7 @@ def test_a_bad_confirm_nights_stops_the_run_in_one_line(project: pytest.Pytester
     """0, a word or a fraction of a night is a usage error before any test runs; nothing is written."""
     if ini:
         project.makeini(f"[pytest]\n{ini}\n")
-    result = run(project, *args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR: ")]
-    assert len(errors) == 1 and message in errors[0], result.stderr.str()
+    _usage_error(run(project, *args), message)
     assert not (project.path / "baselines").exists()
 
 
