@@ -502,9 +502,21 @@ def verdict_row(v: CaseVerdict, run: RunView) -> VerdictRow:
         str(v.outcome) + (" (re-measured)" if v.remeasured else "")
         + (f" [window: {v.flagged}]" if v.flagged else "") + (f" [{v.host_bound}]" if v.host_bound else ""),
     )
-    kernels = tuple(k.explain() for k in v.kernels) or tuple(kernel_lines(v, run)) if v.moved else ()
-    return VerdictRow(verdict=v, cells=cells, kernels=kernels,
+    return VerdictRow(verdict=v, cells=cells, kernels=shown_kernels(v, run),
                       comparisons=tuple(comparison_cells(c) for c in (*v.comparisons.values(), *v.kernels)))
+
+
+def shown_kernels(v: CaseVerdict, run: RunView) -> tuple[str, ...]:
+    """The kernel lines of a case's verdict: all that moved where it regressed, only the faster ones where it improved.
+
+    A quiet night reports nothing: an improved or unchanged case's kernels that grew without reaching its step
+    (ambiguous) are the bimodal GEMMs of its history, not news, and are left to ``sensitivity --case``.
+    """
+    if not v.moved:
+        return ()
+    if v.verdict is Verdict.REGRESSED or v.host_regressed or v.cold_regressed:
+        return tuple(k.explain() for k in v.kernels) or tuple(kernel_lines(v, run))
+    return tuple(k.explain() for k in v.kernels if k.verdict is Verdict.IMPROVED)
 
 
 def comparison_cells(c: Comparison) -> tuple[str, ...]:

@@ -215,3 +215,29 @@ def test_the_answer_table_names_a_kernel_by_its_bare_function_name_so_a_long_nam
     long = metric_cell("kernel/sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x64x8_stage3_warpsize1x2x1_ffma...")
     assert long.startswith("kernel sm80_xmma_gemm_") and long.endswith("…") and len(long) == len("kernel ") + 40
     assert metric_cell("cudnn device time") == "cudnn device time"
+
+
+def test_a_quiet_case_shows_no_kernel_line_and_an_improved_one_only_its_faster_kernels() -> None:
+    """A GEMM that grew without reaching the step (ambiguous) is the history's bimodal noise: a night where nothing
+    regressed prints no line about it; a case that regressed shows every kernel that moved."""
+    from pytest_rnnperf.judge.compare import Comparison, Verdict
+    from pytest_rnnperf.judge.verdicts import CaseVerdict
+    from pytest_rnnperf.model.stats import Interval
+    from pytest_rnnperf.report.rows import shown_kernels
+
+    def comparison(metric: str, ratio: float, verdict: Verdict) -> Comparison:
+        """One comparison of ``ratio`` (its interval a point) with ``verdict``."""
+        return Comparison(metric, 1e-3, ratio * 1e-3, Interval(ratio, ratio, ratio, 0.95), None, 0.03, verdict)
+
+    grew = comparison("kernel/cutlass_80_simt_sgemm_64x64_8x5_nn_align1", 1.16, Verdict.AMBIGUOUS)
+    faster = comparison("kernel/RNN_blockPersist_fp_LSTM", 0.8, Verdict.IMPROVED)
+
+    def shown(time: Verdict) -> tuple[str, ...]:
+        """The kernel lines of a case whose step's verdict is ``time``."""
+        step = comparison("cudnn device time", {Verdict.IMPROVED: 0.9, Verdict.REGRESSED: 1.1}.get(time, 1.0), time)
+        return shown_kernels(CaseVerdict("torch-lstm-train-fp32-T100-B64-I64-H512-L2", {"cudnn_time": step},
+                                         kernels=(grew, faster)), None)  # type: ignore[arg-type]  # run: not read
+
+    assert shown(Verdict.UNCHANGED) == shown(Verdict.AMBIGUOUS) == ()
+    assert shown(Verdict.IMPROVED) == (faster.explain(),)
+    assert shown(Verdict.REGRESSED) == (grew.explain(), faster.explain())
