@@ -5,7 +5,8 @@ Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every
 
 - the history's center is the median of those values, its noise the robust spread between them (1.4826 x the
   median absolute deviation of their logs: a relative standard deviation that one odd process cannot inflate;
-  of fewer than five processes, at least their logs' standard deviation), never below ``NOISE_FLOOR``;
+  of fewer than five processes, or of a metric with a long tail such as host overhead, at least their logs'
+  standard deviation), never below ``NOISE_FLOOR``;
 - the threshold is ``max(floor, k * noise * sqrt(1 + 1/n))`` for ``n`` processes: a prediction interval for one
   new process, never tighter than the policy's floor (3% for device time);
 - this process's value gets a bootstrap interval of its rounds' median; regressed when the whole interval lies
@@ -53,14 +54,14 @@ class Spread:
         return max(floor, k * self.noise * math.sqrt(1.0 + 1.0 / max(self.n, 1)))
 
 
-def spread(values: Sequence[float]) -> Spread:
-    """Center and robust relative noise of process medians (all > 0)."""
+def spread(values: Sequence[float], tails: bool = False) -> Spread:
+    """Center and robust relative noise of process medians (all > 0); with ``tails``, at least their logs' deviation."""
     logs = np.log(np.asarray(values, dtype=float))
     mid = float(np.median(logs))
     mad = float(np.median(np.abs(logs - mid))) * 1.4826
     # Of fewer than five processes the median deviation drops the widest (of three it is the smaller outer one):
     # three H100 processes of a JAX bidirectional LSTM read 0.4% where they spread 2.5%. There the logs' deviation.
-    if 1 < len(logs) < SMALL_HISTORY:
+    if 1 < len(logs) and (tails or len(logs) < SMALL_HISTORY):
         mad = max(mad, float(np.std(logs, ddof=1)))
     return Spread(center=math.exp(mid), noise=max(mad, NOISE_FLOOR), n=len(logs))
 
@@ -80,9 +81,9 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95, seed: in
 
 
 def across(metric: str, history: Sequence[float], current: Sequence[float], *, floor: float, k: float,
-           higher_is_better: bool = False, confidence: float = 0.95) -> Comparison:
-    """This process's samples against the history's process medians (see the module's rule)."""
-    sp = spread(history)
+           higher_is_better: bool = False, confidence: float = 0.95, tails: bool = False) -> Comparison:
+    """This process's samples against the history's process medians (see the module's rule; ``tails``: ``spread``)."""
+    sp = spread(history, tails)
     t = sp.threshold(floor, k)
     iv = median_interval(current, confidence)
     ratio = Interval(iv.estimate / sp.center, iv.low / sp.center, iv.high / sp.center, confidence)

@@ -42,7 +42,8 @@ class ProcessSummary:
     # tells a slower clock from slower work. Absent from summaries stored before it was kept.
     sm_clock_mhz: float | None = None
     # Stored from a kept run where the case regressed (reported, not failed): it may teach the history a kernel mix
-    # the clean processes do not know, never its times beside theirs (``judge.across.nearest_mode``). Set on reading,
+    # the clean processes do not know, never its times beside theirs (``judge.across.nearest_mode``; host overhead,
+    # reported and never failed by default, is the exception: ``judge.rules.HostOverhead``). Set on reading,
     # from where the file stores it; never part of ``to_dict``.
     reported: bool = False
 

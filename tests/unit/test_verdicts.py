@@ -290,6 +290,31 @@ def test_host_overhead_has_its_own_verdict_and_name() -> None:
     assert quiet is not None and quiet.host is not None and not quiet.host_regressed and not quiet.fails
 
 
+def _host_history(*host_ms: float, reported: tuple[float, ...] = ()) -> list[ProcessSummary]:
+    """Stored processes of case "a" with 0.1 ms of kernels and these host overheads (``reported``: kept as reports)."""
+    def one(i: int, host: float, was_reported: bool) -> ProcessSummary:
+        """One process whose wall step is its kernels plus ``host``."""
+        made = summarize(record("a", 0.1 + host, seed=i, cudnn_dev_ms=0.1), f"process {i}")
+        return replace(made, reported=was_reported)
+
+    return [one(i, h, False) for i, h in enumerate(host_ms)] + [one(50 + i, h, True) for i, h in enumerate(reported)]
+
+
+def test_across_processes_host_overhead_counts_the_processes_it_reported_and_their_tail() -> None:
+    """Dispatch through a compiled wrapper read 0.07-0.37 ms by process: a history that keeps its reported processes
+    and sees its tail calls 0.22 ms unchanged, yet still reports a fivefold overhead, and a doubling of a steady one."""
+    spread = _host_history(0.09, 0.092, 0.088, 0.091, 0.37, reported=(0.22,))
+    now = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.1), record("a", 0.32, seed=9, cudnn_dev_ms=0.1),
+                history=spread)
+    assert now is not None and now.host is not None and now.host.processes == 6 and not now.host_regressed
+    fivefold = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.1), record("a", 0.6, seed=9, cudnn_dev_ms=0.1),
+                     history=spread)
+    assert fivefold is not None and fivefold.host_regressed
+    steady = judge(record("a", 1.0, seed=1, cudnn_dev_ms=0.1), record("a", 0.3, seed=9, cudnn_dev_ms=0.1),
+                   history=_host_history(0.09, 0.092, 0.088, 0.091, 0.09))
+    assert steady is not None and steady.host_regressed
+
+
 def test_host_overhead_is_not_judged_where_it_is_a_sliver_of_the_step() -> None:
     """GPU-bound: wall 10.2 ms over 10 ms of kernels; a host 'change' of 0.2 -> 0.4 ms is not judged."""
     base = record("a", 10.2, seed=1, cudnn_dev_ms=10.0)
