@@ -35,6 +35,7 @@ from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchm
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.plugin.hooks import reserved
 from pytest_rnnperf.plugin.ids import stored_test_id
+from pytest_rnnperf.plugin.live import LiveFailures, note_failure
 from pytest_rnnperf.report.files import foreign_files
 from pytest_rnnperf.report.text import header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
@@ -49,6 +50,7 @@ FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, che
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
 THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
 SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
+LIVE_FAILURES = "rnnperf-live-failures"  # names each failed test as it fails (plugin/live.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -309,6 +311,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 for p in plan(_workers(config), os.environ)]
     session.on_verdict = lambda verdict: config.hook.pytest_rnnperf_case_verdict(config=config, verdict=verdict)
     config.stash[SESSION_KEY] = session
+    if not hasattr(config, "workerinput"):  # the process that owns the terminal names each failure as it comes
+        config.pluginmanager.register(LiveFailures(config), LIVE_FAILURES)
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
         from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 
@@ -577,6 +581,7 @@ def pytest_runtest_makereport(
     """Count failures (a baseline is only recorded from a run where nothing failed); note the cases of a test that
     failed as it is marked to (xfail), so the summary tells known issues apart from tonight's findings."""
     report = yield
+    note_failure(item, call, report)
     if report.failed:
         _session(item.config).measured.failed += 1
     elif report.skipped and hasattr(report, "wasxfail") and (fixture := item.stash.get(FIXTURE_KEY, None)):

@@ -124,3 +124,28 @@ def test_fine(rnnperf):
     assert summary[1] == ("known issues: 1 case(s) failed as their tests are marked to (xfail), not counted above: "
                           "torch-lstm-train-fp32-T4-B2-I3-H5-L1")
     assert not any("below its floor" in line for line in summary)
+
+
+def test_a_failed_case_is_named_with_its_reason_the_moment_it_fails(project: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A night cut short by its job's time limit shows a bare F without this: each failed case gets its own line,
+    the failure's first line without the case id again, as it fails, long before the summary."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    lines = result.stdout.lines
+    live = [i for i, line in enumerate(lines) if line.startswith("rnnperf: test_") and " failed: " in line]
+    assert len(live) == 2 and all(i < lines.index(_heading(lines)) for i in live)
+    first = lines[live[0]]
+    assert first.startswith("rnnperf: test_pair[torch-") and "failed: cuDNN device time regressed" in first, first
+    assert len(first) <= WIDTH
+
+
+def test_a_passing_run_and_a_failure_outside_rnnperf_tests_print_no_such_line(project: pytest.Pytester) -> None:
+    """Only a failed rnnperf test is named: a user's own failing test keeps pytest's usual report alone."""
+    project.makepyfile(test_plain="def test_plain_failure():\n    assert 1 == 2\n")
+    result = run(project)
+    result.assert_outcomes(passed=2, failed=1)
+    assert not [line for line in result.stdout.lines if line.startswith("rnnperf: test_")]

@@ -1,0 +1,65 @@
+"""A failed case named the moment it fails, on a line of its own.
+
+pytest prints a failure's message only at the end of the run; a night cut short by its job's time limit would
+then show a bare ``F`` and no reason. The worker (or the one process) puts the first line of the failure on the
+report, where pytest-xdist carries it to the controller, and the process that owns the terminal writes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_rnnperf.report.text import terminal_width
+
+# The test report's user property holding the first line of an rnnperf test's failure.
+FAILED_PROPERTY = "rnnperf_failed"
+# The fixtures that make a test one of ours: its failure is a case's (or a claim's) verdict.
+OUR_FIXTURES = frozenset({"rnnperf", "rnnperf_claims"})
+
+
+def failure_line(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """The failure's first line: the message of ``pytest.fail``, else the exception's type and message."""
+    lines = str(excinfo.value).strip().splitlines()
+    first = lines[0] if lines else ""
+    if excinfo.errisinstance(pytest.fail.Exception):
+        return first or "failed"
+    return f"{excinfo.typename}: {first}" if first else excinfo.typename
+
+
+def note_failure(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Put the first line of a failed rnnperf test's call on its report (for ``LiveFailures``)."""
+    if report.when == "call" and report.failed and call.excinfo is not None \
+            and OUR_FIXTURES & set(getattr(item, "fixturenames", ())):
+        report.user_properties.append((FAILED_PROPERTY, failure_line(call.excinfo)))
+
+
+def live_line(report: pytest.TestReport, width: int) -> str | None:
+    """e.g. "rnnperf: test_x[torch-lstm-...] failed: cuDNN device time regressed ...", fitted to ``width``."""
+    reason = next((str(v) for k, v in report.user_properties if k == FAILED_PROPERTY), None)
+    if reason is None or not report.failed:
+        return None
+    test = report.nodeid.split("::")[-1]
+    head, _, rest = reason.partition(": ")
+    # The case's own message opens with its id, which the test's name already holds.
+    line = f"rnnperf: {test} failed: {rest if rest and head in test else reason}"
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+class LiveFailures:
+    """The terminal's side: writes each failed rnnperf test's line as its report arrives."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Write the failure's line at once (a worker's report reaches the controller through this hook too)."""
+        terminal: Any = self.config.pluginmanager.get_plugin("terminalreporter")
+        line = live_line(report, terminal_width(self.config.get_terminal_writer().fullwidth)) if terminal else None
+        if line is not None:
+            terminal.ensure_newline()
+            terminal.write_line(line)
+
+
+__all__ = ["FAILED_PROPERTY", "LiveFailures", "failure_line", "live_line", "note_failure"]
