@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_rnnperf.cli.args import DEFAULT, gpu_folder_problem, path_given, text_given
 from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
-from pytest_rnnperf.judge.sensitivity import sensitivity
+from pytest_rnnperf.judge.sensitivity import noise_causes, sensitivity
 from pytest_rnnperf.model.metrics import BUSY, KERNEL, MS, WALL, show
+from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import BaselineError
 from pytest_rnnperf.report.text import fit, terminal_width, text_table
 from pytest_rnnperf.store.baselines import gpus_with_baselines
@@ -23,7 +24,9 @@ def add_parser(subparsers: Any) -> None:
     """The ``sensitivity`` subcommand and its options."""
     sen = subparsers.add_parser("sensitivity", help="per case, the smallest regression its stored history can detect")
     sen.add_argument("folder", type=path_given, help="a GPU model's folder of stored runs (baselines/<gpu>)")
-    sen.add_argument("--case", type=text_given("a case id"), default=None, help="one case id: its kernels across the history, each with its noise")
+    sen.add_argument("--case", type=text_given("a case id"), default=None,
+                     help="one case id: its kernels across the history, each with its noise, and what spreads its "
+                          "step (overlap, the host, a kernel at two speeds, the clock)")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
@@ -104,7 +107,20 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
         lines.append(f"the newest {shown} processes shown (a wider terminal shows more); median and noise of all "
                      f"{len(history.processes)}")
     table = text_table(header, rows, right=set(range(1, len(header))), width=width)
-    return 0, fit(lines, width) + table if width else lines + table
+    why = _why_noisy(case_id, history.processes)
+    return 0, (fit(lines, width) + table + fit(why, width)) if width else lines + table + why
+
+
+def _why_noisy(case_id: str, processes: Sequence[ProcessSummary]) -> list[str]:
+    """What limits the case where its own noise does, one line per cause (``judge.sensitivity.noise_causes``)."""
+    s = sensitivity(case_id, processes, DEFAULT)
+    if s.smallest is None or s.smallest <= s.floor:
+        return [s.status]
+    causes = noise_causes(processes)
+    head = f"its own noise ({s.noise:.1%}) limits it to {s.smallest:.1%}"
+    if not causes:
+        return [head + "; no single cause stands out in its history"]
+    return [head + "; what spreads it:"] + [f"  - {cause}" for cause in causes]
 
 
 def _median_ms(values: list[float]) -> str:

@@ -6,13 +6,17 @@ the change-point detection, so a slow drift that each night's median follows is 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Sequence
 
+import numpy as np
+
 from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, detect
 from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.model.metrics import WORK, show
 from pytest_rnnperf.model.process import BUSY, WALL, ProcessSummary
 
 
@@ -47,6 +51,101 @@ def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy)
         return Sensitivity(case_id, len(values), metric, None, None, floor)
     sp = xp.spread(values)
     return Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
+
+
+# A cause is named where it explains a noise this much above the floor, and a history this long shows it.
+CAUSE_MIN_PROCESSES = 6
+# Busy noise this many times the summed kernel time's: what spreads the step is how its kernels overlap.
+OVERLAP_RATIO = 1.5
+# Device time moving with the wall time this closely (correlation of their logs): the host sets the step's gaps.
+HOST_CORRELATION = 0.7
+# A kernel at two speeds: both groups hold this many processes, lie this many of their own deviations apart, and
+# differ by at least this share of the step.
+MODE_PROCESSES, MODE_SEPARATION, MODE_STEP_SHARE = 3, 4.0, 0.01
+# SM clocks whose processes differ by more than this share of their median.
+CLOCK_SPREAD = 0.02
+
+
+def noise_causes(history: Sequence[ProcessSummary]) -> tuple[str, ...]:
+    """Why a case's device time spreads between processes, one phrase per cause its history shows.
+
+    Overlap that varies by process (busy time spreads, summed kernel time does not), a step the host sets (busy
+    time moves with wall time: launch gaps of a short step, or overlap on a slower host), a kernel that runs at two
+    speeds in the same kernel mix, and SM clocks that differ. Each needs ``CAUSE_MIN_PROCESSES`` processes.
+    """
+    timed = [s for s in history if (s.get(BUSY) or 0) > 0]
+    if len(timed) < CAUSE_MIN_PROCESSES:
+        return ()
+    busy = np.log([s.get(BUSY) or 0.0 for s in timed])
+    found: list[str] = []
+    works = [s.get(WORK) or 0.0 for s in timed]
+    if all(w > 0 for w in works):
+        b, w = xp.spread(np.exp(busy).tolist()).noise, xp.spread(works).noise
+        if b > OVERLAP_RATIO * w and b > 2 * xp.NOISE_FLOOR:
+            r = _correlation(busy, np.log(works))
+            found.append(f"how its kernels overlap varies by process: its busy time spreads {b:.1%}, its summed kernel "
+                         f"time {w:.1%} (r = {r:+.2f}); judging the summed time alone would hide a lost overlap")
+    walls = [s.get(WALL) or 0.0 for s in timed]
+    if all(w > 0 for w in walls) and (r := _correlation(busy, np.log(walls))) >= HOST_CORRELATION:
+        step = float(np.exp(np.median(busy)))
+        found.append(f"its device time moves with its wall time (r = {r:+.2f}): the host sets the gaps of its "
+                     f"{show(BUSY, step, unit=True)} step")
+    found += _two_speed_kernels(timed, float(np.exp(np.median(busy))))
+    clocks = [c for s in timed if (c := s.sm_clock_mhz)]
+    if len(clocks) >= CAUSE_MIN_PROCESSES and (max(clocks) - min(clocks)) > CLOCK_SPREAD * float(np.median(clocks)):
+        found.append(f"its SM clock differed between processes: {min(clocks):.0f}-{max(clocks):.0f} MHz")
+    return tuple(found)
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's r of two series (0 where either is flat)."""
+    return 0.0 if np.std(a) == 0 or np.std(b) == 0 else float(np.corrcoef(a, b)[0, 1])
+
+
+def _two_speed_kernels(history: Sequence[ProcessSummary], step: float, shown: int = 3) -> list[str]:
+    """The ``shown`` kernels that ran at two speeds across ``history`` and moved the step most, the largest first;
+    the processes of the smaller group are named where they are few (one machine, one night)."""
+    found: list[tuple[float, str]] = []
+    for name in dict.fromkeys(n for s in history for n in s.kernels):
+        values = np.array([s.kernels.get(name, 0.0) for s in history])
+        if values.min() <= 0:
+            continue  # a kernel some processes did not run is a kernel-mix mode: nearest_mode's part
+        slow = _slow_group(np.log(values))
+        if slow is None:
+            continue
+        lo_ms, hi_ms = float(np.median(values[~slow])), float(np.median(values[slow]))
+        if (hi_ms - lo_ms) / step < MODE_STEP_SHARE:
+            continue
+        fewer = slow if slow.sum() <= (~slow).sum() else ~slow
+        named = f" ({', '.join(s.source for s, f in zip(history, fewer) if f)})" if fewer.sum() <= MODE_PROCESSES + 1 else ""
+        found.append((hi_ms - lo_ms, f"{kernel_label(name)} runs at two speeds: {show(BUSY, lo_ms, unit=True)} in "
+                      f"{int((~slow).sum())} processes, {show(BUSY, hi_ms, unit=True)} in {int(slow.sum())} "
+                      f"({hi_ms / lo_ms - 1:+.0%}, {(hi_ms - lo_ms) / step:.1%} of the step){named}"))
+    return [text for _, text in sorted(found, reverse=True)[:shown]]
+
+
+def kernel_label(name: str) -> str:
+    """A kernel's name short enough for a line: a CUTLASS kernel by its configuration, others up to their template."""
+    wrapped = re.match(r"cutlass::Kernel2?<(\w+)", name)
+    return wrapped.group(1) if wrapped else re.split(r"[<(]", name, maxsplit=1)[0][:60]
+
+
+def _slow_group(logs: np.ndarray) -> np.ndarray | None:
+    """Which of ``logs`` form the slower of two groups with the least spread within them, where the groups stand
+    ``MODE_SEPARATION`` of their own deviations apart and each holds ``MODE_PROCESSES``; else None."""
+    x = np.sort(logs)
+    best: tuple[float, int] | None = None
+    for cut in range(MODE_PROCESSES, x.size - MODE_PROCESSES + 1):
+        within = float(((x[:cut] - x[:cut].mean()) ** 2).sum() + ((x[cut:] - x[cut:].mean()) ** 2).sum())
+        if best is None or within < best[0]:
+            best = (within, cut)
+    if best is None:
+        return None
+    within, cut = best
+    sd = (within / max(x.size - 2, 1)) ** 0.5
+    if float(x[cut:].mean() - x[:cut].mean()) <= MODE_SEPARATION * max(sd, 1e-12):
+        return None
+    return logs >= x[cut]
 
 
 def drift_check_available() -> bool:

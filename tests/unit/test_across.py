@@ -260,3 +260,60 @@ def test_the_kernel_table_takes_medians_over_the_processes_where_a_kernel_ran(mo
     assert rows["gemm"][1:] == ["4.0000", "-", "4.4000", "-", "4.2000", "-"]  # two processes: too few for a noise
     # noise: 1.4826 x the median of |ln(v / 10.2)| = 1.4826 x ln(10.4 / 10.2) = 2.88%
     assert rows["busy"][3:] == ["10.0000", "-", "10.4000", "10.2000", "10.2000", "2.88%"]
+
+
+def _noisy(busy: list[float], work: list[float], wall: list[float] | None = None, clocks: list[float] | None = None,
+           **kernel_ms: list[float]) -> list[ProcessSummary]:
+    """Processes of one case from per-process series (ms per step; ``clocks`` in MHz)."""
+    out = []
+    for i, (b, w) in enumerate(zip(busy, work)):
+        metrics = {"busy": b / 1e3, "work": w / 1e3, "wall": (wall[i] if wall else 2.0 + 0.001 * (i % 3)) / 1e3}
+        metrics.update({f"kernel/{name}": ms[i] / 1e3 for name, ms in kernel_ms.items()})
+        out.append(ProcessSummary("case", f"{i:04d}_run.json", metrics, sm_clock_mhz=None if clocks is None else clocks[i]))
+    return out
+
+
+def test_a_steady_history_names_no_cause_of_noise() -> None:
+    """Ten processes within 0.2% of each other: nothing spreads them."""
+    from pytest_rnnperf.judge.sensitivity import noise_causes
+
+    steady = [1.0 + 0.0002 * (i % 5) for i in range(10)]
+    assert noise_causes(_noisy(steady, steady, rnn=steady)) == ()
+
+
+def test_busy_time_that_spreads_while_the_kernels_hold_is_named_overlap_and_moving_with_the_wall_the_host() -> None:
+    """A bidirectional case: busy +-6% by process, its summed kernel time +-1% the other way, wall with busy."""
+    from pytest_rnnperf.judge.sensitivity import noise_causes
+
+    swing = [(-1) ** i * (0.02 + 0.01 * (i % 4)) for i in range(12)]
+    busy, work = [5.5 * (1 + d) for d in swing], [7.0 * (1 - d / 4) for d in swing]
+    causes = noise_causes(_noisy(busy, work, wall=[9.6 * (1 + d) for d in swing]))
+    assert len(causes) == 2, causes
+    assert causes[0].startswith("how its kernels overlap varies by process: its busy time spreads ")
+    assert "(r = -1.00)" in causes[0] and causes[0].endswith("judging the summed time alone would hide a lost overlap")
+    assert causes[1].startswith("its device time moves with its wall time (r = +1.00): the host sets the gaps of its 5.")
+
+
+def test_a_kernel_at_two_speeds_is_named_with_both_and_the_few_processes_of_the_rarer_one() -> None:
+    """A GEMM at 3.70 ms in eight processes and 5.28 ms in three (8% of the step each time): named, its three
+    processes listed; a kernel whose two speeds differ by 0.5% of the step is not."""
+    from pytest_rnnperf.judge.sensitivity import noise_causes
+
+    slow = {3, 7, 9}
+    gemm = [(5.28 if i in slow else 3.70) * (1 + 0.001 * (i % 3)) for i in range(11)]
+    tiny = [(0.11 if i in slow else 0.10) * (1 + 0.001 * (i % 3)) for i in range(11)]
+    busy = [18.0 + g - 3.70 for g in gemm]
+    causes = noise_causes(_noisy(busy, busy, **{"cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nt_align1>": gemm,
+                                                 "elementwise<float>": tiny}))
+    gemms = [c for c in causes if "runs at two speeds" in c]
+    assert gemms == ["cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: 3.704 ms in 8 processes, 5.280 ms in 3 "
+                     "(+43%, 8.8% of the step) (0003_run.json, 0007_run.json, 0009_run.json)"], causes
+
+
+def test_sm_clocks_that_differ_between_processes_are_named() -> None:
+    """Half the processes ran at 1755 MHz, half at 1980: the clock is named with its range."""
+    from pytest_rnnperf.judge.sensitivity import noise_causes
+
+    busy = [1.0 + 0.0002 * (i % 5) for i in range(8)]
+    causes = noise_causes(_noisy(busy, busy, clocks=[1755.0 if i % 2 else 1980.0 for i in range(8)]))
+    assert causes == ("its SM clock differed between processes: 1755-1980 MHz",)

@@ -78,3 +78,16 @@ def test_a_log_without_columns_is_drawn_at_the_log_width_not_the_80_column_fallb
     monkeypatch.setattr(text, "_on_terminal", lambda: False)
     monkeypatch.setenv("COLUMNS", "90")
     assert text.terminal_width(90) == 90
+
+
+def test_sensitivity_of_one_case_says_what_spreads_it_in_the_stored_history(
+        baselines: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The torch LSTM at batch 4700, limited by its own noise on the H100: its largest GEMM runs at two speeds."""
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    _, lines = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-train-fp32-T60-B4700-I32-H256-L1")
+    head = next(i for i, line in enumerate(lines) if line.startswith("its own noise ("))
+    assert lines[head].endswith("; what spreads it:")
+    why = " ".join(line.strip() for line in lines[head + 1:])
+    assert "- cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: " in why, why
+    _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T28-B128-I28-H128-L1")
+    assert quiet[-1] == "resolves 3%"
