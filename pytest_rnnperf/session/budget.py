@@ -109,21 +109,30 @@ class Budget:
         Before the first case has cost anything there is nothing to price the rest by: it gets ``cap_s``, unless the
         forecast already knows the fixed phases alone overrun the budget.
         """
+        if not self.behind():
+            return cap_s
         if self.done == 0:
-            if self.forecast is None:
-                return cap_s
             self.cuts[case_id] = "minimum rounds"
             return 0.0
-        to_come = max(1, self.cases - self.done)
-        share = (self.left() - self.fixed_s / self.done * to_come) / to_come
-        if share >= self.timed_s / self.done:
-            return cap_s
+        share = self._share()
         if steady:
             self.cuts[case_id] = "minimum rounds"
             return 0.0
         given = max(0.0, min(cap_s, share))
         self.cuts[case_id] = "minimum rounds" if given == 0 else f"{given:.1f} s of rounds"
         return given
+
+    def behind(self) -> bool:
+        """The cases still to come, each priced at what the cases so far cost, do not fit what is left (before the
+        first case: the forecast already found the fixed phases alone too long)."""
+        if self.done == 0:
+            return self.forecast is not None
+        return self._share() < self.timed_s / self.done
+
+    def _share(self) -> float:
+        """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases."""
+        to_come = max(1, self.cases - self.done)
+        return (self.left() - self.fixed_s / self.done * to_come) / to_come
 
     def spent(self, cost_s: Mapping[str, float]) -> None:
         """Count one finished cuDNN case's phases (its record's ``cost_s``)."""

@@ -26,7 +26,7 @@ from pytest_rnnperf.session.budget import Budget
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import recheck
+from pytest_rnnperf.store.rechecks import DEFERRABLE, deferred, recheck
 from pytest_rnnperf.store.stored import Stored
 
 
@@ -102,16 +102,23 @@ class Measurer:
                 self.on_verdict(verdict)
         return record
 
-    def _timed_config(self, case_id: str, settings: Settings, disabled: bool, cudnn: bool) -> RunConfig:
+    def _timed_config(self, case: Case | ModelCase, settings: Settings, disabled: bool, cudnn: bool) -> RunConfig:
         """The case's config: checks as its last full check allows, rounds as the budget allows (cuDNN side timed)."""
         config = self.run_config(settings, disabled)
-        return self._budgeted(case_id, self._checks_for(case_id, config, settings)) if cudnn and not disabled else config
+        return self._budgeted(case.id, self._checks_for(case, config, settings)) if cudnn and not disabled else config
 
-    def _checks_for(self, case_id: str, config: RunConfig, settings: Settings) -> RunConfig:
-        """``config`` with parity against float64 and energy off where tonight matches the case's last full check."""
-        found = recheck(list(self.stored.runs), case_id, self.run.environment(self.measured.runtime),
-                        datetime.now(timezone.utc), settings.recheck_days, recording=self.run.settings.update_baseline)
-        self.measured.rechecks[case_id] = found
+    def _checks_for(self, case: Case | ModelCase, config: RunConfig, settings: Settings) -> RunConfig:
+        """``config`` with parity against float64 and energy off where tonight matches the case's last full check,
+        or where a change asked for one, the run is short of its budget and it checked another case fully already
+        (deferred to a later night)."""
+        found = recheck(list(self.stored.runs), case.id, self.run.environment(self.measured.runtime),
+                        datetime.now(timezone.utc), settings.recheck_days, recording=self.run.settings.update_baseline,
+                        framework=case.framework)
+        # Deferred only once tonight checked a case fully: a budget that never holds still works through them.
+        if found.kind in DEFERRABLE and self.budget is not None and self.budget.behind() \
+                and any(r.full for r in self.measured.rechecks.values()):
+            found = deferred(found)
+        self.measured.rechecks[case.id] = found
         return config if found.full else replace(config, parity_reference=False, energy_s=0.0)
 
     def _budgeted(self, case_id: str, config: RunConfig) -> RunConfig:
@@ -140,7 +147,7 @@ class Measurer:
         if reason is not None:
             raise self._skip(case.id, reason)
         backend = self.backends.backend(case.framework)
-        config = self._timed_config(case.id, settings, disabled, "cudnn" in impls)
+        config = self._timed_config(case, settings, disabled, "cudnn" in impls)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if isinstance(backend, RemoteBackend):
@@ -198,7 +205,7 @@ class Measurer:
             raise self._skip(case.id, base)
         impls: tuple[str, ...] = ("generic",) if cudnn_reason else ("cudnn", "generic")
         # a model on the generic path alone is all parity: checked fully
-        config = self._timed_config(case.id, settings, disabled, "cudnn" in impls)
+        config = self._timed_config(case, settings, disabled, "cudnn" in impls)
         try:
             judge = None if "cudnn" not in impls or disabled else partial(self._judged, case.id)
             if remote:

@@ -3,7 +3,10 @@
 What a full check finds (a float64 mismatch, the energy per step) changes with the environment: driver, CUDA,
 cuDNN, a framework, a precision flag. A night whose environment matches the case's last full check, within
 ``max_age_days``, compares the sides with each other on the reference slice and skips the energy window; the
-timings, the path proofs and the verdicts are the same either way. Pure: no pytest, no framework.
+timings, the path proofs and the verdicts are the same either way. Only what can touch the case's own framework
+counts: a TensorFlow upgrade re-checks the TensorFlow cases, not the torch ones. A run short of its budget may defer
+the full checks that a change asked for to a later night (``deferred``), once it has checked one case fully, so
+that nights of a budget that never holds still work through them. Pure: no pytest, no framework.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
+from pytest_rnnperf.backends import specs
 from pytest_rnnperf.measure.environment import diff_environments
 from pytest_rnnperf.model.records import StoredRun
 
@@ -25,7 +29,8 @@ class Recheck:
     """Whether a case is checked fully tonight, why, and the stored file of its last full check."""
 
     full: bool
-    kind: str  # "recording", "always", "first", "changed", "old" (checked fully), or "same" (the sides only)
+    # "recording", "always", "first", "changed", "old" (checked fully); "same" or "deferred" (the sides only)
+    kind: str
     why: str  # one phrase: "environment changed since 0017_run.json (gpu.driver_version)", ...
     last: str = ""  # the file of the last full check ("" when none is stored)
 
@@ -35,9 +40,37 @@ _KINDS = {"recording": "a recorded baseline", "always": "--rnnperf-recheck-days=
           "old": "last full check too old"}
 
 
-def _results_fields(environment: Mapping[str, str]) -> dict[str, str]:
-    """The environment without the fields that cannot change a result (``_NOT_RESULTS``)."""
-    return {k: v for k, v in environment.items() if not k.startswith(_NOT_RESULTS)}
+# The full checks a short budget may put off: those a change or the passing days asked for. A case never checked
+# fully, a recorded baseline and --rnnperf-recheck-days=0 are checked whatever the budget.
+DEFERRABLE = ("changed", "old")
+
+
+def _results_fields(environment: Mapping[str, str], framework: str | None = None) -> dict[str, str]:
+    """The environment without the fields that cannot change a result (``_NOT_RESULTS``) and, for a case of
+    ``framework``, without the other frameworks' own fields (their versions and what they loaded)."""
+    others = _other_frameworks_fields(framework)
+    return {k: v for k, v in environment.items()
+            if not k.startswith(_NOT_RESULTS) and k not in others[0] and not k.startswith(others[1])}
+
+
+def _other_frameworks_fields(framework: str | None) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The version fields and runtime prefixes that cannot touch a case of ``framework``: another backend's, unless
+    ``framework`` runs on all that backend runs on (Keras on torch and compiled torch read torch's ``torch.``
+    fields; nothing of TensorFlow's touches them). None for an unknown or absent framework."""
+    every = specs()
+    own = next((s for s in every if s.name == framework), None)
+    if own is None:
+        return frozenset(), ()
+    mine = set(own.distributions)
+    versions = {key for s in every if s is not own for key in s.distributions if key not in mine}
+    prefixes = tuple(s.runtime_prefix for s in every
+                     if s is not own and s.runtime_prefix and not set(s.distributions) <= mine)
+    return frozenset(versions), prefixes
+
+
+def deferred(found: Recheck) -> Recheck:
+    """``found``, a full check a change asked for, put off to a later night because the run is short of its budget."""
+    return Recheck(False, "deferred", f"deferred by --rnnperf-budget: {found.why}", found.last)
 
 
 def _age_days(stamp: str, now: datetime) -> float | None:
@@ -52,13 +85,14 @@ def _age_days(stamp: str, now: datetime) -> float | None:
 
 
 def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, str], now: datetime,
-            max_age_days: float, recording: bool = False) -> Recheck:
-    """Whether ``case_id`` needs a full check tonight, against ``runs`` (newest first, as ``find_all`` lists them).
+            max_age_days: float, recording: bool = False, framework: str | None = None) -> Recheck:
+    """Whether ``case_id`` (a case of ``framework``) needs a full check tonight, against ``runs`` (newest first, as
+    ``find_all`` lists them).
 
     A run being recorded as a baseline always checks fully: later nights' sampled checks stand on it.
     """
     last = next((run for run in runs if case_id in run.records and run.records[case_id].checks == "full"), None)
-    return _since(last, environment, now, max_age_days, recording)
+    return _since(last, environment, now, max_age_days, recording, framework)
 
 
 def claims_recheck(runs: Sequence[StoredRun], test: str, environment: Mapping[str, str], now: datetime,
@@ -73,7 +107,7 @@ def claims_recheck(runs: Sequence[StoredRun], test: str, environment: Mapping[st
 
 
 def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime, max_age_days: float,
-           recording: bool) -> Recheck:
+           recording: bool, framework: str | None = None) -> Recheck:
     """Full where a baseline is recorded, every run, nothing is stored, the environment changed, or it is old."""
     if recording:
         return Recheck(True, "recording", "a recorded baseline checks fully")
@@ -82,7 +116,8 @@ def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime
     if last is None:
         return Recheck(True, "first", "no full check stored")
     name = last.path.name
-    changed = [key for key, _, _ in diff_environments(_results_fields(last.environment), _results_fields(environment))]
+    changed = [key for key, _, _ in diff_environments(_results_fields(last.environment, framework),
+                                                      _results_fields(environment, framework))]
     if changed:
         shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
         return Recheck(True, "changed", f"environment changed since {name} ({shown})", name)
@@ -95,17 +130,22 @@ def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime
 
 
 def checks_line(rechecks: Mapping[str, Recheck], max_age_days: float) -> str:
-    """e.g. "checks: 12 case(s) fully (...) [environment changed: 12], 58 compared cuDNN with generic only: ..."."""
+    """e.g. "checks: 12 case(s) fully (...) [environment changed: 12], 3 deferred ..., 58 compared cuDNN with generic
+    only: ..."."""
     if not rechecks:
         return ""
-    sampled = sum(1 for r in rechecks.values() if not r.full)
+    put_off = sum(1 for r in rechecks.values() if r.kind == "deferred")
+    sampled = sum(1 for r in rechecks.values() if not r.full) - put_off
     full: dict[str, int] = {}
     for r in rechecks.values():
         if r.full:
             full[_KINDS[r.kind]] = full.get(_KINDS[r.kind], 0) + 1
-    line = f"checks: {len(rechecks) - sampled} case(s) fully (parity against float64, energy)"
+    line = f"checks: {len(rechecks) - sampled - put_off} case(s) fully (parity against float64, energy)"
     if full:
         line += " [" + "; ".join(f"{why}: {n}" for why, n in full.items()) + "]"
+    if put_off:
+        line += (f", {put_off} deferred to a later night (--rnnperf-budget): checked cuDNN against generic only, "
+                 f"their full check still due")
     if sampled:
         line += (f", {sampled} compared cuDNN with generic only: environment as at their last full check, "
                  f"within {max_age_days:g} days (--rnnperf-recheck-days=0 checks every case fully)")

@@ -71,3 +71,19 @@ def test_a_negative_budget_is_refused_before_the_run(project: pytest.Pytester) -
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--rnnperf-budget*-5*"])
     assert "passed" not in result.stdout.str()
+
+
+def test_a_run_over_its_budget_defers_the_full_checks_a_changed_cudnn_asked_for(project: pytest.Pytester,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another cuDNN and a budget the first case spends: it is checked fully, the second is deferred and counted; the
+    next night, within budget, checks the deferred one fully."""
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    short = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "--rnnperf-keep-run")
+    short.stdout.fnmatch_lines(["*checks: 1 case(s) fully (parity against float64, energy) *environment changed: 1*, "
+                                "1 deferred to a later night (--rnnperf-budget): checked cuDNN against generic only, "
+                                "their full check still due*"])
+    assert sorted(c for c, _ in _checks(project).values()) == ["full", "sampled"]
+    deferred = next(case for case, (c, _) in _checks(project).items() if c == "sampled")
+    run(project, "--rnnperf-no-fail-regression")
+    assert _checks(project)[deferred] == ("full", ["cudnn vs generic", "cudnn vs reference", "generic vs reference"])

@@ -88,3 +88,14 @@ def test_a_forecast_overrun_cuts_the_first_case_too_and_the_summary_line_says_wh
                                        "come to 3.9 min in 0028_run.json, 0027_run.json (build 3.0 min: keras_jax 1.5 "
                                        "min, jax 54 s; parity 48 s: keras_jax 30 s, jax 18 s; proof 3 s: keras_jax 3 s); "
                                        "2 case(s) have no stored cost")
+
+
+def test_behind_says_whether_the_cases_to_come_fit_and_cuts_nothing_by_asking() -> None:
+    """On time, behind, and before the first case (behind only where the forecast already knows): asking records
+    no cut, so the full checks can be deferred on it before the rounds are priced."""
+    assert not _after_one_case(100.0, cases=10, elapsed_s=9.0).behind()
+    late = _after_one_case(60.0, cases=10, elapsed_s=9.0)
+    assert late.behind() and not late.cuts
+    assert not Budget(60.0, cases=10, clock=Clock()).behind()
+    known = forecast({"a": ("torch", {"build": 90.0})}, 60.0)
+    assert known is not None and Budget(60.0, cases=10, clock=Clock(), forecast=known).behind()

@@ -96,3 +96,35 @@ def test_a_claims_test_stored_in_tonights_environment_is_not_measured_and_one_ne
     assert claims_recheck(runs, "test_digits[keras]", ENV, NOW, 7).kind == "first"
     assert claims_recheck(runs, "test_digits[torch]", {**ENV, "torch.cudnn_version": "9.20.0"}, NOW, 7).kind == "changed"
     assert claims_recheck(runs, "test_digits[torch]", ENV, NOW, 7, recording=True).full
+
+
+def test_only_what_can_touch_a_case_s_framework_asks_for_its_full_check() -> None:
+    """A TensorFlow upgrade re-checks TF cases, not torch ones; a torch runtime change re-checks torch, compiled
+    torch and Keras on torch, not TF; a driver change re-checks every framework."""
+    runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00",
+                   env={**ENV, "tensorflow": "2.21.0", "tf.version": "2.21.0", "torch": "2.11.0", "keras": "3.15.1"})]
+    tf_upgrade = {**runs[0].environment, "tensorflow": "2.22.0", "tf.version": "2.22.0"}
+    assert not recheck(runs, CASE.id, tf_upgrade, NOW, 7, framework="torch").full
+    assert not recheck(runs, CASE.id, tf_upgrade, NOW, 7, framework="keras_torch").full
+    upgraded = recheck(runs, CASE.id, tf_upgrade, NOW, 7, framework="tf")
+    assert upgraded.full and upgraded.why == "environment changed since 0002_run.json (tensorflow, tf.version)"
+    cudnn = {**runs[0].environment, "torch.cudnn_version": "9.20.0"}
+    assert [recheck(runs, CASE.id, cudnn, NOW, 7, framework=f).full
+            for f in ("torch", "torch_compile", "keras_torch", "tf", "jax")] == [True, True, True, False, False]
+    driver = {**runs[0].environment, "gpu.driver_version": "590.10"}
+    assert all(recheck(runs, CASE.id, driver, NOW, 7, framework=f).full for f in ("torch", "tf", "keras_jax", None))
+
+
+def test_a_deferred_full_check_is_counted_apart_and_keeps_why_it_was_due() -> None:
+    """A check a change asked for, put off by the budget: not full, its reason kept, one count in the line."""
+    from pytest_rnnperf.store.rechecks import deferred
+
+    due = Recheck(True, "changed", "environment changed since 0002_run.json (tf.version)", "0002_run.json")
+    put_off = deferred(due)
+    assert (put_off.full, put_off.kind, put_off.last) == (False, "deferred", "0002_run.json")
+    assert put_off.why == "deferred by --rnnperf-budget: environment changed since 0002_run.json (tf.version)"
+    assert checks_line({"a": due, "b": put_off, "c": Recheck(False, "same", "environment as at 0002_run.json")}, 7) == (
+        "checks: 1 case(s) fully (parity against float64, energy) [environment changed: 1], 1 deferred to a later "
+        "night (--rnnperf-budget): checked cuDNN against generic only, their full check still due, 1 compared cuDNN "
+        "with generic only: environment as at their last full check, within 7 days (--rnnperf-recheck-days=0 checks "
+        "every case fully)")
