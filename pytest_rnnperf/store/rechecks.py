@@ -22,6 +22,8 @@ from pytest_rnnperf.model.records import StoredRun
 # Fields that name the card or a deliberate fault, not what computes the results: another H100 of the same
 # model, or an injected spin, gives the same numbers, so neither asks for a float64 check.
 _NOT_RESULTS = ("gpu.uuid", "RNNPERF_INJECT_")
+# The installed CUDA wheels (``cudnn_wheel``...) and what a framework loaded of them (``torch.cudnn_library``...).
+_WHEEL, _LIBRARY = "_wheel", "_library"
 
 
 @dataclass(frozen=True)
@@ -48,24 +50,40 @@ DEFERRABLE = ("changed", "old")
 def _results_fields(environment: Mapping[str, str], framework: str | None = None) -> dict[str, str]:
     """The environment without the fields that cannot change a result (``_NOT_RESULTS``) and, for a case of
     ``framework``, without the other frameworks' own fields (their versions and what they loaded)."""
-    others = _other_frameworks_fields(framework)
+    versions, foreign, _ = _framework_fields(framework)
     return {k: v for k, v in environment.items()
-            if not k.startswith(_NOT_RESULTS) and k not in others[0] and not k.startswith(others[1])}
+            if not k.startswith(_NOT_RESULTS) and k not in versions and not k.startswith(foreign)}
 
 
-def _other_frameworks_fields(framework: str | None) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The version fields and runtime prefixes that cannot touch a case of ``framework``: another backend's, unless
-    ``framework`` runs on all that backend runs on (Keras on torch and compiled torch read torch's ``torch.``
-    fields; nothing of TensorFlow's touches them). None for an unknown or absent framework."""
+def _framework_fields(framework: str | None) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    """For a case of ``framework``: the other backends' version fields it does not share, the runtime prefixes
+    that cannot touch it, and those that can (its own, and those of a backend it runs on entirely: Keras on torch
+    and compiled torch read torch's ``torch.`` fields). Nothing is foreign for an unknown or absent framework."""
     every = specs()
     own = next((s for s in every if s.name == framework), None)
     if own is None:
-        return frozenset(), ()
+        return frozenset(), (), ()
     mine = set(own.distributions)
     versions = {key for s in every if s is not own for key in s.distributions if key not in mine}
-    prefixes = tuple(s.runtime_prefix for s in every
-                     if s is not own and s.runtime_prefix and not set(s.distributions) <= mine)
-    return frozenset(versions), prefixes
+    shared = [s for s in every if s.runtime_prefix and set(s.distributions) <= mine]
+    foreign = tuple(s.runtime_prefix for s in every if s.runtime_prefix and s not in shared and s is not own)
+    return frozenset(versions), foreign, tuple(s.runtime_prefix for s in shared) + (own.runtime_prefix,)
+
+
+def _loaded_libraries(environment: Mapping[str, str], framework: str | None) -> bool:
+    """Whether the environment names the libraries a case of ``framework`` loaded (``<prefix>cudnn_library``...)."""
+    mine = tuple(p for p in _framework_fields(framework)[2] if p)
+    return bool(mine) and any(k.startswith(mine) and k.endswith(_LIBRARY) for k in environment)
+
+
+def _changed(old: Mapping[str, str], new: Mapping[str, str], framework: str | None) -> list[str]:
+    """The fields of a case of ``framework`` that differ between ``old`` and ``new``. Where both name the libraries
+    the framework loaded, those stand for the installed wheels: a wheel another framework brought (TensorFlow's
+    CUDA 12 runtime beside torch's 13) changes nothing torch computes."""
+    a, b = _results_fields(old, framework), _results_fields(new, framework)
+    if _loaded_libraries(a, framework) and _loaded_libraries(b, framework):
+        a, b = ({k: v for k, v in env.items() if not k.endswith(_WHEEL)} for env in (a, b))
+    return [key for key, _, _ in diff_environments(a, b)]
 
 
 def deferred(found: Recheck) -> Recheck:
@@ -116,8 +134,7 @@ def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime
     if last is None:
         return Recheck(True, "first", "no full check stored")
     name = last.path.name
-    changed = [key for key, _, _ in diff_environments(_results_fields(last.environment, framework),
-                                                      _results_fields(environment, framework))]
+    changed = _changed(last.environment, environment, framework)
     if changed:
         shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
         return Recheck(True, "changed", f"environment changed since {name} ({shown})", name)

@@ -128,3 +128,18 @@ def test_a_deferred_full_check_is_counted_apart_and_keeps_why_it_was_due() -> No
         "night (--rnnperf-budget): checked cuDNN against generic only, their full check still due, 1 compared cuDNN "
         "with generic only: environment as at their last full check, within 7 days (--rnnperf-recheck-days=0 checks "
         "every case fully)")
+
+
+def test_a_wheel_another_framework_brought_changes_nothing_where_the_loaded_libraries_are_named() -> None:
+    """TensorFlow's CUDA 12 runtime installed beside torch's 13: torch loaded the same libraries, so no full check;
+    another loaded cuDNN, or a night that names no loaded library, still checks fully."""
+    loaded = {**ENV, "cuda_runtime_wheel": "13.0.96 (nvidia-cuda-runtime)",
+              "torch.cudnn_library": "9.19.0 at /lib/libcudnn.so.9", "torch.cudart_library": "13.0 at /lib/libcudart.so.13"}
+    runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00", env=loaded)]
+    staged = {**loaded, "cuda_runtime_wheel": "12.5.82 (nvidia-cuda-runtime-cu12), 13.0.96 (nvidia-cuda-runtime)"}
+    assert not recheck(runs, CASE.id, staged, NOW, 7, framework="torch").full
+    other = recheck(runs, CASE.id, {**staged, "torch.cudnn_library": "9.20.0 at /lib/libcudnn.so.9"}, NOW, 7,
+                    framework="torch")
+    assert other.full and other.why.endswith("(torch.cudnn_library)")
+    unnamed = {k: v for k, v in staged.items() if not k.endswith("_library")}
+    assert recheck(runs, CASE.id, unnamed, NOW, 7, framework="torch").full
