@@ -250,3 +250,19 @@ def test_the_readme_points_at_the_workflow_and_its_gitlab_example_validates(tmp_
     assert pages["needs"] == ["rnnperf"] and pages["artifacts"]["paths"] == ["public"]
     assert pages["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule" && $RNNPERF_PAGES == "true"', "when": "always"}]
     assert "mv rnnperf-site public" in pages["script"][0]
+
+
+def test_the_compile_cache_is_restored_per_gpu_model_and_saved_once_per_installed_stack() -> None:
+    """A runner that starts empty each night compiles only on the first night of its GPU model: the cache is keyed
+    by GPU model and installed packages, restored from the newest of that model, before the suite runs."""
+    names = [s.get("name", "") for s in steps("suite")]
+    restore = step("suite", "Restore the compile cache")
+    assert restore["uses"].split("@")[0] == "actions/cache"
+    assert restore["with"]["path"] == "~/.cache/pytest-rnnperf"
+    assert restore["with"]["key"] == "${{ steps.compile-cache.outputs.key }}"
+    assert restore["with"]["restore-keys"] == "${{ steps.compile-cache.outputs.prefix }}"
+    naming = _command("suite", "Name the compile cache")
+    assert "nvidia-smi --query-gpu=name" in naming and "pip freeze | sha256sum" in naming
+    assert names.index("Name the compile cache") < names.index("Restore the compile cache") \
+        < names.index("Compare with this GPU model's history")
+    assert '--rnnperf-compile-cache="$HOME/.cache/pytest-rnnperf"' in _command("suite", "Compare with this GPU")
