@@ -59,6 +59,9 @@ class LiveFailures:
         line = live_line(report, terminal_width(self.config.get_terminal_writer().fullwidth)) if terminal else None
         if line is not None:
             terminal.ensure_newline()
+            writer = self.config.get_terminal_writer()
+            if writer.width_of_current_line:  # pytest-xdist writes its progress past the reporter's own bookkeeping
+                writer.line()
             terminal.write_line(line)
 
 

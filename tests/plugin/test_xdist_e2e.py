@@ -169,3 +169,19 @@ def test_a_backend_subprocess_inherits_its_xdist_workers_gpu(project: pytest.Pyt
     assert {(worker, process, pin) for _, worker, process, pin in seen} == {("gw0", "1", UUID.format(0)),
                                                                             ("gw1", "1", UUID.format(1))}
     assert (project.path / "out" / "gw0" / "subprocess-faraway.log").exists()
+
+
+def test_a_worker_s_failed_case_is_named_by_the_controller_as_it_fails(project: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure's first line travels on the worker's report: the controller's terminal names each failed case
+    with its reason before the summary, as one process does."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.75")
+    result = run(project, "-n", "2")
+    result.assert_outcomes(failed=2)
+    lines = result.stdout.lines
+    heading = next(i for i, line in enumerate(lines) if line.startswith("=") and "rnnperf summary" in line)
+    live = [line for line in lines[:heading]
+            if line.startswith("rnnperf: test_pair[torch-")]
+    assert len(live) == 2 and all(" failed: cuDNN device time regressed against its history" in line for line in live)
