@@ -3,9 +3,10 @@
     python scripts/replay_history.py baselines/NVIDIA_H100_80GB_HBM3 [--extra REPORT.json ...] [--host-floor 1.0]
 
 Each stored process of each case with at least four is judged, on its medians, against the others: the cuDNN
-device time, summed kernel time and host overhead at the policy's thresholds, and every kernel with the kernel
-rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out process is also given a synthetic
-spin kernel of 3% and 5% of the step, to count how many the kernel rule would name. ``--extra`` adds the
+device time, summed kernel time, their geometric mean (balanced time) and host overhead at the policy's thresholds,
+and every kernel with the kernel rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out
+process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
+name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail. ``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
 This is how the rule's changes are checked before a GPU run; the GPU runs are the evidence
@@ -28,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pytest_rnnperf.judge import across as xp  # noqa: E402
 from pytest_rnnperf.judge.compare import Comparison, Verdict  # noqa: E402
 from pytest_rnnperf.judge.policy import Policy  # noqa: E402
-from pytest_rnnperf.judge.rules import mix_changes  # noqa: E402
+from pytest_rnnperf.judge.rules import balanced, mix_changes  # noqa: E402
+from pytest_rnnperf.model.metrics import BALANCED  # noqa: E402
 from pytest_rnnperf.model.process import BUSY, HOST, WORK, ProcessSummary, summarize  # noqa: E402
 from pytest_rnnperf.model.records import CaseRecord, RecordError  # noqa: E402
 from pytest_rnnperf.store.baselines import find_all  # noqa: E402
@@ -53,8 +55,29 @@ def histories(gpu_folder: Path, extra: Sequence[Path], at_least: int = 4) -> dic
     for case_id in case_ids(runs):
         processes = list(case_history(runs, case_id).processes) + more.get(case_id, [])
         if len(processes) >= at_least:
-            out[case_id] = processes
+            out[case_id] = [with_balanced(s) for s in processes]
     return out
+
+
+def with_balanced(summary: ProcessSummary) -> ProcessSummary:
+    """``summary`` with its balanced time (``rules.BalancedTime``), where it has busy and summed kernel time."""
+    busy, work = summary.get(BUSY), summary.get(WORK)
+    return replace(summary, metrics=dict(summary.metrics, **{BALANCED: balanced(busy, work)})) if busy and work \
+        else summary
+
+
+def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Policy) -> int:
+    """How many held-out processes, their whole step ``slower`` (busy and kernel time), device or balanced time
+    would fail against the others."""
+    caught = 0
+    for i, now in enumerate(processes):
+        rest = processes[:i] + processes[i + 1:]
+        for metric in (BUSY, BALANCED):
+            sp = xp.spread([s.get(metric) or 0.0 for s in rest])
+            if (now.get(metric) or 0.0) * slower / sp.center - 1 > sp.threshold(policy.device_effect, policy.history_k):
+                caught += 1
+                break
+    return caught
 
 
 def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k: float) -> list[float]:
@@ -103,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = histories(args.gpu_folder, args.extra)
     held = sum(len(h) for h in cases.values() if all(s.get(BUSY) for s in h))
     print(f"{len(cases)} case(s) with >= 4 processes, {held} held-out processes with device time")
-    for metric, floor in ((BUSY, policy.device_effect), (WORK, policy.device_effect), (HOST, policy.host_effect)):
+    for metric, floor in ((BUSY, policy.device_effect), (WORK, policy.device_effect), (BALANCED, policy.device_effect),
+                          (HOST, policy.host_effect)):
         alarms = [(case_id, a) for case_id, h in cases.items() for a in metric_alarms(h, metric, floor, policy.history_k)]
         print(f"{metric}: {len(alarms)} held-out process(es) beyond the threshold (floor {floor:.0%})"
               + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in alarms))
@@ -120,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"kernels: {len(failures)} held-out process(es) would fail on a kernel"
           + "".join(f"\n  {f}" for f in failures))
     print(f"a spin of 3% of the step named in {caught[0.03]} of {held}, of 5% in {caught[0.05]} of {held}")
+    timed = [h for h in cases.values() if all(s.get(BALANCED) for s in h)]
+    print(f"a whole step 3% slower failed by device or balanced time in "
+          f"{sum(slowdown_caught(h, 1.03, policy) for h in timed)} of {sum(len(h) for h in timed)}")
     return 0
 
 

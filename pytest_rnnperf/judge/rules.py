@@ -9,6 +9,7 @@ pytest option, an ini key, a ``compare`` flag and a row of docs/options.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping, Protocol, Sequence
@@ -20,7 +21,7 @@ from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
-from pytest_rnnperf.model.metrics import COMPILE, FIRST_CALL, METRICS, metric, side_tag
+from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
@@ -236,6 +237,36 @@ class KernelTime:
         return compare(METRICS[WORK].name, base.work.samples, cur.work.samples, **ctx.device_options())
 
 
+def balanced(busy: float, work: float) -> float:
+    """The geometric mean of a step's busy time and its summed kernel time (both > 0)."""
+    return math.sqrt(busy * work)
+
+
+@dataclass(frozen=True)
+class BalancedTime:
+    """The cuDNN side's busy and summed kernel time together, their geometric mean, judged across processes only.
+
+    How much of a step's kernels overlap differs by process (the host launches them earlier or later): more
+    overlap lowers the busy time and, through contention, raises the summed kernel time, so each alone spreads
+    where their product holds (the H100 evidence README, scripts/balanced_loo.py). It fails a case beside busy
+    time, never instead: a step that lost overlap still fails on busy time.
+    """
+
+    name: str = "balanced_time"
+    params: tuple[Threshold, ...] = (DEVICE_EFFECT,)
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Per traced round, the geometric mean of busy and summed kernel time, against the history's."""
+        dev = ctx.current.cudnn_device
+        if not ctx.across or dev is None:
+            return None
+        past = [balanced(b, w) for s in ctx.processes if (b := s.get(BUSY)) and (w := s.get(WORK))]
+        now = [balanced(b, w) for b, w in zip(dev.busy.samples, dev.work.samples) if b > 0 and w > 0]
+        if len(past) < ctx.policy.min_processes or not now:
+            return None
+        return xp.across(METRICS[BALANCED].name, past, now, **ctx.across_options(ctx.policy.device_effect))
+
+
 def host_samples(record: CaseRecord) -> tuple[float, ...] | None:
     """The cuDNN side's host overhead per wall round (wall sample minus the device median), if all positive."""
     if record.cudnn is None or record.cudnn_device is None:
@@ -433,7 +464,8 @@ def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
 
 
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.
-RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), HostOverhead(), *COLD_RULES)
+RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), BalancedTime(), HostOverhead(),
+                           *COLD_RULES)
 FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
 
 

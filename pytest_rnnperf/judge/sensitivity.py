@@ -16,6 +16,7 @@ import numpy as np
 from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, detect
 from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.judge.rules import balanced
 from pytest_rnnperf.model.metrics import WORK, show
 from pytest_rnnperf.model.process import BUSY, WALL, ProcessSummary
 
@@ -43,13 +44,18 @@ class Sensitivity:
 
 
 def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> Sensitivity:
-    """The smallest device-time (or wall-time) regression ``history`` lets a new process be failed for."""
+    """The smallest device-time (or wall-time) regression ``history`` lets a new process be failed for: on busy
+    time, or on busy and kernel time together (``rules.BalancedTime``), whichever tells the smaller one."""
     busy = [v for s in history if (v := s.get(BUSY))]
     metric, values, floor = ("device", busy, policy.device_effect) if busy else (
         "wall", [v for s in history if (v := s.get(WALL))], policy.min_effect)
     if len(values) < policy.min_processes:
         return Sensitivity(case_id, len(values), metric, None, None, floor)
-    sp = xp.spread(values)
+    spreads = [xp.spread(values)]
+    both = [balanced(b, w) for s in history if (b := s.get(BUSY)) and (w := s.get(WORK))]
+    if metric == "device" and len(both) >= policy.min_processes:
+        spreads.append(xp.spread(both))
+    sp = min(spreads, key=lambda one: one.threshold(floor, policy.history_k))
     return Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
 
 

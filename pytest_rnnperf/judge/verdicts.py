@@ -149,9 +149,22 @@ class CaseVerdict:
         return tuple(k for k in self.kernels if k.verdict is Verdict.REGRESSED)
 
     @property
+    def balanced(self) -> Comparison | None:
+        """The geometric mean of busy and summed kernel time, where judged across processes (``BalancedTime``)."""
+        return self.comparisons.get("balanced_time")
+
+    @property
+    def balanced_regressed(self) -> bool:
+        """The busy and summed kernel time together regressed, whatever each alone did."""
+        return self.balanced is not None and self.balanced.verdict is Verdict.REGRESSED
+
+    @property
     def verdict(self) -> Verdict:
-        """The cuDNN-time verdict, or regressed where a kernel regressed: another kernel's speedup excuses nothing."""
-        return Verdict.REGRESSED if self.regressed_kernels or self.drift else self.time.verdict
+        """The cuDNN-time verdict, or regressed where a kernel, or busy and kernel time together, regressed: another
+        kernel's speedup excuses nothing."""
+        if self.regressed_kernels or self.drift or self.balanced_regressed:
+            return Verdict.REGRESSED
+        return self.time.verdict
 
     @property
     def host_regressed(self) -> bool:

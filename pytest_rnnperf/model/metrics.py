@@ -79,6 +79,8 @@ class Metric:
 
 
 WALL, BUSY, WORK, HOST, KERNEL, PROBE = "wall", "busy", "work", "host", "kernel/", "host_probe"
+# Judged, never stored: the geometric mean of busy and work, per round (``judge.rules.BalancedTime``).
+BALANCED = "balanced"
 SPEEDUP, WALL_SPEEDUP, DEVICE_SPEEDUP, FLOOR = "speedup", "wall_speedup", "device_speedup", "floor"
 TFLOPS, ENERGY_PER_STEP, GPU_BUSY, PARITY, LAUNCHES, COST = (
     "tflops", "energy_per_step_j", "gpu_busy", "parity", "launches_per_step", "cost_s")
@@ -89,6 +91,8 @@ METRICS: Mapping[str, Metric] = {m.tag: m for m in (
     Metric(WALL, "cudnn time", "cuDNN wall time per step", "s", DURATION),
     Metric(BUSY, "cudnn device time", "cuDNN device time per step", "s", DURATION),
     Metric(WORK, "cudnn kernel time", "cuDNN summed kernel time per step", "s", DURATION),
+    Metric(BALANCED, "cudnn balanced time", "cuDNN device time with its overlap balanced out: the geometric mean of "
+           "busy and summed kernel time per step", "s", DURATION),
     Metric(HOST, "cudnn host overhead", "cuDNN host overhead per step (wall minus device time)", "s", DURATION),
     Metric(KERNEL, "kernel", "one kernel's time per step", "s", DURATION, family=True),
     # Not a time per step: a fixed CPU workload timed once per process, the host's own speed (measure/host_speed.py).

@@ -442,3 +442,45 @@ def test_a_verdict_round_trips_through_json_with_every_comparison_by_name() -> N
     again = CaseVerdict.from_dict(data)
     assert again.as_dict() == data and again.outcome is verdict.outcome is Outcome.REGRESSED
     assert data["kernel_time"] is not None and data["cudnn_time"]["metric"] == "cudnn device time"
+
+
+def _overlapping(n: int = 12) -> list[ProcessSummary]:
+    """``n`` stored processes whose kernels overlap more or less by process: busy 5.5 ms +-5%, and the summed kernel
+    time the other way (contention), so that their geometric mean holds within 0.3%."""
+    swing = [(-1) ** i * (0.02 + 0.01 * (i % 4)) for i in range(n)]
+    return [summarize(record("a", 9.0, seed=i, cudnn_dev_ms=5.5 * (1 + d), cudnn_work_ms=7.0 / (1 + d)
+                             * (1 + 0.001 * (i % 3))), f"process {i}") for i, d in enumerate(swing)]
+
+
+def test_a_slowdown_inside_the_busy_times_spread_fails_on_busy_and_kernel_time_together() -> None:
+    """Overlap spreads busy time 5% by process, so a 4% slower step hides in it; busy and summed kernel time, both
+    4% up, regress together, and the failure says so."""
+    from pytest_rnnperf.report.rows import deciding
+
+    history = _overlapping()
+    base = record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0)
+    slower = judge(base, record("a", 9.0, seed=40, cudnn_dev_ms=5.5 * 1.04, cudnn_work_ms=7.0 * 1.04), history=history)
+    assert slower is not None and slower.time.verdict is not Verdict.REGRESSED and slower.time.min_effect > 0.1
+    assert slower.balanced is not None and slower.balanced.verdict is Verdict.REGRESSED and slower.fails
+    assert slower.balanced.min_effect == 0.03 and deciding(slower) is slower.balanced
+    assert slower.balanced.metric == "cudnn balanced time"
+
+
+def test_a_process_whose_kernels_overlapped_more_passes_on_busy_and_kernel_time_together() -> None:
+    """Busy 6% under its median and the kernels 6% over it, the trade of the history: nothing regressed."""
+    quiet = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0),
+                  record("a", 9.0, seed=41, cudnn_dev_ms=5.5 * 0.94, cudnn_work_ms=7.0 / 0.94), history=_overlapping())
+    assert quiet is not None and quiet.balanced is not None and quiet.balanced.verdict is Verdict.UNCHANGED
+    assert not quiet.fails
+
+
+def test_busy_and_kernel_time_together_are_judged_across_processes_only_and_the_sensitivity_takes_the_finer() -> None:
+    """One record against one: no such comparison; the history above resolves 3% through it, not through busy."""
+    from pytest_rnnperf.judge.policy import Policy as Thresholds
+    from pytest_rnnperf.judge.sensitivity import sensitivity
+
+    one = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0),
+                record("a", 9.0, seed=2, cudnn_dev_ms=5.5 * 1.04, cudnn_work_ms=7.0 * 1.04))
+    assert one is not None and one.balanced is None
+    found = sensitivity("a", _overlapping(), Thresholds())
+    assert found.smallest == 0.03 and found.status == "resolves 3%"
