@@ -6,7 +6,8 @@ Each stored process of each case with at least four is judged, on its medians, a
 device time, summed kernel time, their geometric mean (balanced time) and host overhead at the policy's thresholds,
 and every kernel with the kernel rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
-name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail. ``--extra`` adds the
+name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
+``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
 This is how the rule's changes are checked before a GPU run; the GPU runs are the evidence

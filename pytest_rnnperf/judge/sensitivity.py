@@ -59,7 +59,7 @@ def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy)
     return Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
 
 
-# A cause is named where it explains a noise this much above the floor, and a history this long shows it.
+# Causes are read only off a history this long: a few processes show no shape.
 CAUSE_MIN_PROCESSES = 6
 # Busy noise this many times the summed kernel time's: what spreads the step is how its kernels overlap.
 OVERLAP_RATIO = 1.5
@@ -123,7 +123,8 @@ def _two_speed_kernels(history: Sequence[ProcessSummary], step: float, shown: in
         if (hi_ms - lo_ms) / step < MODE_STEP_SHARE:
             continue
         fewer = slow if slow.sum() <= (~slow).sum() else ~slow
-        named = f" ({', '.join(s.source for s, f in zip(history, fewer) if f)})" if fewer.sum() <= MODE_PROCESSES + 1 else ""
+        few = fewer.sum() <= MODE_PROCESSES + 1
+        named = f" ({', '.join(s.source for s, f in zip(history, fewer) if f)})" if few else ""
         found.append((hi_ms - lo_ms, f"{kernel_label(name)} runs at two speeds: {show(BUSY, lo_ms, unit=True)} in "
                       f"{int((~slow).sum())} processes, {show(BUSY, hi_ms, unit=True)} in {int(slow.sum())} "
                       f"({hi_ms / lo_ms - 1:+.0%}, {(hi_ms - lo_ms) / step:.1%} of the step){named}"))

@@ -73,8 +73,8 @@ def test_a_negative_budget_is_refused_before_the_run(project: pytest.Pytester) -
     assert "passed" not in result.stdout.str()
 
 
-def test_a_run_over_its_budget_defers_the_full_checks_a_changed_cudnn_asked_for(project: pytest.Pytester,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_over_its_budget_defers_the_full_checks_a_changed_cudnn_asked_for(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another cuDNN and a budget the first case spends: it is checked fully, the second is deferred and counted; the
     next night, within budget, checks the deferred one fully."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)

@@ -269,7 +269,8 @@ def _noisy(busy: list[float], work: list[float], wall: list[float] | None = None
     for i, (b, w) in enumerate(zip(busy, work)):
         metrics = {"busy": b / 1e3, "work": w / 1e3, "wall": (wall[i] if wall else 2.0 + 0.001 * (i % 3)) / 1e3}
         metrics.update({f"kernel/{name}": ms[i] / 1e3 for name, ms in kernel_ms.items()})
-        out.append(ProcessSummary("case", f"{i:04d}_run.json", metrics, sm_clock_mhz=None if clocks is None else clocks[i]))
+        clock = None if clocks is None else clocks[i]
+        out.append(ProcessSummary("case", f"{i:04d}_run.json", metrics, sm_clock_mhz=clock))
     return out
 
 
@@ -291,7 +292,8 @@ def test_busy_time_that_spreads_while_the_kernels_hold_is_named_overlap_and_movi
     assert len(causes) == 2, causes
     assert causes[0].startswith("how its kernels overlap varies by process: its busy time spreads ")
     assert "(r = -1.00)" in causes[0] and causes[0].endswith("judging the summed time alone would hide a lost overlap")
-    assert causes[1].startswith("its device time moves with its wall time (r = +1.00): the host sets the gaps of its 5.")
+    assert causes[1].startswith("its device time moves with its wall time (r = +1.00): the host sets the gaps of "
+                                "its 5.")
 
 
 def test_a_kernel_at_two_speeds_is_named_with_both_and_the_few_processes_of_the_rarer_one() -> None:
@@ -306,8 +308,8 @@ def test_a_kernel_at_two_speeds_is_named_with_both_and_the_few_processes_of_the_
     causes = noise_causes(_noisy(busy, busy, **{"cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nt_align1>": gemm,
                                                  "elementwise<float>": tiny}))
     gemms = [c for c in causes if "runs at two speeds" in c]
-    assert gemms == ["cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: 3.704 ms in 8 processes, 5.280 ms in 3 "
-                     "(+43%, 8.8% of the step) (0003_run.json, 0007_run.json, 0009_run.json)"], causes
+    assert gemms == ["cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: 3.704 ms in 8 processes, "
+                     "5.280 ms in 3 (+43%, 8.8% of the step) (0003_run.json, 0007_run.json, 0009_run.json)"], causes
 
 
 def test_sm_clocks_that_differ_between_processes_are_named() -> None:

@@ -134,7 +134,8 @@ def test_a_wheel_another_framework_brought_changes_nothing_where_the_loaded_libr
     """TensorFlow's CUDA 12 runtime installed beside torch's 13: torch loaded the same libraries, so no full check;
     another loaded cuDNN, or a night that names no loaded library, still checks fully."""
     loaded = {**ENV, "cuda_runtime_wheel": "13.0.96 (nvidia-cuda-runtime)",
-              "torch.cudnn_library": "9.19.0 at /lib/libcudnn.so.9", "torch.cudart_library": "13.0 at /lib/libcudart.so.13"}
+              "torch.cudnn_library": "9.19.0 at /lib/libcudnn.so.9",
+              "torch.cudart_library": "13.0 at /lib/libcudart.so.13"}
     runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00", env=loaded)]
     staged = {**loaded, "cuda_runtime_wheel": "12.5.82 (nvidia-cuda-runtime-cu12), 13.0.96 (nvidia-cuda-runtime)"}
     assert not recheck(runs, CASE.id, staged, NOW, 7, framework="torch").full
