@@ -94,9 +94,10 @@ class Context:
         """The history's processes of this process's nearest kernel mode (the clean ones where that mode is not known)."""
         return xp.nearest_mode(self.history, self.summary, self.policy.min_processes)
 
-    def past(self, metric: str) -> list[float] | None:
-        """The history's process medians of ``metric`` (> 0), where at least ``min_processes`` measured it."""
-        values = [v for s in self.processes if (v := s.get(metric)) is not None and v > 0]
+    def past(self, metric: str, every: bool = False) -> list[float] | None:
+        """The process medians of ``metric`` (> 0) of this process's nearest mode (``every``: of the whole history,
+        reported processes included), where at least ``min_processes`` measured it."""
+        values = [v for s in (self.history if every else self.processes) if (v := s.get(metric)) is not None and v > 0]
         return values if len(values) >= self.policy.min_processes else None
 
     def across_options(self, floor: float, **extra: Any) -> dict[str, Any]:
@@ -248,7 +249,7 @@ class BalancedTime:
 
     How much of a step's kernels overlap differs by process (the host launches them earlier or later): more
     overlap lowers the busy time and, through contention, raises the summed kernel time, so each alone spreads
-    where their product holds (the H100 evidence README, scripts/balanced_loo.py). It fails a case beside busy
+    where their product holds (the H100 evidence README, scripts/replay_history.py). It fails a case beside busy
     time, never instead: a step that lost overlap still fails on busy time.
     """
 
@@ -292,9 +293,8 @@ class HostOverhead:
     def compare(self, ctx: Context) -> Comparison | None:
         """The host overhead, where it is at least ``host_share`` of the baseline's wall step."""
         if ctx.across:
-            past = [v for s in ctx.history if (v := s.get(HOST)) is not None and v > 0]
-            walls, now = ctx.past(WALL), host_samples(ctx.current)
-            if len(past) < ctx.policy.min_processes or walls is None or not now:
+            past, walls, now = ctx.past(HOST, every=True), ctx.past(WALL), host_samples(ctx.current)
+            if past is None or walls is None or not now:
                 return None
             if float(np.median(past)) < ctx.policy.host_share * float(np.median(walls)):
                 return None

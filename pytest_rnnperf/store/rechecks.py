@@ -64,15 +64,15 @@ def _framework_fields(framework: str | None) -> tuple[frozenset[str], tuple[str,
     if own is None:
         return frozenset(), (), ()
     mine = set(own.distributions)
-    versions = {key for s in every if s is not own for key in s.distributions if key not in mine}
-    shared = [s for s in every if s.runtime_prefix and set(s.distributions) <= mine]
-    foreign = tuple(s.runtime_prefix for s in every if s.runtime_prefix and s not in shared and s is not own)
-    return frozenset(versions), foreign, tuple(s.runtime_prefix for s in shared) + (own.runtime_prefix,)
+    versions = {key for s in every for key in s.distributions if key not in mine}
+    shared = [s for s in every if set(s.distributions) <= mine]  # its own spec among them
+    return (frozenset(versions), tuple(s.runtime_prefix for s in every if s.runtime_prefix and s not in shared),
+            tuple(s.runtime_prefix for s in shared if s.runtime_prefix))
 
 
 def _loaded_libraries(environment: Mapping[str, str], framework: str | None) -> bool:
     """Whether the environment names the libraries a case of ``framework`` loaded (``<prefix>cudnn_library``...)."""
-    mine = tuple(p for p in _framework_fields(framework)[2] if p)
+    mine = _framework_fields(framework)[2]
     return bool(mine) and any(k.startswith(mine) and k.endswith(_LIBRARY) for k in environment)
 
 
