@@ -31,6 +31,7 @@ class Forecast:
     phases: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...]
     sources: tuple[str, ...]  # the stored files the costs come from, by name, newest (highest number) first
     unknown: int  # collected cases with no stored cost
+    workers: int = 1  # pytest-xdist workers sharing them
 
     def text(self) -> str:
         """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
@@ -39,7 +40,9 @@ class Forecast:
                           for phase, s, frameworks in self.phases)
         files = ", ".join(self.sources[:2]) + (f" and {len(self.sources) - 2} more" if len(self.sources) > 2 else "")
         unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
-        return f"the collected cases' fixed costs come to {_span(self.fixed_s)} in {files} ({parts}){unknown}"
+        shared = f", shared by {self.workers} pytest-xdist workers" if self.workers > 1 else ""
+        return (f"the collected cases' fixed costs come to {_span(self.fixed_s)}{shared} in {files} ({parts})"
+                f"{unknown}")
 
     def line(self) -> str:
         """The one line the run starts with: the budget cannot hold the fixed costs, and what the run does instead."""
@@ -52,8 +55,12 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.2g} s"
 
 
-def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float) -> Forecast | None:
+def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float,
+             workers: int = 1) -> Forecast | None:
     """What the collected cases' fixed phases cost where that alone is more than ``budget_s``, else None.
+
+    ``workers``: pytest-xdist workers sharing the cases, each paying its share of the fixed phases in the same
+    minutes, so the budget holds ``workers`` times as much.
 
     ``costs``: each collected case id -> the name of its newest stored file holding it and that record's ``cost_s``
     (None, or an empty ``cost_s``: no stored cost). The minimum the timed phases could shrink to is left out: a
@@ -67,12 +74,12 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
             if cost_s.get(phase, 0.0) > 0:
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
     fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
-    if fixed_s <= budget_s:
+    if fixed_s <= budget_s * workers:
         return None
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])
     sources = tuple(sorted({source for source, _ in known.values()}, reverse=True))
-    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known))
+    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers)
 
 
 def _costliest(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
@@ -85,7 +92,7 @@ class Budget:
     """Minutes the whole run may take, and what it has spent and cut so far."""
 
     total_s: float
-    cases: int  # cuDNN cases collected: how many are still to come
+    cases: int  # cuDNN cases this process is to time: a pytest-xdist worker's share of those collected
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=-1.0)
     done: int = 0

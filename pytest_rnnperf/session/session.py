@@ -8,6 +8,7 @@ lives in ``measuring.py``, baselines in ``baselines.py``, the pytest-xdist merge
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -171,7 +172,10 @@ class RnnperfSession:
         costs = {case_id: None if (run := self.stored.stored_run(case_id)) is None
                  else (run.path.name, run.records[case_id].cost_s) for case_id in case_ids}
         total_s = self.settings.budget * 60
-        self.budget = Budget(total_s, len(case_ids), started=self.started, forecast=forecast(costs, total_s))
+        # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
+        workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
+        self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
+                             forecast=forecast(costs, total_s, workers))
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""

@@ -99,3 +99,17 @@ def test_behind_says_whether_the_cases_to_come_fit_and_cuts_nothing_by_asking() 
     assert not Budget(60.0, cases=10, clock=Clock()).behind()
     known = forecast({"a": ("torch", {"build": 90.0})}, 60.0)
     assert known is not None and Budget(60.0, cases=10, clock=Clock(), forecast=known).behind()
+
+
+def test_workers_sharing_the_cases_share_the_fixed_costs_the_budget_must_hold() -> None:
+    """Two pytest-xdist workers pay 231.5 s of fixed phases in the same minutes: a 2-minute budget holds them, a
+    1.5-minute one does not, and the line says the costs are shared."""
+    assert forecast(NIGHT, budget_s=120.0, workers=2) is None
+    found = forecast(NIGHT, budget_s=90.0, workers=2)
+    assert found is not None and "come to 3.9 min, shared by 2 pytest-xdist workers in 0028_run.json" in found.line()
+
+
+def test_a_worker_prices_only_its_share_of_the_cases_to_come() -> None:
+    """Ten collected cases, two workers: a worker with five to time is on time where ten would put it behind."""
+    assert _after_one_case(60.0, cases=10, elapsed_s=9.0).behind()
+    assert not _after_one_case(60.0, cases=5, elapsed_s=9.0).behind()

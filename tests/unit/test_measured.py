@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from pytest_rnnperf.model.results import PathProof
 from pytest_rnnperf.report.files import as_json_safe
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
+from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.store.measured import LOCAL, Measured, collections
 from pytest_rnnperf.store.rechecks import Recheck
 
@@ -116,3 +118,16 @@ def test_a_controller_holds_every_carried_collection_of_both_workers(tmp_path: P
     want = Measured.merged([_measured(0), _measured(1)])
     for name in _carried():
         assert getattr(controller.measured, name) == getattr(want, name), name
+
+
+def test_a_workers_budget_prices_its_share_of_the_collected_cases(tmp_path: Path) -> None:
+    """Each pytest-xdist worker collects all ten cases but times about half of them in the same minutes."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    settings = replace(Settings.defaults(), budget=3.0)
+    alone = RnnperfSession(Run(gpu=read_gpu_info(0, nvml), software={}, root=tmp_path, settings=settings))
+    worker = RnnperfSession(Run(gpu=read_gpu_info(0, nvml), software={}, root=tmp_path, settings=settings,
+                                placement=place("gw0", 2, {}, nvml)))
+    for session in (alone, worker):
+        session.plan_budget([f"torch-lstm-{k}" for k in range(10)])
+    assert alone.budget is not None and alone.budget.cases == 10
+    assert worker.budget is not None and worker.budget.cases == 5
