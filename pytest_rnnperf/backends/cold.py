@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from pytest_rnnperf.backends import INJECT_COLD_ENV, injection_for
 
 _warmed: set[str] = set()  # what this process already paid its one-time costs for (see once_per_process)
+_started: set[str] = set()  # the frameworks whose first case this process has built (see first_of_process)
 
 
 def once_per_process(key: str, warm: Callable[[], None]) -> None:
@@ -21,6 +22,17 @@ def once_per_process(key: str, warm: Callable[[], None]) -> None:
     if key not in _warmed:
         warm()
         _warmed.add(key)
+
+
+def first_of_process(framework: str) -> bool:
+    """True for the first case of ``framework`` this process builds, False after.
+
+    That case's first call can still carry what the warm-up does not reach (a fresh runner's empty driver caches:
+    2.3 s where 2-47 ms were stored), so its cold costs are reported, never failed (``judge.rules.Cold``).
+    """
+    first = framework not in _started
+    _started.add(framework)
+    return first
 
 
 def cold_delay_s(case_id: str, environ: Mapping[str, str] | None = None) -> float:
@@ -50,4 +62,4 @@ def first_calls(sides: Mapping[str, Any], sync: Callable[[], None], case_id: str
     return out
 
 
-__all__ = ["cold_delay_s", "first_calls", "once_per_process"]
+__all__ = ["cold_delay_s", "first_calls", "first_of_process", "once_per_process"]

@@ -31,7 +31,7 @@ from pytest_rnnperf.model.flags import unavailable
 from pytest_rnnperf.backends.base import (format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory
-from pytest_rnnperf.backends.cold import first_calls
+from pytest_rnnperf.backends.cold import first_calls, first_of_process
 from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs, LayerWeights, RNNWeights
 from pytest_rnnperf.model.results import ImplResult, PathProof
@@ -478,7 +478,8 @@ class JaxBackend(JaxFramework):
             # One untimed step per side: compilation happened in JaxImpl, allocation and cuDNN's workspace
             # happen here, so an out-of-memory case becomes a skip before any timing; it is the side's first call.
             pair.cold = ColdCost(first_calls(sides, pair.sync, case.id),
-                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache)
+                                 compile_s=sum(side.compile_s for side in sides.values()), cache=cache,
+                                 first=first_of_process("jax"))
             return pair
         except Exception as exc:
             why = oom_reason(exc)

@@ -26,7 +26,7 @@ import numpy as np
 
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, ModelOptions, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.backends.base import FrameworkBackend, get_value, loaded_libraries
-from pytest_rnnperf.backends.cold import first_calls
+from pytest_rnnperf.backends.cold import first_calls, first_of_process
 from pytest_rnnperf.backends.compile_cache import configure_jax
 from pytest_rnnperf.backends.jax_common import (
     JAX_MATMUL_PRECISION, JaxFramework, hlo_proof, import_jax, oom_reason, warm_device, with_cache_state,
@@ -279,7 +279,7 @@ class KerasTorchBackend(KerasFramework):
                     # process's one-time CUDA costs were paid (warm_cuda).
                     warm_cuda(device)
                     pair.cold = ColdCost(first_calls({impl: getattr(pair, impl) for impl in impls}, pair.sync,
-                                                     case.id))
+                                                     case.id), first=first_of_process("keras"))
             except torch.cuda.OutOfMemoryError as exc:
                 pair.close()
                 raise OutOfDeviceMemory(f"{case.id} does not fit in GPU memory: {str(exc).splitlines()[0][:160]}") from None
@@ -496,7 +496,7 @@ class KerasJaxBackend(KerasFramework):
             # The first call compiles the step and surfaces out-of-memory here: its cache state keys its cold cost.
             calls, cache = with_cache_state(jax, lambda: first_calls({impl: getattr(pair, impl) for impl in impls},
                                                                      pair.sync, case.id))
-            pair.cold = ColdCost(calls, cache=cache)
+            pair.cold = ColdCost(calls, cache=cache, first=first_of_process("keras"))
         except Exception as exc:
             oom = oom_reason(exc)
             if oom is None:

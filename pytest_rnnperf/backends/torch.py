@@ -14,7 +14,7 @@ import numpy as np
 from pytest_rnnperf.backends import (
     IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions, OutOfDeviceMemory, empty_input, require_usable,
 )
-from pytest_rnnperf.backends.cold import first_calls
+from pytest_rnnperf.backends.cold import first_calls, first_of_process
 from pytest_rnnperf.backends.torch_common import (  # the eager torch pieces every torch backend shares
     CPU_THREADS, TORCH_KEYS, OnDevice, TorchFramework, TorchImpl, build_module, build_on_device, dispatched_ops,
     import_torch, injected_no_tensor_op, precision_flags, prove_path, torch_dtype, torch_runtime_info, warm_cuda,
@@ -246,7 +246,7 @@ class TorchBackend(TorchFramework):
             # One untimed step per side surfaces out-of-memory here, where it becomes a skip; it is the side's
             # first call, timed after this process's one-time CUDA costs were paid (warm_cuda).
             warm_cuda(device)
-            pair.cold = ColdCost(first_calls(sides, pair.sync, case.id))
+            pair.cold = ColdCost(first_calls(sides, pair.sync, case.id), first=first_of_process("torch"))
             return pair
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()

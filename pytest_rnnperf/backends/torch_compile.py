@@ -36,7 +36,7 @@ import numpy as np
 
 from pytest_rnnperf.backends import IMPLS, BackendSpec, BackendUnavailable, OutOfDeviceMemory, require_usable
 from pytest_rnnperf.backends.base import get_value, runtime_info
-from pytest_rnnperf.backends.cold import cold_delay_s, first_calls, once_per_process
+from pytest_rnnperf.backends.cold import cold_delay_s, first_calls, first_of_process, once_per_process
 from pytest_rnnperf.backends.compile_cache import configure_inductor
 from pytest_rnnperf.model.cold import ColdCost, cache_state
 from pytest_rnnperf.model.reference import CaseInputs
@@ -447,7 +447,9 @@ class TorchCompileBackend(TorchFramework):
             # The generic side's first call surfaces out-of-memory here, where it becomes a skip.
             calls = first_calls({"generic": generic}, pair.sync, case.id)
             log = compiled.dynamo if compiled is not None else None
-            pair.cold = ColdCost(calls, log.compile_s, log.cache) if log is not None else ColdCost(calls)
+            first = first_of_process("torch_compile")
+            pair.cold = (ColdCost(calls, log.compile_s, log.cache, first) if log is not None
+                         else ColdCost(calls, first=first))
             pair.sync()
             return pair
         except torch.cuda.OutOfMemoryError as exc:

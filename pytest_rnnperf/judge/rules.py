@@ -65,6 +65,10 @@ HOST_SHARE = Threshold("host_share", float, 0.2, FRACTION, "host overhead is jud
 COLD_EFFECT = Threshold("cold_effect", float, 1.0, FRACTION, "smallest change of a cold cost (a side's first call "
                         "after build, the compile time), judged across processes, that counts as a regression (100%: "
                         "doubled; write 50% for half)", low=0)
+# On lent H100s a first call moved by up to 40 ms with the case's place in the run and the runner's caches; what
+# users feel (and what a new cuDNN added: ~1.6 s) is far above.
+COLD_FLOOR = Threshold("cold_floor", float, 0.2, "seconds", "smallest growth of a cold cost in seconds that counts "
+                       "as a regression, whatever its percentage (0: none)", low=0, strict=False)
 FAIL_HOST = Threshold("fail_host", bool, False, "", "fail a case whose host overhead regressed (off: reported by "
                       "name; host time drifts with the runner)")
 
@@ -340,10 +344,14 @@ class Cold:
     name: str
     tag: str  # FIRST_CALL or COMPILE (model.metrics)
     side: str = ""  # the side of a first call
-    params: tuple[Threshold, ...] = (COLD_EFFECT,)
+    params: tuple[Threshold, ...] = (COLD_EFFECT, COLD_FLOOR)
 
     def compare(self, ctx: Context) -> Comparison | None:
-        """This process's cold cost, one value, against the history's values at ``cold_effect``."""
+        """This process's cold cost, one value, against the history's values at ``cold_effect`` and ``cold_floor``.
+
+        A change under ``cold_floor`` seconds is unchanged; the process's first case of its framework is reported,
+        never failed (its first call can carry what the warm-up does not reach).
+        """
         cold = ctx.current.cold
         if cold is None:
             return None
@@ -355,9 +363,17 @@ class Cold:
             return None
         label = f"{self.side} {metric(key).name}" if self.side else metric(key).name
         found = xp.across(label, past, [now], **ctx.across_options(ctx.policy.cold_effect))
-        if len(past) < ctx.policy.min_processes and found.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        if found.verdict not in (Verdict.REGRESSED, Verdict.IMPROVED):
+            return found
+        if abs(now - found.baseline_median) < ctx.policy.cold_floor:
+            return replace(found, verdict=Verdict.UNCHANGED, why=f"moved {abs(now - found.baseline_median) * 1e3:.0f}"
+                           f" ms, under the cold floor of {ctx.policy.cold_floor:g} s")
+        if len(past) < ctx.policy.min_processes:
             return replace(found, verdict=Verdict.AMBIGUOUS, why=f"reported, not judged: {len(past)} stored "
                            f"process(es) measured it, {ctx.policy.min_processes} are needed")
+        if cold.first and found.verdict is Verdict.REGRESSED:
+            return replace(found, verdict=Verdict.AMBIGUOUS, why="reported, not judged: the process's first case of "
+                           "its framework (what its warm-up does not reach lands here)")
         return found
 
 

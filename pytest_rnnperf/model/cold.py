@@ -32,6 +32,7 @@ class ColdCost:
     first_call_s: Mapping[str, float] = field(default_factory=dict)  # "cudnn"/"generic" -> seconds
     compile_s: float | None = None
     cache: str = ""  # HIT, MISS, or "" where no compile cache served the build
+    first: bool = False  # the process's first case of its framework (``backends.cold.first_of_process``)
 
     def key(self, tag: str) -> str:
         """The summary key of a cold metric (FIRST_CALL or COMPILE) in this process's cache state."""
@@ -51,11 +52,13 @@ class ColdCost:
         if self.compile_s is not None:
             parts.append(f"compile {self.compile_s:.3g} s")
         text = "; ".join(parts) or "no cold cost measured"
-        return text + (f" (compile cache {self.cache})" if self.cache else "")
+        text += f" (compile cache {self.cache})" if self.cache else ""
+        return text + (" (the process's first case of its framework)" if self.first else "")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
-        return {"first_call_s": dict(self.first_call_s), "compile_s": self.compile_s, "compile_cache": self.cache}
+        out = {"first_call_s": dict(self.first_call_s), "compile_s": self.compile_s, "compile_cache": self.cache}
+        return {**out, "first_in_process": True} if self.first else out
 
     @classmethod
     def from_dict(cls, data: Any) -> ColdCost | None:
@@ -72,7 +75,10 @@ class ColdCost:
         cache = as_text(d.get("compile_cache", ""), "cold.compile_cache")
         if cache not in CACHE_STATES:
             raise RecordError(f"cold.compile_cache is {cache!r}, not one of {HIT!r}, {MISS!r} or ''")
-        return cls(seconds, compile_s, cache)
+        first = d.get("first_in_process", False)
+        if not isinstance(first, bool):
+            raise RecordError(f"cold.first_in_process is {first!r}, not true or false")
+        return cls(seconds, compile_s, cache, first)
 
 
 __all__ = ["CACHE_STATES", "ColdCost", "HIT", "MISS", "cache_state"]

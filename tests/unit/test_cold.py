@@ -7,7 +7,7 @@ import pytest
 from factories import record
 
 from pytest_rnnperf.backends import parse_injection
-from pytest_rnnperf.backends.cold import first_calls, once_per_process
+from pytest_rnnperf.backends.cold import first_calls, first_of_process, once_per_process
 from pytest_rnnperf.judge.compare import Verdict
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.verdicts import Outcome, judge
@@ -18,9 +18,10 @@ from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 
 
-def _cold(cudnn_s: float = 0.4, generic_s: float = 0.05, compile_s: float | None = None, cache: str = "") -> ColdCost:
+def _cold(cudnn_s: float = 0.4, generic_s: float = 0.05, compile_s: float | None = None, cache: str = "",
+          first: bool = False) -> ColdCost:
     """A cold cost of both sides, and a compile where given."""
-    return ColdCost({"cudnn": cudnn_s, "generic": generic_s}, compile_s, cache)
+    return ColdCost({"cudnn": cudnn_s, "generic": generic_s}, compile_s, cache, first)
 
 
 def _history(colds: list[ColdCost | None]) -> list[ProcessSummary]:
@@ -39,9 +40,12 @@ def _judged(history: list[ColdCost | None], now: ColdCost, **policy: float) -> d
 
 
 def test_a_cold_cost_survives_the_stored_record_and_an_old_record_reads_as_none() -> None:
-    """to_dict/from_dict keep it; a record written before cold costs were measured has none."""
+    """to_dict/from_dict keep it, the first case of its process too; a record written before cold costs were
+    measured has none."""
+    assert CaseRecord.from_dict(record("a", 1.0, cold=_cold(first=True)).to_dict()).cold == _cold(first=True)
     cold = _cold(compile_s=12.5, cache=MISS)
     stored = record("a", 1.0, cold=cold).to_dict()
+    assert "first_in_process" not in stored["cold"]
     assert CaseRecord.from_dict(stored).cold == cold
     del stored["cold"]
     assert CaseRecord.from_dict(stored).cold is None
@@ -58,6 +62,7 @@ def test_every_number_of_a_cold_cost_has_its_entry_in_the_metric_table() -> None
     ({"first_call_s": {"cudnn": -1.0}}, "cold.first_call_s.cudnn holds -1.0"),
     ({"compile_s": 1e9}, "cold.compile_s holds 1000000000.0"),
     ({"compile_cache": "warm"}, "cold.compile_cache is 'warm'"),
+    ({"first_in_process": "yes"}, "cold.first_in_process is 'yes'"),
 ])
 def test_a_hand_edited_cold_cost_is_refused_naming_the_field(bad: dict[str, object], message: str) -> None:
     with pytest.raises(RecordError, match=message.replace("(", r"\(")):
@@ -94,6 +99,33 @@ def test_a_first_call_within_the_generous_threshold_is_unchanged() -> None:
     history = [_cold(0.40), _cold(0.44), _cold(0.37)]
     assert _judged(history, _cold(0.64))["first_call"] is Verdict.UNCHANGED
     assert _judged(history, _cold(0.64), cold_effect=0.5)["first_call"] is Verdict.REGRESSED
+
+
+def test_a_first_call_that_grew_by_tens_of_milliseconds_is_unchanged_however_many_percent() -> None:
+    """A fresh H100 night: a bidirectional case's first call 11 -> 23 ms (+106%) and a GRU's 11 -> 43 ms (+278%),
+    over a 100% threshold but under the 0.2 s floor; with the floor off they regress."""
+    history = [_cold(0.0115), _cold(0.0101), _cold(0.0114)]
+    got = judge(record("a", 1.0, seed=1), record("a", 1.0, seed=9, cold=_cold(0.0233)), history=_history(history))
+    assert got is not None and not got.fails
+    assert got.comparisons["first_call"].verdict is Verdict.UNCHANGED
+    assert "moved 12 ms, under the cold floor of 0.2 s" in got.comparisons["first_call"].explain()
+    assert _judged(history, _cold(0.0433))["first_call"] is Verdict.UNCHANGED
+    assert _judged(history, _cold(0.0433), cold_floor=0.0)["first_call"] is Verdict.REGRESSED
+
+
+def test_the_first_case_of_its_framework_in_a_process_reports_a_slow_first_call_and_fails_nothing() -> None:
+    """1.75-47 ms stored, 2.3 s on a fresh runner's first torch case: ambiguous, named why; the next case fails."""
+    history = [_cold(0.00175), _cold(0.047), _cold(0.00177)]
+    first = judge(record("a", 1.0, seed=1), record("a", 1.0, seed=9, cold=_cold(2.3, first=True)),
+                  history=_history(history))
+    assert first is not None and not first.fails
+    assert first.comparisons["first_call"].verdict is Verdict.AMBIGUOUS
+    assert "the process's first case of its framework" in first.comparisons["first_call"].explain()
+    assert _judged(history, _cold(2.3))["first_call"] is Verdict.REGRESSED
+
+
+def test_only_the_first_case_of_each_framework_is_the_first_of_its_process() -> None:
+    assert [first_of_process(f) for f in ("fw-x", "fw-x", "fw-y", "fw-x")] == [True, False, True, False]
 
 
 def test_a_history_too_short_reports_the_change_and_fails_nothing() -> None:
