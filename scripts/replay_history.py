@@ -3,7 +3,8 @@
     python scripts/replay_history.py baselines/NVIDIA_H100_80GB_HBM3 [--extra REPORT.json ...] [--host-floor 1.0]
 
 Each stored process of each case with at least four is judged, on its medians, against the others: the cuDNN
-device time, summed kernel time, their geometric mean (balanced time) and host overhead at the policy's thresholds,
+device time, summed kernel time, their geometric mean (balanced time), their ratio (kernel overlap, against the least
+of the others) and host overhead at the policy's thresholds,
 and every kernel with the kernel rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
 name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
@@ -96,6 +97,18 @@ def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k:
     return alarms
 
 
+def overlap_alarms(processes: list[ProcessSummary], floor: float) -> list[float]:
+    """The held-out processes whose kernels overlapped less than the least of the rest by ``floor`` (as
+    rules.KernelOverlap, on medians), where the rest overlap by more than it; one change per alarm."""
+    ratios = [w / b for s in processes if (b := s.get(BUSY)) and (w := s.get(WORK))]
+    alarms = []
+    for i, ratio in enumerate(ratios):
+        rest = ratios[:i] + ratios[i + 1:]
+        if len(rest) >= 3 and float(np.median(rest)) >= 1 + floor and ratio < min(rest) / (1 + floor):
+            alarms.append(ratio / min(rest) - 1)
+    return alarms
+
+
 def kernel_failures(rest: list[ProcessSummary], now: ProcessSummary, policy: Policy) -> list[Comparison]:
     """The kernels the rule would fail ``now`` on, judged against ``rest`` (as rules.kernel_comparisons does)."""
     near = xp.nearest_mode(rest, now, policy.min_processes)
@@ -132,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         alarms = [(case_id, a) for case_id, h in cases.items() for a in metric_alarms(h, metric, floor, policy.history_k)]
         print(f"{metric}: {len(alarms)} held-out process(es) beyond the threshold (floor {floor:.0%})"
               + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in alarms))
+    overlap = [(case_id, a) for case_id, h in cases.items() for a in overlap_alarms(h, policy.overlap_effect)]
+    print(f"kernel overlap: {len(overlap)} held-out process(es) below the least of the others (floor "
+          f"{policy.overlap_effect:.0%})" + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in overlap))
     failures, caught = [], {0.03: 0, 0.05: 0}
     for case_id, h in cases.items():
         if not all(s.get(BUSY) for s in h):

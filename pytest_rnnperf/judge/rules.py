@@ -21,9 +21,10 @@ from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
-from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, metric, side_tag
+from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, OVERLAP, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.model.stats import Interval
 
 
 # What every rule shares (``Context``): how a comparison is called, and when a history judges a case.
@@ -69,6 +70,14 @@ COLD_EFFECT = Threshold("cold_effect", float, 1.0, FRACTION, "smallest change of
 # users feel (and what a new cuDNN added: ~1.6 s) is far above.
 COLD_FLOOR = Threshold("cold_floor", float, 0.2, "seconds", "smallest growth of a cold cost in seconds that counts "
                        "as a regression, whatever its percentage (0: none)", low=0, strict=False)
+# Kernel overlap (summed kernel time over busy time) ranged 1.20-1.50 over 16 H100 processes of the bidirectional
+# LSTM, lower on slower hosts; no stored process of any case fell 5% below the least of the others (1 in 825 at 3%).
+OVERLAP_EFFECT = Threshold("overlap_effect", float, 0.05, FRACTION, "smallest drop of the cuDNN side's kernel overlap "
+                           "(summed kernel time over busy time) below the least of its stored processes that counts as "
+                           "lost concurrency (0.05 or 5%)", low=0)
+# The least of few processes bounds little: the JAX bidirectional LSTM's 6 stored processes leave out three nights
+# that overlapped 5% less than their least, so a drop fails only against at least this many.
+OVERLAP_HISTORY = 10
 FAIL_HOST = Threshold("fail_host", bool, False, "", "fail a case whose host overhead regressed (off: reported by "
                       "name; host time drifts with the runner)")
 
@@ -270,6 +279,48 @@ class BalancedTime:
         if len(past) < ctx.policy.min_processes or not now:
             return None
         return xp.across(METRICS[BALANCED].name, past, now, **ctx.across_options(ctx.policy.device_effect))
+
+
+@dataclass(frozen=True)
+class KernelOverlap:
+    """How many of the cuDNN side's kernels ran at once, against the least any clean stored process ran.
+
+    Judged across processes only, where the history overlaps its kernels at all. A slower host overlaps them less,
+    and the history's least overlap holds its slowest hosts; a release that runs a bidirectional RNN's directions
+    one after the other overlaps them less than any of them (1.10 against 1.20-1.50 on an H100), while busy time
+    (+5.7%) stays within its noise and the summed kernel time falls. A slower host probe, or fewer than
+    ``OVERLAP_HISTORY`` stored processes, makes a drop ambiguous.
+    """
+
+    name: str = "kernel_overlap"
+    params: tuple[Threshold, ...] = (OVERLAP_EFFECT,)
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Per traced round, summed kernel time over busy time, against the least of the history's processes."""
+        dev = ctx.current.cudnn_device
+        if not ctx.across or dev is None:
+            return None
+        past = [w / b for s in ctx.history if not s.reported and (b := s.get(BUSY)) and (w := s.get(WORK))]
+        now = [w / b for b, w in zip(dev.busy.samples, dev.work.samples) if b > 0 and w > 0]
+        floor = ctx.policy.overlap_effect
+        # A step whose kernels never ran at once (by more than the floor) has no concurrency to lose.
+        if len(past) < ctx.policy.min_processes or not now or float(np.median(past)) < 1 + floor:
+            return None
+        least, iv = min(past), xp.median_interval(now, ctx.policy.confidence)
+        ratio = Interval(iv.estimate / least, iv.low / least, iv.high / least, iv.confidence)
+        bound = 1 / (1 + floor)
+        verdict = (Verdict.REGRESSED if ratio.high < bound else Verdict.UNCHANGED if ratio.low >= bound
+                   else Verdict.AMBIGUOUS)
+        why = f"against their least, {least:.2f}; median {float(np.median(past)):.2f}"
+        host = host_change(ctx)
+        if verdict is Verdict.REGRESSED and host is not None and host[0] - 1 > host[1]:
+            verdict, why = Verdict.AMBIGUOUS, f"{why}, on a slower host (probe {pct(host[0] - 1)})"
+        elif verdict is Verdict.REGRESSED and len(past) < OVERLAP_HISTORY:
+            verdict, why = Verdict.AMBIGUOUS, (f"{why}; reported, not judged: {len(past)} stored processes, "
+                                               f"{OVERLAP_HISTORY} are needed for their least to bound it")
+        return Comparison(metric=METRICS[OVERLAP].name, baseline_median=least, current_median=iv.estimate, ratio=ratio,
+                          p_value=None, min_effect=floor, verdict=verdict, higher_is_better=True, processes=len(past),
+                          noise=xp.spread(past).noise, why=why)
 
 
 def host_samples(record: CaseRecord) -> tuple[float, ...] | None:
@@ -480,8 +531,8 @@ def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
 
 
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.
-RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), BalancedTime(), HostOverhead(),
-                           *COLD_RULES)
+RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), BalancedTime(), KernelOverlap(),
+                           HostOverhead(), *COLD_RULES)
 FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
 
 

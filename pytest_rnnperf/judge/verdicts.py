@@ -159,10 +159,20 @@ class CaseVerdict:
         return self.balanced is not None and self.balanced.verdict is Verdict.REGRESSED
 
     @property
+    def overlap(self) -> Comparison | None:
+        """How many kernels ran at once against the least of the history's processes (``KernelOverlap``)."""
+        return self.comparisons.get("kernel_overlap")
+
+    @property
+    def overlap_regressed(self) -> bool:
+        """The kernels ran at once less than in any stored process, by more than the floor."""
+        return self.overlap is not None and self.overlap.verdict is Verdict.REGRESSED
+
+    @property
     def verdict(self) -> Verdict:
-        """The cuDNN-time verdict, or regressed where a kernel, or busy and kernel time together, regressed: another
-        kernel's speedup excuses nothing."""
-        if self.regressed_kernels or self.drift or self.balanced_regressed:
+        """The cuDNN-time verdict, or regressed where a kernel, busy and kernel time together, or the kernels'
+        overlap regressed: another kernel's speedup excuses nothing."""
+        if self.regressed_kernels or self.drift or self.balanced_regressed or self.overlap_regressed:
             return Verdict.REGRESSED
         return self.time.verdict
 

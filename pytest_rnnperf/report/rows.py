@@ -461,12 +461,14 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
 
 def deciding(v: CaseVerdict) -> Comparison:
     """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else busy and kernel time
-    together (``balanced_time``), else the host overhead."""
+    together (``balanced_time``), else the kernels' overlap, else the host overhead."""
 
     if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
         return v.regressed_kernels[0]
     if v.time.verdict is not Verdict.REGRESSED and v.balanced_regressed and v.balanced is not None:
         return v.balanced
+    if v.time.verdict is not Verdict.REGRESSED and v.overlap_regressed and v.overlap is not None:
+        return v.overlap
     if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
         return v.host
     return v.time

@@ -284,6 +284,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
             else f"cuDNN {verdict.basis} time regressed" if verdict.time.verdict is Verdict.REGRESSED
             else "a cuDNN-side kernel regressed" if verdict.regressed_kernels
             else "cuDNN busy and kernel time together regressed" if verdict.balanced_regressed
+            else "cuDNN kernels overlapped less than in any stored process" if verdict.overlap_regressed
             else "cuDNN device time drifted")
     processes = verdict.processes or (verdict.cold_regressed[0].processes if cold else 0)  # cold: its own history
     against = (f"its history of {processes} processes on this GPU model" if processes
@@ -294,12 +295,12 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
     ]
-    lines += [_comparison_row(c) for c in (verdict.time, verdict.work, verdict.balanced, verdict.host, verdict.speedup)
-              if c is not None]
+    lines += [_comparison_row(c) for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host,
+                                           verdict.speedup) if c is not None]
     if verdict.host_regressed:
         lines.append(f"  {verdict.host_line()}")
     if verdict.processes:
-        lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.balanced, verdict.host)
+        lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host)
                   if c is not None]
     elif verdict.time.why:  # across processes the line above says it
         lines.append(f"  {verdict.time.why}")

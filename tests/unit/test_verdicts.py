@@ -484,3 +484,48 @@ def test_busy_and_kernel_time_together_are_judged_across_processes_only_and_the_
     assert one is not None and one.balanced is None
     found = sensitivity("a", _overlapping(), Thresholds())
     assert found.smallest == 0.03 and found.status == "resolves 3%"
+
+
+def test_directions_run_one_after_the_other_fail_on_kernel_overlap_while_busy_time_hides_in_its_noise(
+        tmp_path: Path) -> None:
+    """The H100's serialized bidirectional LSTM: busy +5.7% (inside the 5% spread of overlap by process), the summed
+    kernel time -10% (less contention): the kernels overlapped less than in any stored process, and it fails so."""
+    from fake_nvml import FakeNVML
+
+    from pytest_rnnperf.measure.gpu import read_gpu_info
+    from pytest_rnnperf.report.rows import deciding
+    from pytest_rnnperf.report.text import regression_failure
+    from pytest_rnnperf.session.run import Run
+    from pytest_rnnperf.session.session import RnnperfSession
+
+    history = _overlapping()
+    serial = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0),
+                   record("a", 9.0, seed=42, cudnn_dev_ms=5.5 * 1.057, cudnn_work_ms=7.0 * 0.901), history=history)
+    assert serial is not None and serial.time.verdict is not Verdict.REGRESSED and serial.fails
+    assert serial.balanced is not None and serial.balanced.verdict is not Verdict.REGRESSED
+    assert serial.overlap is not None and serial.overlap.verdict is Verdict.REGRESSED
+    assert deciding(serial) is serial.overlap and serial.overlap.metric == "cudnn kernel overlap"
+    assert serial.overlap.explain().startswith("cudnn kernel overlap -7.7% [")
+    assert serial.overlap.explain().endswith("threshold 5%): regressed (against their least, 1.17; median 1.29)")
+    few = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0),
+                record("a", 9.0, seed=42, cudnn_dev_ms=5.5 * 1.057, cudnn_work_ms=7.0 * 0.901), history=history[:6])
+    assert few is not None and few.overlap is not None and few.overlap.verdict is Verdict.AMBIGUOUS and not few.fails
+    assert few.overlap.why.endswith("reported, not judged: 6 stored processes, 10 are needed for their least to bound it")
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, FakeNVML()), software={}, root=tmp_path))
+    assert regression_failure(serial, run).startswith("a: cuDNN kernels overlapped less than in any stored process")
+
+
+def test_a_drop_of_kernel_overlap_on_a_slower_host_is_ambiguous_and_a_step_that_never_overlapped_is_not_judged() -> None:
+    """The same drop with the host probe 25% slower than every stored process's: ambiguous, the case passes. Kernels
+    that never ran at once (summed kernel time = busy time) have no overlap to lose: no comparison."""
+    history = [summarize(probed(record("a", 9.0, seed=i, cudnn_dev_ms=5.5 * (1 + d), cudnn_work_ms=7.0 / (1 + d)),
+                                2.0), f"process {i}") for i, d in enumerate((0.02, -0.03, 0.04, -0.02, 0.0))]
+    slow = judge(probed(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0), 2.0),
+                 probed(record("a", 9.0, seed=42, cudnn_dev_ms=5.5 * 1.057, cudnn_work_ms=7.0 * 0.901), 2.5),
+                 history=history)
+    assert slow is not None and slow.overlap is not None and slow.overlap.verdict is Verdict.AMBIGUOUS
+    assert "on a slower host (probe +25.0%)" in slow.overlap.explain() and not slow.overlap_regressed
+    flat = [summarize(record("a", 9.0, seed=i, cudnn_dev_ms=5.5, cudnn_work_ms=5.5), f"p{i}") for i in range(5)]
+    one_stream = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=5.5),
+                       record("a", 9.0, seed=42, cudnn_dev_ms=5.8, cudnn_work_ms=5.5), history=flat)
+    assert one_stream is not None and one_stream.overlap is None
