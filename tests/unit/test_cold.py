@@ -124,6 +124,12 @@ def test_the_first_case_of_its_framework_in_a_process_reports_a_slow_first_call_
     assert _judged(history, _cold(2.3))["first_call"] is Verdict.REGRESSED
 
 
+def test_the_first_case_of_a_process_leaves_its_cold_costs_out_of_the_history() -> None:
+    """Stored, a first-of-process first call (1.83 s on a fresh H100) would widen every later night's threshold."""
+    assert "cudnn/first_call" not in summarize(record("a", cold=_cold(1.83, first=True)), "x").metrics
+    assert summarize(record("a", cold=_cold(0.012)), "x").metrics["cudnn/first_call"] == 0.012
+
+
 def test_only_the_first_case_of_each_framework_is_the_first_of_its_process() -> None:
     assert [first_of_process(f) for f in ("fw-x", "fw-x", "fw-y", "fw-x")] == [True, False, True, False]
 
