@@ -80,6 +80,8 @@ case "$what" in
          comm -13 <(echo "$before") <(find baselines -name '*_run.json' | sort) | while read -r kept; do
            cp --parents "$kept" "$KEPT"/ && cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"
          done
+         # Every verdict's comparisons, passing cases' too (the log prints them for failures only).
+         [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/rnnperf.json.gz"
          exit "$status" ;;
   packaged) # The suite as a team runs it from its own repository: the wheel built from this tree, installed into a
          # fresh virtualenv that sees the image's frameworks, run from a scratch folder holding a copy of baselines/
