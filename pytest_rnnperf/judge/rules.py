@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -256,6 +256,15 @@ def balanced(busy: float, work: float) -> float:
     return math.sqrt(busy * work)
 
 
+def busy_and_work(ctx: Context, combine: Callable[[float, float], float],
+                  processes: Sequence[ProcessSummary]) -> tuple[list[float], list[float]]:
+    """``combine(busy, work)`` of each of ``processes``' medians, and of each of this process's traced rounds."""
+    dev = ctx.current.cudnn_device
+    past = [combine(b, w) for s in processes if (b := s.get(BUSY)) and (w := s.get(WORK))]
+    now = [] if dev is None else [combine(b, w) for b, w in zip(dev.busy.samples, dev.work.samples) if b > 0 and w > 0]
+    return past, now
+
+
 @dataclass(frozen=True)
 class BalancedTime:
     """The cuDNN side's busy and summed kernel time together, their geometric mean, judged across processes only.
@@ -271,11 +280,9 @@ class BalancedTime:
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Per traced round, the geometric mean of busy and summed kernel time, against the history's."""
-        dev = ctx.current.cudnn_device
-        if not ctx.across or dev is None:
+        if not ctx.across:
             return None
-        past = [balanced(b, w) for s in ctx.processes if (b := s.get(BUSY)) and (w := s.get(WORK))]
-        now = [balanced(b, w) for b, w in zip(dev.busy.samples, dev.work.samples) if b > 0 and w > 0]
+        past, now = busy_and_work(ctx, balanced, ctx.processes)
         if len(past) < ctx.policy.min_processes or not now:
             return None
         return xp.across(METRICS[BALANCED].name, past, now, **ctx.across_options(ctx.policy.device_effect))
@@ -297,11 +304,9 @@ class KernelOverlap:
 
     def compare(self, ctx: Context) -> Comparison | None:
         """Per traced round, summed kernel time over busy time, against the least of the history's processes."""
-        dev = ctx.current.cudnn_device
-        if not ctx.across or dev is None:
+        if not ctx.across:
             return None
-        past = [w / b for s in ctx.history if not s.reported and (b := s.get(BUSY)) and (w := s.get(WORK))]
-        now = [w / b for b, w in zip(dev.busy.samples, dev.work.samples) if b > 0 and w > 0]
+        past, now = busy_and_work(ctx, lambda b, w: w / b, [s for s in ctx.history if not s.reported])
         floor = ctx.policy.overlap_effect
         # A step whose kernels never ran at once (by more than the floor) has no concurrency to lose.
         if len(past) < ctx.policy.min_processes or not now or float(np.median(past)) < 1 + floor:
