@@ -295,8 +295,8 @@ class KernelOverlap:
     Judged across processes only, where the history overlaps its kernels at all. A slower host overlaps them less,
     and the history's least overlap holds its slowest hosts; a release that runs a bidirectional RNN's directions
     one after the other overlaps them less than any of them (1.10 against 1.20-1.50 on an H100), while busy time
-    (+5.7%) stays within its noise and the summed kernel time falls. A slower host probe, or fewer than
-    ``OVERLAP_HISTORY`` stored processes, makes a drop ambiguous.
+    (+5.7%) stays within its noise and the summed kernel time falls. A host slower than the slowest stored one (its
+    probe), or fewer than ``OVERLAP_HISTORY`` stored processes, makes a drop ambiguous.
     """
 
     name: str = "kernel_overlap"
@@ -306,7 +306,8 @@ class KernelOverlap:
         """Per traced round, summed kernel time over busy time, against the least of the history's processes."""
         if not ctx.across:
             return None
-        past, now = busy_and_work(ctx, lambda b, w: w / b, [s for s in ctx.history if not s.reported])
+        clean = [s for s in ctx.history if not s.reported]
+        past, now = busy_and_work(ctx, lambda b, w: w / b, clean)
         floor = ctx.policy.overlap_effect
         # A step whose kernels never ran at once (by more than the floor) has no concurrency to lose.
         if len(past) < ctx.policy.min_processes or not now or float(np.median(past)) < 1 + floor:
@@ -317,9 +318,9 @@ class KernelOverlap:
         verdict = (Verdict.REGRESSED if ratio.high < bound else Verdict.UNCHANGED if ratio.low >= bound
                    else Verdict.AMBIGUOUS)
         why = f"against their least, {least:.2f}; median {float(np.median(past)):.2f}"
-        host = host_change(ctx)
-        if verdict is Verdict.REGRESSED and host is not None and host[0] - 1 > host[1]:
-            verdict, why = Verdict.AMBIGUOUS, f"{why}, on a slower host (probe {pct(host[0] - 1)})"
+        slower = slower_than_slowest(ctx, clean)
+        if verdict is Verdict.REGRESSED and slower is not None and slower > HOST_SLOWER:
+            verdict, why = Verdict.AMBIGUOUS, f"{why}, on a host slower than any stored (probe {pct(slower)})"
         elif verdict is Verdict.REGRESSED and len(past) < OVERLAP_HISTORY:
             verdict, why = Verdict.AMBIGUOUS, (f"{why}; reported, not judged: {len(past)} stored processes, "
                                                f"{OVERLAP_HISTORY} are needed for their least to bound it")
@@ -386,6 +387,18 @@ def host_change(ctx: Context) -> tuple[float, float] | None:
         return now / sp.center, sp.threshold(HOST_SLOWER, ctx.policy.history_k)
     before = ctx.baseline.host_probe_s
     return None if before is None else (now / before, HOST_SLOWER)
+
+
+def slower_than_slowest(ctx: Context, processes: Sequence[ProcessSummary]) -> float | None:
+    """How much slower this process's host probe ran than the slowest of ``processes`` (or the baseline record's).
+
+    A history's least overlap was set on its slowest hosts (by probe, 1.78-3.99 ms on H100s), so only a host slower
+    than all of them can explain a drop below it. None where this process or every stored one lacks the probe.
+    """
+    now = ctx.current.host_probe_s
+    probes = [v for s in processes if (v := s.get(PROBE)) is not None and v > 0]
+    slowest = max(probes) if probes else ctx.baseline.host_probe_s
+    return None if now is None or not slowest else now / slowest - 1
 
 
 @dataclass(frozen=True)
