@@ -220,6 +220,14 @@ def test_ten_nights_of_one_percent_each_are_a_drift_and_a_flat_history_is_not() 
     assert drift(rising[:3], 0.02, 0.03) == ""
 
 
+def test_a_climb_back_to_a_level_the_history_held_is_no_drift_and_the_same_step_from_a_flat_history_is() -> None:
+    """The H100 TF GRU case's device time by process (ms): 19.8-20.1, down to 19.3, back to 20.1 and 19.9 tonight. The
+    change-point check sees a +3.1% step over the last two, but that level is the history's own first one."""
+    stored = (19.83, 19.83, 20.09, 19.92, 19.66, 19.60, 19.42, 19.42, 19.37, 19.28, 19.35, 20.09)
+    assert drift([_proc(v) for v in stored], 19.91 / 1e3, 0.03) == ""
+    flat = [_proc(19.35 + 0.02 * (i % 3)) for i in range(11)] + [_proc(20.09)]
+    assert "in device time over the history's last 2 of 13 processes" in drift(flat, 19.91 / 1e3, 0.03)
+
 def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
     """Two processes: judged against one record; five steady: resolves 3%; noisy: limited."""
     policy = Policy()
