@@ -89,6 +89,10 @@ def test_the_packaged_suite_runs_in_another_folder_and_writes_nothing_outside_it
                       "-p", "no:cacheprovider")
     assert everything.returncode == 0, everything.stdout[-3000:] + everything.stderr[-3000:]
     assert "test_claims.py" in everything.stdout and "test_cudnn.py" in everything.stdout
+    # The claims and cross-framework checks run after every timed case (suites/conftest.py says why).
+    listed = everything.stdout
+    assert max(listed.rindex(f"{name}::") for name in ("test_cudnn.py", "test_keras_cases.py", "test_models.py")) < \
+        min(listed.index(f"{name}::") for name in ("test_claims.py", "test_cross.py"))
     result = _run(project, installed, "-m", "pytest", "--pyargs", "pytest_rnnperf.suites", "-p", "no:cacheprovider",
                   "-rs", "-k", "(torch and not keras and not compile and not claims) or test_models")
     output = result.stdout + result.stderr
