@@ -295,13 +295,12 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
     ]
-    lines += [_comparison_row(c) for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host,
-                                           verdict.speedup) if c is not None]
+    judged = [c for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host) if c is not None]
+    lines += [_comparison_row(c) for c in (*judged, *([verdict.speedup] if verdict.speedup is not None else []))]
     if verdict.host_regressed:
         lines.append(f"  {verdict.host_line()}")
     if verdict.processes:
-        lines += [f"  {c.explain()}" for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host)
-                  if c is not None]
+        lines += [f"  {c.explain()}" for c in judged]
     elif verdict.time.why:  # across processes the line above says it
         lines.append(f"  {verdict.time.why}")
     lines += [f"  {c.explain()}" for c in verdict.cold]
