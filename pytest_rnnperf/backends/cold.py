@@ -27,8 +27,8 @@ def once_per_process(key: str, warm: Callable[[], None]) -> None:
 def first_of_process(framework: str) -> bool:
     """True for the first case of ``framework`` this process builds, False after.
 
-    That case's first call can still carry what the warm-up does not reach (a fresh runner's empty driver caches:
-    2.3 s where 2-47 ms were stored), so its cold costs are reported, never failed (``judge.rules.Cold``).
+    That case's first call can still carry what the warm-up does not reach (a fresh runner's empty driver caches),
+    so its cold costs are reported, never failed (``judge.rules.Cold``).
     """
     first = framework not in _started
     _started.add(framework)

@@ -66,17 +66,16 @@ HOST_SHARE = Threshold("host_share", float, 0.2, FRACTION, "host overhead is jud
 COLD_EFFECT = Threshold("cold_effect", float, 1.0, FRACTION, "smallest change of a cold cost (a side's first call "
                         "after build, the compile time), judged across processes, that counts as a regression (100%: "
                         "doubled; write 50% for half)", low=0)
-# On lent H100s a first call moved by up to 40 ms with the case's place in the run and the runner's caches; what
-# users feel (and what a new cuDNN added: ~1.6 s) is far above.
+# A first call moves by tens of ms with the case's place in the run and the runner's caches; what users feel (a new
+# cuDNN's plan building) is seconds (the H100 evidence README, 2026-11-26).
 COLD_FLOOR = Threshold("cold_floor", float, 0.2, "seconds", "smallest growth of a cold cost in seconds that counts "
                        "as a regression, whatever its percentage (0: none)", low=0, strict=False)
-# Kernel overlap (summed kernel time over busy time) ranged 1.20-1.50 over 16 H100 processes of the bidirectional
-# LSTM, lower on slower hosts; no stored process of any case fell 5% below the least of the others (1 in 825 at 3%).
+# No stored H100 process of any case overlapped 5% less than the least of the others (scripts/replay_history.py).
 OVERLAP_EFFECT = Threshold("overlap_effect", float, 0.05, FRACTION, "smallest drop of the cuDNN side's kernel overlap "
                            "(summed kernel time over busy time) below the least of its stored processes that counts as "
                            "lost concurrency (0.05 or 5%)", low=0)
-# The least of few processes bounds little: the JAX bidirectional LSTM's 6 stored processes leave out three nights
-# that overlapped 5% less than their least, so a drop fails only against at least this many.
+# The least of few processes bounds little (the JAX bidirectional LSTM's first nights): a drop fails only against
+# at least this many.
 OVERLAP_HISTORY = 10
 FAIL_HOST = Threshold("fail_host", bool, False, "", "fail a case whose host overhead regressed (off: reported by "
                       "name; host time drifts with the runner)")
@@ -294,10 +293,10 @@ class KernelOverlap:
 
     Judged across processes only, where the history overlaps its kernels at all. A slower host overlaps them less,
     and the history's least overlap holds its slowest hosts; a release that runs a bidirectional RNN's directions
-    one after the other overlaps them less than any of them (1.07-1.10 against 1.20-1.50 on H100s, on hosts whose
-    probe read 1.8 and 4.5 ms), while busy time stays within its noise and the summed kernel time falls. On a host
-    slower than every stored one the least is lowered by the history's own slope of overlap over host probe
-    (``host_allowance``); fewer than ``OVERLAP_HISTORY`` stored processes make a drop ambiguous.
+    one after the other overlaps them less than any of them, while busy time stays within its noise and the summed
+    kernel time falls (the H100 evidence README, 2026-11-26, fifth and sixth). On a host slower than every stored
+    one the least is lowered by the history's own slope of overlap over host probe (``host_allowance``); fewer than
+    ``OVERLAP_HISTORY`` stored processes make a drop ambiguous.
     """
 
     name: str = "kernel_overlap"

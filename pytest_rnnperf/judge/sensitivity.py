@@ -182,8 +182,8 @@ def drift(history: Sequence[ProcessSummary], current: float, floor: float) -> st
     if not trailing or total - 1.0 < floor:  # the level now is the slow one: until a new baseline resets it
         return ""
     start = trailing[-1].start
-    # A climb back to a level the history held before (H100 TF GRU: 19.8-20.1 ms, down to 19.3, back to 20.0) is no
-    # drift: the level now must also be past the median of every process before the change.
+    # A climb back to a level the history held before is no drift: the level now must also be past the median of
+    # every process before the change.
     if float(np.mean(series[start:])) < (1.0 + floor) * float(np.median(series[:start])):
         return ""
     what = "drift" if len(trailing) > 1 or trailing[0].kind == "drift" else "step"

@@ -115,8 +115,8 @@ def summarize(record: Any, source: str) -> ProcessSummary:
             metrics[key] = metrics.get(key, 0.0) + ms / 1e3
     if record.host_probe_s is not None:
         metrics[PROBE] = record.host_probe_s
-    # First calls and compile (model.cold). A process's first case of its framework paid more than its own cold
-    # cost (1.8-2.3 s where 2-47 ms were stored, on fresh H100s): the history learns the others' only.
+    # First calls and compile (model.cold). A process's first case of its framework pays more than its own cold
+    # cost (what the warm-up does not reach): the history learns the others' only.
     if record.cold is not None and not record.cold.first:
         metrics.update(record.cold.metrics())
     return ProcessSummary(record.id, source, metrics, record.sm_clock_mhz)
