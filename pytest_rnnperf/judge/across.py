@@ -14,7 +14,8 @@ Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every
   case is timed once more and decided on the pooled rounds).
 
 Each kernel of the cuDNN side is judged the same way against its own history, in absolute time per step: it
-regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step.
+regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step (a
+kernel left out of a stored process's cut table ran there for at most its smallest row: ``stored_time``).
 A process whose kernel mix settled in another mode (another GEMM, another cuDNN algorithm) is matched to the
 history's processes of its nearest mode first, once that mode was seen in enough stored processes (reported
 ones included: a mode that made a case report every night is history once it is common). Pure: numpy only.
@@ -29,7 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pytest_rnnperf.judge.compare import Comparison, Verdict
-from pytest_rnnperf.model.process import KERNEL, ProcessSummary
+from pytest_rnnperf.model.process import FOLDED, KERNEL, ProcessSummary
 from pytest_rnnperf.model.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval
 
 # A steady case's cuDNN device time moved < 0.5% between H100 processes (evidence README): the noise of a
@@ -147,6 +148,19 @@ def nearest_mode(history: Sequence[ProcessSummary], current: ProcessSummary, min
     return near if len(near) >= min_processes else clean
 
 
+def stored_time(summary: ProcessSummary, name: str, listed: set[str]) -> float:
+    """A kernel's time per step in a stored process; where its table left the kernel out, at most its smallest row.
+
+    A stored table keeps a side's longest kernels and folds the rest into one row, so a kernel missing from a folded
+    table ran there for up to its smallest row's time, not for none. That bound counts only for a kernel some other
+    stored process of the case listed: one that no process listed is new, judged at its whole time.
+    """
+    if name in summary.kernels:
+        return summary.kernels[name]
+    rows = [t for n, t in summary.kernels.items() if n != FOLDED]
+    return min(rows) if FOLDED in summary.kernels and rows and name in listed else 0.0
+
+
 def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: Mapping[str, Sequence[float]], *,
             floor: float, k: float, confidence: float = 0.95) -> list[Comparison]:
     """Each kernel of the cuDNN side against its own history: those that moved by ``floor`` of the step or more.
@@ -160,9 +174,10 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
     if step <= 0:
         return []
     names = dict.fromkeys([*current.kernels, *(n for s in history for n in s.kernels)])
+    listed = {n for s in history for n in s.kernels}
     out = []
     for name in names:
-        past = [s.kernels.get(name, 0.0) for s in history]
+        past = [stored_time(s, name, listed) for s in history]
         now = list(rounds.get(name) or [current.kernels.get(name, 0.0)])
         center = float(np.median(past))
         present = [v for v in past if v > 0]

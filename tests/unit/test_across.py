@@ -132,6 +132,28 @@ def test_a_grown_kernel_is_never_excused_by_the_kernel_mix() -> None:
     assert {c.metric: c.verdict for c in found} == {"kernel/rnn": Verdict.REGRESSED, "kernel/gemm": Verdict.IMPROVED}
 
 
+def _folded(busy: float, smallest: float, **kernel_ms: float) -> ProcessSummary:
+    """A stored process whose kernel table was cut: its rows, the smallest of them ``smallest``, then the folded row."""
+    return _proc(busy, smallest=smallest, **{"(other kernels)": 0.6}, **kernel_ms)
+
+
+def test_a_kernel_that_fell_under_the_cut_of_stored_tables_is_judged_against_their_smallest_row() -> None:
+    """The H100 TF LSTM-bi case: a GEMM listed in one stored process (0.124 ms), under the 0.11 ms cut in 12 others,
+    0.214 ms tonight (3.2% of a 6.65 ms step): it grew by at most 1.5% of the step, not 3.2%, so nothing is named."""
+    history = [_folded(6.65, 0.111, rnn=2.1, gemm=1.45) for _ in range(12)] + [_folded(6.65, 0.124, rnn=2.1, gemm=1.45,
+                                                                                      nt=0.124)]
+    now = _proc(6.65, rnn=2.1, gemm=1.45, nt=0.214, smallest=0.111)
+    assert [c for c in kernels(history, now, {}, floor=0.03, k=4.0) if c.verdict is Verdict.REGRESSED] == []
+
+
+def test_a_kernel_no_stored_table_listed_is_new_at_its_whole_time_even_where_the_tables_were_cut() -> None:
+    """A spin of 3.2% of the step that no stored process listed: appeared, regressed, whatever the tables' cut."""
+    history = [_folded(6.65, 0.111, rnn=2.1, gemm=1.45) for _ in range(13)]
+    now = _proc(6.86, rnn=2.1, gemm=1.45, spin=0.214, smallest=0.111)
+    found = [c for c in kernels(history, now, {}, floor=0.03, k=4.0) if c.verdict is Verdict.REGRESSED]
+    assert [c.metric for c in found] == ["kernel/spin"] and found[0].baseline_median == 0
+
+
 def test_a_kernel_with_a_noisy_history_and_a_change_under_the_floor_are_not_reported() -> None:
     """A GEMM that moves 15% between processes and a 1%-of-step change: nothing reported."""
     history = [_proc(10.0, rnn=6.0, gemm=g) for g in (4.0, 4.6, 3.5, 4.3, 3.8)]
