@@ -196,7 +196,11 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
         # The ratio is of the whole step: how much of it this kernel added or took away.
         ratio = Interval(1 + (iv.estimate - center) / step, 1 + (iv.low - center) / step,
                          1 + (iv.high - center) / step, confidence)
+        # Where a cut table stood in for the kernel's time, "before" is an upper bound: say so beside the numbers.
+        cut = sum(1 for s in history if name not in s.kernels) - past.count(0.0)
         out.append(Comparison(metric=KERNEL + name, baseline_median=center, current_median=iv.estimate, ratio=ratio,
                               p_value=None, min_effect=allowed / step, verdict=verdict, processes=len(past),
-                              noise=noise if len(present) >= 3 else None))
+                              noise=noise if len(present) >= 3 else None,
+                              why=f"under the cut of {cut} stored kernel tables: counted at their smallest row"
+                              if cut else ""))
     return sorted(out, key=lambda c: -abs(c.ratio.estimate - 1))

@@ -144,6 +144,12 @@ def test_a_kernel_that_fell_under_the_cut_of_stored_tables_is_judged_against_the
                                                                                       nt=0.124)]
     now = _proc(6.65, rnn=2.1, gemm=1.45, nt=0.214, smallest=0.111)
     assert [c for c in kernels(history, now, {}, floor=0.03, k=4.0) if c.verdict is Verdict.REGRESSED] == []
+    # Twice as much (6.4% of the step) still regresses, and says its "before" was a bound.
+    grown = kernels(history, _proc(6.86, rnn=2.1, gemm=1.45, nt=0.428, smallest=0.111), {}, floor=0.03, k=4.0)
+    regressed = [c for c in grown if c.verdict is Verdict.REGRESSED]
+    assert [c.metric for c in regressed] == ["kernel/nt"]
+    assert regressed[0].explain().startswith("nt 0.111 -> 0.428 ms/step")
+    assert "under the cut of 12 stored kernel tables" in regressed[0].explain()
 
 
 def test_a_kernel_no_stored_table_listed_is_new_at_its_whole_time_even_where_the_tables_were_cut() -> None:
