@@ -36,7 +36,7 @@ from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.session.xdist import WorkerRun, add_worker_entries, by_model, in_order, read_worker, worker_output
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import checks_line, claims_recheck
+from pytest_rnnperf.store.rechecks import DEFERRABLE, Recheck, checks_line, claims_recheck, deferred
 from pytest_rnnperf.store.runs import run_meta
 from pytest_rnnperf.store.stored import Stored, load_stored
 
@@ -188,18 +188,28 @@ class RnnperfSession:
         return problems
 
     def claims_reason(self, test: str, kind: str = "claims") -> str | None:
-        """Why the claims (or parity) test ``test`` is not run tonight (its stored answer holds), or None to run it."""
+        """Why the claims (or parity) test ``test`` is not run tonight (its stored answer holds, or a spent budget
+        defers it), or None to run it."""
         if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
             return None
         found = claims_recheck(list(self.stored.runs), test, self.environment(), datetime.now(timezone.utc),
                                self.settings.recheck_days, recording=self.settings.update_baseline)
-        if found.full:
-            return None
-        days = f"environment unchanged, within {self.settings.recheck_days:g} days"
         reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
                                else (self.measured.claims_reused, "measured", "measures them"))
+        if found.full and not self._defers(found):
+            return None
+        if found.full:
+            reused[test] = deferred(found)
+            return f"{kind} {reused[test].why}; a later night runs it"
         reused[test] = found
+        days = f"environment unchanged, within {self.settings.recheck_days:g} days"
         return f"{kind} as {verb} in {found.last}: {days} (--rnnperf-recheck-days=0 {every} every run)"
+
+    def _defers(self, found: Recheck) -> bool:
+        """Whether a claims or parity test that a change asked for waits for a later night: the budget is spent and
+        tonight measured another already, so nights whose budget never holds still work through them."""
+        return found.kind in DEFERRABLE and self.budget is not None and self.budget.left() <= 0 \
+            and bool(self.measured.claim_tests)
 
     # ------------------------------------------------------------------------------------------- finishing
 
@@ -214,11 +224,15 @@ class RnnperfSession:
         if line and line not in notes:
             notes.append(line)
         for kind, reused in (("claims", self.measured.claims_reused), ("parity", self.measured.parity_reused)):
-            if reused:
-                files = sorted({r.last for r in reused.values()})
-                notes.append(f"{kind}: {len(reused)} test(s) not run, their answers as stored in {', '.join(files)} "
+            held = [r for r in reused.values() if r.kind != "deferred"]
+            if held:
+                files = sorted({r.last for r in held})
+                notes.append(f"{kind}: {len(held)} test(s) not run, their answers as stored in {', '.join(files)} "
                              f"hold (environment unchanged, within {days:g} days; --rnnperf-recheck-days=0 runs them "
                              f"every run)")
+            if put_off := len(reused) - len(held):
+                notes.append(f"{kind}: {put_off} test(s) deferred to a later night: the environment changed and the "
+                             f"run's budget (--rnnperf-budget) was spent; each night measures at least one")
         if self.budget is not None:
             notes.append(self.budget.line(time.monotonic() - self.started))
         notes += unmatched_injections((r.id for r in self.measured.results if r.cudnn is not None), os.environ)

@@ -214,8 +214,9 @@ BEFORE: tuple[Setting, ...] = (
             "(relative standard error; the first 4 rounds always run, --rnnperf-rounds caps them; 0: every round; "
             "at most 100%)", marker=True, check=percent_between(0, 1)),
     Setting("budget", 0.0, to_float, "minutes the whole run may take: once the cases still to come would not fit, "
-            "the steadiest time their minimum rounds only and the rest share what is left; the summary says what "
-            "was cut (0: no budget; at most 1440)", check=at_least(0, high=1440)),
+            "the steadiest time their minimum rounds only and the rest share what is left; full checks, claims and "
+            "parity tests that a change asked for wait for later nights, one a night at least; the summary says "
+            "what was cut (0: no budget; at most 1440)", check=at_least(0, high=1440)),
     Setting("recheck_days", 7.0, to_float, "days a case's full check (parity against float64, the energy window) "
             "holds while the environment is unchanged; between, the sides are compared with each other only "
             "(0: check every case fully)", marker=True, check=at_least(0, high=3650)),
