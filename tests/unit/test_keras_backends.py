@@ -15,11 +15,14 @@ import pytest
 from pytest_rnnperf.backends.keras import KERAS_JAX, KERAS_TORCH
 from pytest_rnnperf.backends.keras_layers import flag_check, keras_backend_choice, keras_import_problem
 from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.model.timing import TimingConfig
 from pytest_rnnperf.measure.runner import RunConfig
 from pytest_rnnperf.measure.subprocesses import SubprocessPool
 
 SMALL = Shape(8, 4, 8, 16, 1)
 STACKED_BI = Shape(6, 3, 5, 12, 2, bidirectional=True)
+# Two timed rounds: the worker tests check the proof and the parity, and that the timing came back at all.
+QUICK = TimingConfig(rounds=2, min_rounds=1, warmup_steps=1, warmup_s=0.0, min_block_s=0.0, max_time_s=5.0)
 
 
 def _rnn(flag: object) -> SimpleNamespace:
@@ -82,7 +85,7 @@ def test_keras_generic_path_matches_float64_in_a_worker_process(spec: object, mo
     try:
         worker = pool.get(spec)  # type: ignore[arg-type]
         assert worker.call("unavailable_reason") is None
-        config = RunConfig(energy_s=0.0, device_rounds=0)
+        config = RunConfig(timing=QUICK, energy_s=0.0, device_rounds=0)
         for cell in ("lstm", "gru", "rnn_tanh"):
             for shape, mode in ((SMALL, "train"), (STACKED_BI, "train"), (SMALL, "infer")):
                 case = Case(spec.name, cell, shape, mode, "fp32")  # type: ignore[attr-defined]
@@ -100,6 +103,7 @@ from pytest_rnnperf.backends.keras import jax_backend
 from pytest_rnnperf.measure.runner import slice_batch
 from pytest_rnnperf.model import reference
 from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.model.timing import TimingConfig
 
 case = Case("keras_jax", "lstm", Shape(5, 12, 4, 6, 2, bidirectional=True))
 weights = reference.init_weights("lstm", 4, 6, 2, True, seed=3)
