@@ -169,36 +169,47 @@ def case_figure(site: ModelSite, case_id: str, axis: list[str]) -> Any:
     present = [m for m in ROWS if case_id in site.series[m]]
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[f"{METRICS[m].label} ({METRICS[m].display.unit})" for m in present])
+    # Traces, shapes and annotations name their subplot's axes and go in at once: plotly's per-call row/col lookup
+    # and validation (add_hrect, add_vline, add_annotation with row=) would be most of a site's build time.
+    traces: list[Any] = []
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     for row, metric in enumerate(present, start=1):
+        x, y = ("x", "y") if row == 1 else (f"x{row}", f"y{row}")
         case = site.series[metric][case_id]
         m, scale = METRICS[metric], METRICS[metric].display.scale
         template = (f"<b>%{{y:.4g}} {m.display.unit}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<br>"
                     "%{customdata[2]}<br>"
                     "<b>kernels of the cuDNN side</b><br>%{customdata[3]}<extra></extra>")
-        fig.add_trace(go.Scatter(x=[axis[i] for i in case.runs], y=[v * scale for v in case.values],
+        traces.append(go.Scatter(x=[axis[i] for i in case.runs], y=[v * scale for v in case.values],
                                  mode="lines+markers", name=metric, showlegend=False,
                                  line=dict(color=COLOURS["now"], width=1.5), marker=dict(size=6),
-                                 customdata=_hover(site, case_id, case.runs), hovertemplate=template),
-                      row=row, col=1)
+                                 customdata=_hover(site, case_id, case.runs), hovertemplate=template,
+                                 xaxis=x, yaxis=y))
         # The band a shift must leave to be reported, around the series' newest level.
         level = (case.change_points[-1].after if case.change_points else
                  case.detection.first_level if case.detection is not None else case.values[-1]) * scale
-        fig.add_hrect(y0=level * (1 - site.min_shift), y1=level * (1 + site.min_shift), fillcolor="#8c959f",
-                      opacity=0.18, line_width=0, row=row, col=1)
-        fig.add_annotation(x=1, xref="x domain", y=level * (1 + site.min_shift), yanchor="bottom", xanchor="right",
-                           showarrow=False, text=f"&plusmn;{site.min_shift:.1%} (--min-shift) of the newest level",
-                           font=dict(size=9, color="#57606a"), row=row, col=1)
+        shapes.append(dict(type="rect", xref=f"{x} domain", x0=0, x1=1, yref=y, y0=level * (1 - site.min_shift),
+                           y1=level * (1 + site.min_shift), fillcolor="#8c959f", opacity=0.18, line=dict(width=0)))
+        notes.append(dict(x=1, xref=f"{x} domain", y=level * (1 + site.min_shift), yref=y, yanchor="bottom",
+                          xanchor="right", showarrow=False,
+                          text=f"&plusmn;{site.min_shift:.1%} (--min-shift) of the newest level",
+                          font=dict(size=9, color="#57606a")))
         for cp in case.change_points:
             colour = COLOURS["slower" if case.regressing(cp) else "faster"]
             x0, x1 = axis[case.runs[cp.start]], axis[case.runs[cp.end]]
             text = f"{cp.kind} {cp.shift:+.1%}" + (" (slower)" if case.regressing(cp) else "")
             if cp.kind == "drift":
                 # a category axis puts each run at its index: the ramp spans the runs from start to end
-                fig.add_vrect(x0=case.runs[cp.start] - 0.5, x1=case.runs[cp.end] + 0.5, fillcolor=colour, opacity=0.12,
-                              line_width=0, row=row, col=1)
-            fig.add_vline(x=case.runs[cp.start] - 0.5, line=dict(color=colour, dash="dash", width=1.5), row=row, col=1)
-            fig.add_annotation(x=x1 if cp.kind == "drift" else x0, y=cp.after * scale, text=text, showarrow=True,
-                               arrowhead=2, ax=30, ay=-22, font=dict(color=colour, size=11), row=row, col=1)
+                shapes.append(dict(type="rect", xref=x, x0=case.runs[cp.start] - 0.5, x1=case.runs[cp.end] + 0.5,
+                                   yref=f"{y} domain", y0=0, y1=1, fillcolor=colour, opacity=0.12, line=dict(width=0)))
+            start = case.runs[cp.start] - 0.5
+            shapes.append(dict(type="line", xref=x, x0=start, x1=start, yref=f"{y} domain", y0=0, y1=1,
+                               line=dict(color=colour, dash="dash", width=1.5)))
+            notes.append(dict(x=x1 if cp.kind == "drift" else x0, xref=x, y=cp.after * scale, yref=y, text=text,
+                              showarrow=True, arrowhead=2, ax=30, ay=-22, font=dict(color=colour, size=11)))
+    fig.add_traces(traces)
+    fig.update_layout(shapes=shapes, annotations=[*fig.layout.annotations, *notes])
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=axis, tickangle=-30, tickfont=dict(size=9))
     return fig
 
