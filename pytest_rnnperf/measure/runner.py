@@ -22,7 +22,7 @@ from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.model.reference import CaseInputs
 from pytest_rnnperf.model.results import ImplResult
-from pytest_rnnperf.model.stats import Interval, speedup_interval
+from pytest_rnnperf.model.stats import Interval, speedup_estimate, speedup_interval
 from pytest_rnnperf.model.stopping import BUDGET
 from pytest_rnnperf.model.timing import DeviceTiming, Measurement, Timer, TimingConfig
 
@@ -58,6 +58,9 @@ class RunConfig:
     # Off for the extra processes of a recording: they are there for their timing alone, and the parity of
     # the same build was checked in this process.
     parity: bool = True
+    # Off for the same extra processes: their summaries keep medians only, and the speedup's bootstrap would import
+    # scipy.stats (about a second) in each fresh process; the speedup is then its estimate alone.
+    speedup_ci: bool = True
     # Off on a night whose environment matches the case's last full check (session.recheck_reason): the sides
     # are compared with each other on the reference slice, and the float64 reference is not computed.
     parity_reference: bool = True
@@ -214,7 +217,8 @@ def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityRep
     if "cudnn" in sides:
         paired = time_pair(sides["cudnn"].step, sides["generic"].step, pair.sync, timing, config.timer)
         cudnn_m, generic_m = paired.a, paired.b
-        speedup = speedup_interval(cudnn_m.samples, generic_m.samples, paired=True)
+        speedup = (speedup_interval(cudnn_m.samples, generic_m.samples, paired=True) if config.speedup_ci
+                   else speedup_estimate(cudnn_m.samples, generic_m.samples))
     else:
         generic_m = time_single(sides["generic"].step, pair.sync, timing, config.timer)
     telemetry = None

@@ -217,6 +217,13 @@ def speedup_interval(
     )
 
 
+def speedup_estimate(cudnn: Sequence[float], generic: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The speedup median(generic) / median(cudnn) alone, its interval collapsed onto it: no bootstrap."""
+    c, g = as_positive_array(cudnn, "cudnn samples"), as_positive_array(generic, "generic samples")
+    estimate = float(_median_ratio(c, g))
+    return Interval(estimate, estimate, estimate, confidence)
+
+
 def ratio_interval(
     baseline: Sequence[float],
     current: Sequence[float],

@@ -166,11 +166,12 @@ class Measurer:
 
         The first night then already has a between-process estimate. Each extra process is a worker started
         for this recording and kept for its whole run, so every case meets each process once. It times the case
-        only: parity and energy were measured here, and skipping them makes a 3-process recording ~2x, not 3x.
+        only: parity and energy were measured here, and skipping them makes a 3-process recording ~2x, not 3x. Its
+        summary keeps medians only, so its speedup is the estimate without the bootstrap interval.
         """
         backend_spec = spec(case.framework)
         for i in range(self.run.settings.record_processes - 1):
-            timing_only = replace(config, energy_s=0.0, parity=False)
+            timing_only = replace(config, energy_s=0.0, parity=False, speedup_ci=False)
             again = RemoteBackend(backend_spec, self.backends.extra_pool(i)).run_case(case, timing_only, impls, None)
             self.measured.processes.setdefault(case.id, []).append(summarize(again, f"process {i + 2}"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +19,7 @@ from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.model.cases import Case, Shape
 from pytest_rnnperf.model.parity import ParityReport
 from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.model.stats import Interval
 from pytest_rnnperf.model.timing import TimingConfig
 
 
@@ -134,20 +136,25 @@ def test_a_second_look_spends_what_the_first_left_of_the_case_budget(monkeypatch
     assert budgets == [None, 20.0]
 
 
-def _traced(cudnn_s: float, generic_s: float, budget_s: float) -> CaseRecord:
-    """The record of a timed pair of fake steps (4 wall rounds, up to 8 traced) under a case budget of ``budget_s``."""
+def _traced(cudnn_s: float | tuple[float, ...], generic_s: float | tuple[float, ...], budget_s: float,
+            speedup_ci: bool = True) -> CaseRecord:
+    """The record of a timed pair of fake steps (4 wall rounds, up to 8 traced) under a case budget of ``budget_s``;
+    a side given several step times takes them in turn."""
     clock = FakeClock()
     cupti = FakeCupti(clock)
 
-    def step(seconds: float) -> Any:
+    def step(seconds: float | tuple[float, ...]) -> Any:
+        durations = itertools.cycle(seconds if isinstance(seconds, tuple) else (seconds,))
+
         def run() -> None:
-            cupti.launch("k", seconds)
-            clock.advance(seconds)
+            spent = next(durations)
+            cupti.launch("k", spent)
+            clock.advance(spent)
         return SimpleNamespace(step=run)
 
     timing = TimingConfig(rounds=4, min_rounds=4, max_noise=0.005, max_time_s=budget_s, warmup_steps=0,
                           warmup_s=0.0, min_block_s=0.0, max_steps_per_block=1)
-    config = RunConfig(timing=timing, timer=WallTimer(clock), clock=clock, device_rounds=8,
+    config = RunConfig(timing=timing, timer=WallTimer(clock), clock=clock, device_rounds=8, speedup_ci=speedup_ci,
                        device_timer=DeviceTimer(cupti=cupti, host_clock=lambda: int(clock() * 1e9)))
     pair = SimpleNamespace(cudnn=step(cudnn_s), generic=step(generic_s), sync=lambda: None, device="cuda:0")
     case = Case("torch", "lstm", Shape(4, 2, 3, 5))
@@ -160,6 +167,14 @@ def test_the_traced_rounds_note_names_the_budget_only_where_the_budget_cut_the_c
     spent = "device time: 3 of 8 traced rounds: the case's time budget (0.9 s, --rnnperf-max-case-s) was spent"
     assert spent in _traced(0.100, 0.100, budget_s=0.9).notes  # the wall rounds spent it all: 3 traced rounds
     assert not [n for n in _traced(0.001, 0.100, budget_s=1.0).notes if n.startswith("device time")]
+
+
+def test_a_process_timed_for_a_recordings_summary_gives_the_speedup_estimate_without_its_bootstrap_interval() -> None:
+    """speedup_ci=False (the extra processes of a recording): the same estimate, its interval collapsed onto it."""
+    full = _traced((0.001, 0.0013, 0.0008), (0.004, 0.0035, 0.0047), budget_s=1.0).speedup
+    point = _traced((0.001, 0.0013, 0.0008), (0.004, 0.0035, 0.0047), budget_s=1.0, speedup_ci=False).speedup
+    assert full is not None and full.low < full.estimate < full.high
+    assert point == Interval(full.estimate, full.estimate, full.estimate, full.confidence)
 
 
 def test_every_record_carries_the_host_probe_of_the_process_that_measured_it() -> None:
