@@ -5,7 +5,8 @@
 Each stored process of each case with at least four is judged, on its medians, against the others: the cuDNN
 device time, summed kernel time, their geometric mean (balanced time), their ratio (kernel overlap, against the least
 of the others) and host overhead at the policy's thresholds,
-and every kernel with the kernel rule (nearest mode, half-the-growth-reached-the-step, kernel mix). The held-out
+and every kernel with the kernel rule (nearest mode, reports included as the plugin reads them,
+half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
 name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
 ``--extra`` adds the
@@ -34,16 +35,28 @@ from pytest_rnnperf.judge.policy import Policy  # noqa: E402
 from pytest_rnnperf.judge.rules import balanced, mix_changes  # noqa: E402
 from pytest_rnnperf.model.metrics import BALANCED  # noqa: E402
 from pytest_rnnperf.model.process import BUSY, HOST, WORK, ProcessSummary, summarize  # noqa: E402
-from pytest_rnnperf.model.records import CaseRecord, RecordError  # noqa: E402
+from pytest_rnnperf.model.records import CaseRecord, RecordError, StoredRun  # noqa: E402
 from pytest_rnnperf.store.baselines import find_all  # noqa: E402
 from pytest_rnnperf.store.history import case_history, case_ids  # noqa: E402
 from pytest_rnnperf.store.runs import load_run  # noqa: E402
 
 
+def stored_runs(gpu_folder: Path) -> list[StoredRun]:
+    """The GPU model's stored runs, newest first (as ``find_all`` lists them)."""
+    paths = [p for p in gpu_folder.glob("*/*.json") if p.parent.name != "evidence"]
+    return sorted((load_run(p) for p in paths), key=lambda r: r.path.name, reverse=True)
+
+
+def reports(gpu_folder: Path) -> dict[str, list[ProcessSummary]]:
+    """Each case's stored reports (kept runs where it regressed, not failed): the kernel rule reads their kernel mix
+    (``judge.across.nearest_mode``), so the replay gives them to it too, never holding them out."""
+    runs = stored_runs(gpu_folder)
+    return {c: [s for s in case_history(runs, c).judged if s.reported] for c in case_ids(runs)}
+
+
 def histories(gpu_folder: Path, extra: Sequence[Path], at_least: int = 4) -> dict[str, list[ProcessSummary]]:
     """Every case's stored processes (plus the extra reports' processes), where there are ``at_least``."""
-    paths = [p for p in gpu_folder.glob("*/*.json") if p.parent.name != "evidence"]
-    runs = sorted((load_run(p) for p in paths), key=lambda r: r.path.name, reverse=True)
+    runs = stored_runs(gpu_folder)
     more: dict[str, list[ProcessSummary]] = {}
     for report in extra:
         for raw in json.loads(report.read_text())["results"]:
@@ -148,12 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     overlap = [(case_id, a) for case_id, h in cases.items() for a in overlap_alarms(h, policy.overlap_effect)]
     print(f"kernel overlap: {len(overlap)} held-out process(es) below the least of the others (floor "
           f"{policy.overlap_effect:.0%})" + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in overlap))
-    failures, caught = [], {0.03: 0, 0.05: 0}
+    failures, caught, reported = [], {0.03: 0, 0.05: 0}, reports(args.gpu_folder)
     for case_id, h in cases.items():
         if not all(s.get(BUSY) for s in h):
             continue
         for i, now in enumerate(h):
-            rest = h[:i] + h[i + 1:]
+            rest = h[:i] + h[i + 1:] + reported.get(case_id, [])
             failures += [f"{case_id} #{i}: {c.explain()[:150]}" for c in kernel_failures(rest, now, policy)]
             for share in caught:
                 spun = kernel_failures(rest, with_spin(now, rest, share), policy)
