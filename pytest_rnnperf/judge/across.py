@@ -197,7 +197,7 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
         ratio = Interval(1 + (iv.estimate - center) / step, 1 + (iv.low - center) / step,
                          1 + (iv.high - center) / step, confidence)
         # Where a cut table stood in for the kernel's time, "before" is an upper bound: say so beside the numbers.
-        cut = sum(1 for s in history if name not in s.kernels) - past.count(0.0)
+        cut = sum(1 for s, v in zip(history, past) if name not in s.kernels and v > 0)
         out.append(Comparison(metric=KERNEL + name, baseline_median=center, current_median=iv.estimate, ratio=ratio,
                               p_value=None, min_effect=allowed / step, verdict=verdict, processes=len(past),
                               noise=noise if len(present) >= 3 else None,

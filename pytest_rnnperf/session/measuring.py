@@ -26,7 +26,7 @@ from pytest_rnnperf.session.budget import Budget
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import DEFERRABLE, deferred, recheck
+from pytest_rnnperf.store.rechecks import put_off, recheck
 from pytest_rnnperf.store.stored import Stored
 
 
@@ -114,10 +114,8 @@ class Measurer:
         found = recheck(list(self.stored.runs), case.id, self.run.environment(self.measured.runtime),
                         datetime.now(timezone.utc), settings.recheck_days, recording=self.run.settings.update_baseline,
                         framework=case.framework)
-        # Deferred only once tonight checked a case fully: a budget that never holds still works through them.
-        if found.kind in DEFERRABLE and self.budget is not None and self.budget.behind() \
-                and any(r.full for r in self.measured.rechecks.values()):
-            found = deferred(found)
+        found = put_off(found, self.budget is not None and self.budget.behind(),
+                        any(r.full for r in self.measured.rechecks.values()))
         self.measured.rechecks[case.id] = found
         return config if found.full else replace(config, parity_reference=False, energy_s=0.0)
 

@@ -36,7 +36,7 @@ from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.session.xdist import WorkerRun, add_worker_entries, by_model, in_order, read_worker, worker_output
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import DEFERRABLE, Recheck, checks_line, claims_recheck, deferred
+from pytest_rnnperf.store.rechecks import checks_line, claims_recheck, put_off
 from pytest_rnnperf.store.runs import run_meta
 from pytest_rnnperf.store.stored import Stored, load_stored
 
@@ -196,20 +196,15 @@ class RnnperfSession:
                                self.settings.recheck_days, recording=self.settings.update_baseline)
         reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
                                else (self.measured.claims_reused, "measured", "measures them"))
-        if found.full and not self._defers(found):
-            return None
+        # Claims run last: once the budget is spent, those a change asked for wait, after the first of them ran.
+        found = put_off(found, self.budget is not None and self.budget.left() <= 0, bool(self.measured.claim_tests))
         if found.full:
-            reused[test] = deferred(found)
-            return f"{kind} {reused[test].why}; a later night runs it"
+            return None
         reused[test] = found
+        if found.kind == "deferred":
+            return f"{kind} {found.why}; a later night runs it"
         days = f"environment unchanged, within {self.settings.recheck_days:g} days"
         return f"{kind} as {verb} in {found.last}: {days} (--rnnperf-recheck-days=0 {every} every run)"
-
-    def _defers(self, found: Recheck) -> bool:
-        """Whether a claims or parity test that a change asked for waits for a later night: the budget is spent and
-        tonight measured another already, so nights whose budget never holds still work through them."""
-        return found.kind in DEFERRABLE and self.budget is not None and self.budget.left() <= 0 \
-            and bool(self.measured.claim_tests)
 
     # ------------------------------------------------------------------------------------------- finishing
 

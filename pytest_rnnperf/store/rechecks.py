@@ -91,6 +91,12 @@ def deferred(found: Recheck) -> Recheck:
     return Recheck(False, "deferred", f"deferred by --rnnperf-budget: {found.why}", found.last)
 
 
+def put_off(found: Recheck, short: bool, checked_one: bool) -> Recheck:
+    """``found``, deferred where a change or the passing days asked for it (``DEFERRABLE``), the run is ``short`` of
+    its budget and tonight already checked another fully: a budget that never holds still works through them."""
+    return deferred(found) if found.kind in DEFERRABLE and short and checked_one else found
+
+
 def _age_days(stamp: str, now: datetime) -> float | None:
     """Days from an ISO time stamp to ``now`` (None when the stamp does not parse)."""
     try:

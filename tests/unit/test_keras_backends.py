@@ -103,7 +103,6 @@ from pytest_rnnperf.backends.keras import jax_backend
 from pytest_rnnperf.measure.runner import slice_batch
 from pytest_rnnperf.model import reference
 from pytest_rnnperf.model.cases import Case, Shape
-from pytest_rnnperf.model.timing import TimingConfig
 
 case = Case("keras_jax", "lstm", Shape(5, 12, 4, 6, 2, bidirectional=True))
 weights = reference.init_weights("lstm", 4, 6, 2, True, seed=3)

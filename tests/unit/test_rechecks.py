@@ -144,3 +144,15 @@ def test_a_wheel_another_framework_brought_changes_nothing_where_the_loaded_libr
     assert other.full and other.why.endswith("(torch.cudnn_library)")
     unnamed = {k: v for k, v in staged.items() if not k.endswith("_library")}
     assert recheck(runs, CASE.id, unnamed, NOW, 7, framework="torch").full
+
+
+def test_a_full_check_is_put_off_only_when_a_change_asked_for_it_the_run_is_short_and_another_was_checked() -> None:
+    """Deferred: changed or old, short of budget, one checked already; a first check or a roomy run keeps it full."""
+    from pytest_rnnperf.store.rechecks import put_off
+
+    changed = Recheck(True, "changed", "environment changed since 0002_run.json (tf.version)", "0002_run.json")
+    first = Recheck(True, "first", "no full check stored")
+    assert put_off(changed, short=True, checked_one=True).kind == "deferred"
+    assert put_off(changed, short=False, checked_one=True) == changed
+    assert put_off(changed, short=True, checked_one=False) == changed
+    assert put_off(first, short=True, checked_one=True) == first
