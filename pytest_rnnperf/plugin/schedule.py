@@ -5,13 +5,18 @@ cases while the other idles. ``CostScheduling`` orders the tests by what their c
 stored run that holds them (every phase of the record's ``cost_s``; a test with no stored cost counts as
 the median) and keeps each worker at the one test it runs plus the next (a worker starts a test only
 once it knows the next one): longest first, each free worker taking the next.
+
+A framework's first case in a worker pays its start (imports, CUDA context, a Keras subprocess, compiled
+functions): several seconds each that a second worker would pay again. So a free worker takes the longest
+test of a framework it already started, else of one no worker started, else the longest of all
+(``pick``): every framework starts in as few workers as keeps both busy.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import AbstractSet, Callable, Mapping, Sequence
 
 import pytest
 from xdist.remote import Producer
@@ -43,6 +48,32 @@ def longest_first(costs: Sequence[float]) -> list[int]:
     return sorted(range(len(costs)), key=lambda i: -costs[i])
 
 
+def group_of(nodeid: str) -> str:
+    """The framework a test's case starts (its case id up to the first ``-``: ``torch``, ``keras_jax``), else ""."""
+    return case_id(nodeid).split("-", 1)[0]
+
+
+def pick(pending: Sequence[int], costs: Sequence[float], groups: Sequence[str], mine: AbstractSet[str],
+         started: AbstractSet[str], workers: int) -> int:
+    """Position in ``pending`` (longest first) of the test a free worker takes next.
+
+    The longest of a group the worker started (``mine``), else the longest of a group no worker started
+    (``started``), else the longest of all; a test of no group ("") starts nothing and goes in its turn. Near
+    the end (the longest test is half a worker's share of what is left or more) the longest goes first
+    whatever its group: left for last, it would keep one worker busy while the others idle.
+    """
+    if costs[pending[0]] * workers * 2 >= sum(costs[i] for i in pending):
+        return 0
+    fresh = None
+    for position, index in enumerate(pending):
+        group = groups[index]
+        if not group or group in mine:
+            return position
+        if fresh is None and group not in started:
+            fresh = position
+    return 0 if fresh is None else fresh
+
+
 class CostScheduling(LoadScheduling):
     """``--dist load`` with the costliest tests first, handed out one at a time as workers free up."""
 
@@ -51,6 +82,9 @@ class CostScheduling(LoadScheduling):
     def __init__(self, config: pytest.Config, log: Producer | None, stored: Callable[[str], float | None]) -> None:
         super().__init__(config, log)
         self._stored = stored
+        self._groups: list[str] = []  # each collected test's framework (``group_of``)
+        self._costs: list[float] = []  # each collected test's stored cost (``costs_of``)
+        self._started: dict[WorkerController, set[str]] = {}  # the frameworks each worker was sent
 
     def schedule(self) -> None:
         """Order the collection by cost and deal each worker its first tests; xdist's own for anything else."""
@@ -60,7 +94,9 @@ class CostScheduling(LoadScheduling):
             return
         collection: list[str] = collections[0]
         self.collection = collection
-        self.pending[:] = longest_first(costs_of(collection, self._stored))
+        self._groups = [group_of(nodeid) for nodeid in collection]
+        self._costs = costs_of(collection, self._stored)
+        self.pending[:] = longest_first(self._costs)
         for _ in range(AHEAD):
             for node in self.nodes:
                 self._send_tests(node, 1)
@@ -79,21 +115,44 @@ class CostScheduling(LoadScheduling):
         if missing > 0:
             self._send_tests(node, missing)
 
+    def _send_tests(self, node: WorkerController, num: int) -> None:
+        """Send ``num`` tests, each ``pick``'s choice for this worker (xdist's own order before the collection is
+        known, or where the collections differ)."""
+        if not self._groups:
+            super()._send_tests(node, num)
+            return
+        mine = self._started.setdefault(node, set())
+        for _ in range(num):
+            if not self.pending:
+                return
+            started = set().union(*self._started.values())
+            index = self.pending.pop(pick(self.pending, self._costs, self._groups, mine, started, len(self.nodes)))
+            mine.add(self._groups[index])
+            self.node2pending[node].append(index)
+            node.send_runtest_some([index])
+
 
 @dataclass(frozen=True)
 class WorkerCost:
-    """What one pytest-xdist worker spent: seconds in its tests' setup, call and teardown, and how many tests."""
+    """What one pytest-xdist worker spent: seconds in its tests' setup, call and teardown, how many tests, and the
+    frameworks it started (``group_of``), in the order it started them."""
 
     seconds: float = 0.0
     tests: int = 0
+    frameworks: tuple[str, ...] = ()
+
+
+def _worker_text(cost: WorkerCost) -> str:
+    """e.g. ``41 s (15 tests: torch, tf)``."""
+    tests = f"{cost.tests} test{'' if cost.tests == 1 else 's'}"
+    return f"{cost.seconds:.0f} s ({tests}{': ' + ', '.join(cost.frameworks) if cost.frameworks else ''})"
 
 
 def workers_line(costs: Mapping[str, WorkerCost]) -> str:
-    """e.g. ``workers: gw0 41 s (15 tests), gw1 40 s (15 tests)`` (empty without workers)."""
+    """e.g. ``workers: gw0 41 s (15 tests: torch, tf), gw1 40 s (15 tests: jax)`` (empty without workers)."""
     if not costs:
         return ""
-    shown = (f"{w} {costs[w].seconds:.0f} s ({costs[w].tests} test{'' if costs[w].tests == 1 else 's'})"
-             for w in sorted(costs, key=lambda w: (worker_number(w), w)))
+    shown = (f"{w} {_worker_text(costs[w])}" for w in sorted(costs, key=lambda w: (worker_number(w), w)))
     return "workers: " + ", ".join(shown)
 
 
@@ -116,7 +175,9 @@ class Sharding:
             return
         worker = str(node.gateway.id)
         old = self.costs.get(worker, WorkerCost())
-        self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"))
+        group = group_of(report.nodeid)
+        frameworks = old.frameworks + ((group,) if group and group not in old.frameworks else ())
+        self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"), frameworks)
 
     def line(self) -> str:
         """The summary's line on what each worker spent."""

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from factories import record as make_record
+from pytest_rnnperf.plugin import schedule
 from pytest_rnnperf.plugin.schedule import (
-    CostScheduling, Sharding, WorkerCost, case_id, costs_of, longest_first, record_cost, workers_line,
+    CostScheduling, Sharding, WorkerCost, case_id, costs_of, group_of, longest_first, pick, record_cost, workers_line,
 )
 
 
@@ -36,28 +38,46 @@ def _config(dist: str = "load") -> Any:
     return SimpleNamespace(getoption=options.__getitem__, getvalue=options.__getitem__)
 
 
-def _run(costs: list[float], known: dict[str, float]) -> dict[str, list[float]]:
-    """Run tests of ``costs`` seconds on two simulated workers, ``known`` their stored costs: each worker's tests.
+@dataclass
+class Simulated:
+    """Two simulated workers' run: each one's tests (their costs), the frameworks each started, when each ended."""
+
+    ran: dict[str, list[float]]
+    frameworks: dict[str, list[str]]
+    ended: dict[str, float]
+
+
+def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], start: float = 0.0) -> Simulated:
+    """Run ``nodeids`` taking ``costs`` seconds on two workers, ``known`` their stored costs; a worker's first test
+    of a framework (``group_of``) takes ``start`` seconds more.
 
     A worker starts a test only once it holds the next (or is told to stop), as pytest-xdist's workers do.
     """
-    nodeids = [f"test_x[case{i}]" for i in range(len(costs))]
     sched = CostScheduling(_config(), None, known.get)
     nodes = [FakeNode("gw0"), FakeNode("gw1")]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, nodeids)
     sched.schedule()
-    clock = {node: 0.0 for node in nodes}
-    ran: dict[str, list[float]] = {node.gateway.id: [] for node in nodes}
+    out = Simulated({n.gateway.id: [] for n in nodes}, {n.gateway.id: [] for n in nodes},
+                    {n.gateway.id: 0.0 for n in nodes})
     while ready := [n for n in nodes if sched.node2pending[n] and (len(sched.node2pending[n]) > 1 or n.shutting_down)]:
-        node = min(ready, key=lambda n: clock[n])  # the worker that frees up first takes its next test
-        index = sched.node2pending[node][0]
-        clock[node] += costs[index]
-        ran[node.gateway.id].append(costs[index])
+        node = min(ready, key=lambda n: out.ended[n.gateway.id])  # the worker that frees up first takes its next test
+        name, index = node.gateway.id, sched.node2pending[node][0]
+        group = group_of(nodeids[index])
+        if group not in out.frameworks[name]:
+            out.frameworks[name].append(group)
+            out.ended[name] += start
+        out.ended[name] += costs[index]
+        out.ran[name].append(costs[index])
         sched.mark_test_complete(node, index, costs[index])
     assert sched.tests_finished and all(n.shutting_down for n in nodes)
-    return ran
+    return out
+
+
+def _run(costs: list[float], known: dict[str, float]) -> dict[str, list[float]]:
+    """Run tests of ``costs`` seconds (each its own case) on two simulated workers: each worker's tests."""
+    return _simulate([f"test_x[case{i}]" for i in range(len(costs))], costs, known).ran
 
 
 def test_the_longest_stored_cases_go_first_and_the_workers_finish_together() -> None:
@@ -74,6 +94,50 @@ def test_without_stored_costs_the_tests_go_in_collection_order_one_at_a_time() -
     """Nothing stored: every test counts as the median, collection order stays, and no worker gets a chunk."""
     ran = _run([1.0, 2.0, 3.0, 4.0, 5.0], {})
     assert ran == {"gw0": [1.0, 3.0, 5.0], "gw1": [2.0, 4.0]}  # dealt in turn, each as its worker frees up
+
+
+def _night(start: float) -> Simulated:
+    """A night shaped like the H100's stored 0037 (seconds per test, rounded), each framework's first test in a
+    worker ``start`` seconds longer."""
+    shape = {"torch": [6.4, 3.0, 2.5, 2.0] + [1.2] * 26, "tf": [21.4, 4.9, 4.1, 2.6] + [2.1] * 26,
+             "keras_torch": [7.9, 1.5] + [3.0] * 12, "keras_jax": [2.9, 1.2] + [1.5] * 6,
+             "jax": [2.1] + [1.2] * 5, "torch_compile": [6.0, 0.6, 0.6, 0.6]}
+    tests = [(f"t[{fw}-{i}]", cost) for fw, costs in shape.items() for i, cost in enumerate(costs)]
+    return _simulate([n for n, _ in tests], [c for _, c in tests], {case_id(n): c for n, c in tests}, start)
+
+
+def test_a_framework_starts_in_one_worker_where_that_keeps_both_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six frameworks, each start 5 s: fewer starts and an earlier end than longest-first alone, which starts
+    nearly every framework in both workers; the workers still end within one test and one start."""
+    grouped = _night(start=5.0)
+    monkeypatch.setattr(schedule, "group_of", lambda nodeid: "")  # the scheduler sees no frameworks
+    alone = _night(start=5.0)
+    starts = {name: sum(len(f) for f in run.frameworks.values()) for name, run in [("grouped", grouped),
+                                                                                  ("alone", alone)]}
+    assert starts["grouped"] <= 6 + 2 < starts["alone"], (grouped.frameworks, alone.frameworks)
+    assert max(grouped.ended.values()) < max(alone.ended.values())
+    assert abs(grouped.ended["gw0"] - grouped.ended["gw1"]) <= 6.4 + 5.0
+
+
+def test_the_longest_test_goes_first_near_the_end_whatever_its_framework() -> None:
+    """Left to the last, a long test of another framework would keep one worker busy while the other idles."""
+    groups, costs = ["torch", "tf", "tf"], [10.0, 1.0, 1.0]
+    assert pick([0, 1, 2], costs, groups, mine={"tf"}, started={"tf", "torch"}, workers=2) == 0
+    costs, groups = [10.0] + [9.0] * 5, ["torch"] + ["tf"] * 5  # 10 s against 45 s to come: not yet the end
+    assert pick(list(range(6)), costs, groups, mine={"tf"}, started={"tf", "torch"}, workers=2) == 1
+
+
+def test_a_free_worker_takes_its_framework_then_a_new_one_then_the_longest() -> None:
+    """Positions in the pending tests, longest first; a test of no framework goes in its turn."""
+    costs = [5.0, 4.0, 3.0, 2.0, 1.0] + [1.0] * 20
+    groups = ["torch", "tf", "jax", "", "jax"] + ["tf"] * 20
+    pending = list(range(len(costs)))
+    assert pick(pending, costs, groups, mine={"jax"}, started={"jax", "torch", "tf"}, workers=2) == 2
+    assert pick(pending, costs, groups, mine={"keras_jax"}, started={"torch", "tf", "keras_jax"}, workers=2) == 2 + 1
+    assert pick(pending, costs, groups, mine=set(), started={"torch"}, workers=2) == 3  # no framework: as if its own
+    assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch"}, workers=2) == 1
+    assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch", "tf", "jax"}, workers=2) == 0
+    assert group_of("test_x[keras_jax-lstm-train]") == "keras_jax" and group_of("test_plain") == ""
 
 
 def test_a_test_without_a_stored_cost_counts_as_the_median() -> None:
@@ -101,11 +165,14 @@ def test_only_the_default_load_mode_is_scheduled_by_cost() -> None:
 def test_the_summary_says_what_each_worker_spent_in_its_tests() -> None:
     """Setup, call and teardown of every test a worker ran, in worker order; a test counts once."""
     sharding = Sharding(lambda case: None)
-    for worker, when, seconds in [("gw1", "setup", 0.5), ("gw1", "call", 30.0), ("gw1", "teardown", 0.2),
-                                  ("gw0", "setup", 1.0), ("gw0", "call", 40.0), ("gw10", "setup", 0.1)]:
-        sharding.pytest_runtest_logreport(SimpleNamespace(node=FakeNode(worker), when=when, duration=seconds))  # type: ignore[arg-type]
-    sharding.pytest_runtest_logreport(SimpleNamespace(when="setup", duration=9.0))  # type: ignore[arg-type]
-    assert sharding.line() == "workers: gw0 41 s (1 test), gw1 31 s (1 test), gw10 0 s (1 test)"
+    for worker, when, seconds, nodeid in [
+            ("gw1", "setup", 0.5, "t[tf-a]"), ("gw1", "call", 30.0, "t[tf-a]"), ("gw1", "teardown", 0.2, "t[tf-a]"),
+            ("gw0", "setup", 1.0, "t[jax-b]"), ("gw0", "call", 40.0, "t[jax-b]"), ("gw0", "setup", 1.0, "t[torch-c]"),
+            ("gw10", "setup", 0.1, "t_plain")]:
+        sharding.pytest_runtest_logreport(SimpleNamespace(node=FakeNode(worker), when=when, duration=seconds,  # type: ignore[arg-type]
+                                                          nodeid=nodeid))
+    sharding.pytest_runtest_logreport(SimpleNamespace(when="setup", duration=9.0, nodeid="t[tf-a]"))  # type: ignore[arg-type]
+    assert sharding.line() == "workers: gw0 42 s (2 tests: jax, torch), gw1 31 s (1 test: tf), gw10 0 s (1 test)"
     assert workers_line({}) == "" and workers_line({"gw0": WorkerCost(2.4, 2)}) == "workers: gw0 2 s (2 tests)"
 
 
