@@ -38,6 +38,21 @@ def test_another_card_of_the_same_model_or_an_injected_fault_is_not_a_change() -
     assert not recheck(runs, CASE.id, tonight, NOW, 7).full
 
 
+def test_one_process_on_a_host_of_two_gpus_is_not_a_changed_environment() -> None:
+    """What JAX and TensorFlow list when they see two H100s (measured on a two-GPU host, one pytest process)
+    changes no result: the case still runs on one of them."""
+    one = {**ENV, "jax.devices": "1: NVIDIA H100 80GB HBM3", "tf.gpus": "1: NVIDIA H100 80GB HBM3 (cc 9.0)",
+           "tf.memory_growth": "GPU:0 on; TF_FORCE_GPU_ALLOW_GROWTH=true", "tf.memory_growth_setup": "on (1 GPU(s))"}
+    two = {**ENV, "jax.devices": "2: 2 x NVIDIA H100 80GB HBM3",
+           "tf.gpus": "2: NVIDIA H100 80GB HBM3 (cc 9.0), NVIDIA H100 80GB HBM3 (cc 9.0)",
+           "tf.memory_growth": "GPU:0 on, GPU:1 on; TF_FORCE_GPU_ALLOW_GROWTH=true",
+           "tf.memory_growth_setup": "on (2 GPU(s))"}
+    runs = [stored("0037_run.json", "2026-11-23T12:00:00+00:00", env=one)]
+    for framework in ("tf", "jax", "keras_jax"):
+        assert recheck(runs, CASE.id, two, NOW, 7, framework=framework).kind == "same", framework
+    assert recheck(runs, CASE.id, {**two, "gpu.driver_version": "590.1"}, NOW, 7, framework="tf").kind == "changed"
+
+
 def test_a_changed_driver_or_precision_flag_checks_fully_and_names_the_field() -> None:
     """What changed since the last full check is named."""
     runs = [stored("0002_run.json", "2026-11-22T12:00:00+00:00")]
