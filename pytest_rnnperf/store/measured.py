@@ -82,6 +82,7 @@ class Measured:
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
     claim_tests: list[str] = _declared(_local(), list)
     claims_reused: dict[str, Recheck] = _declared(_local(), dict)
+    due_run: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of that kind run tonight
     parity_reused: dict[str, Recheck] = _declared(_local(), dict)
     # records and the pytest-benchmark entries they make, which a pytest-xdist controller adds (session/xdist.py)
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = _declared(_local(), list)

@@ -71,10 +71,15 @@ def test_a_claims_test_kept_in_a_stored_run_is_not_measured_again_until_the_envi
 
 def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_is_spent(
         project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another cuDNN and a budget the cases spend: the first claims test is measured, the second deferred and
-    counted; the next night, whatever its budget, measures the deferred one and skips the first as stored."""
+    """Another cuDNN and a budget the cases spend: the first claims test is measured (a parity test that ran
+    before it does not count for it), the second deferred and counted; the next night, whatever its budget,
+    measures the deferred one and skips the first as stored."""
     project.makepyfile(test_own_claims="""
         from pytest_rnnperf.judge.claims import ClaimRow
+        from pytest_rnnperf.model.cases import Case, Shape
+
+        def test_a_reference(rnnperf):
+            rnnperf.check(rnnperf.reference(Case("torch", "gru", Shape(6, 3, 3, 5))))
 
         def test_batch_size(rnnperf_claims):
             rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
@@ -84,15 +89,15 @@ def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_
             rnnperf_claims.add(ClaimRow("train-speed", "mine", "6.1x [5.9, 6.3]", "as claimed"))
             rnnperf_claims.check()
     """)
-    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=4)
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=5)
     monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
     short = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "--rnnperf-keep-run")
-    short.assert_outcomes(passed=3, skipped=1)
+    short.assert_outcomes(passed=4, skipped=1)
     short.stdout.fnmatch_lines(["*SKIPPED*claims deferred by --rnnperf-budget: environment changed since "
                                 "0001_baseline.json (*cudnn*); a later night runs it*"])
     short.stdout.fnmatch_lines(["*claims: 1 test(s) deferred to a later night: the environment changed and the run's "
                                 "budget (--rnnperf-budget) was spent; each night measures at least one*"])
     next_night = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "-v")
-    next_night.assert_outcomes(passed=3, skipped=1)
+    next_night.assert_outcomes(passed=3, skipped=2)
     next_night.stdout.fnmatch_lines(["*test_sequence_length PASSED*"])
     next_night.stdout.fnmatch_lines(["*test_batch_size SKIPPED*claims as measured in 0002_run.json*"])
