@@ -82,11 +82,17 @@ class Measured:
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
     claim_tests: list[str] = _declared(_local(), list)
     claims_reused: dict[str, Recheck] = _declared(_local(), dict)
-    due_run: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of that kind run tonight
+    due_run: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of that kind passed tonight
     parity_reused: dict[str, Recheck] = _declared(_local(), dict)
     # records and the pytest-benchmark entries they make, which a pytest-xdist controller adds (session/xdist.py)
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = _declared(_local(), list)
     unrecorded: bool = _declared(_local(), bool)  # a baseline or kept run was asked for and not written
+
+    def passed_tonight(self, test: str, kind: str) -> None:
+        """A claims or parity test (``kind``) measured and passed tonight: a stored run may stand for it later, and
+        a spent budget may defer the rest of its kind."""
+        self.claim_tests.append(test)
+        self.due_run[kind] = self.due_run.get(kind, 0) + 1
 
     def has_cases(self) -> bool:
         """Whether any case was measured, checked or skipped (the run has a report to write)."""
