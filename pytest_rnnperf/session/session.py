@@ -231,8 +231,11 @@ class RnnperfSession:
             if put_off := len(reused) - len(held):
                 notes.append(f"{kind}: {put_off} test(s) deferred to a later night: the environment changed and the "
                              f"run's budget (--rnnperf-budget) was spent; each night measures at least one")
-        if self.budget is not None:
-            notes.append(self.budget.line(time.monotonic() - self.started))
+        budget = self.budget
+        if budget is None and self.worker_runs and self.settings.budget > 0:  # a controller: its workers' cuts
+            budget = Budget(self.settings.budget * 60, 0, started=self.started, cuts=dict(self.measured.budget_cuts))
+        if budget is not None:
+            notes.append(budget.line(time.monotonic() - self.started))
         notes += unmatched_injections((r.id for r in self.measured.results if r.cudnn is not None), os.environ)
         if self.measured.has_cases():
             collection_s = None if self.collected is None else self.collected - self.started
@@ -254,6 +257,8 @@ class RnnperfSession:
     def worker_output(self) -> str:
         """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
         baseline = None if self.stored.baseline is None else str(self.stored.baseline.path)
+        if self.budget is not None:
+            self.measured.budget_cuts.update(self.budget.cuts)
         return worker_output(self.run.placement, self.gpu, self.fingerprint(), self.environment(), baseline,
                              self.measured)
 

@@ -7,7 +7,7 @@ a collection cannot be added without being merged and carried.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 from pytest_rnnperf.judge.claims import ClaimRow
@@ -41,6 +41,13 @@ def _items(cls: Any) -> Collection:
 def _strings(merge: str = EXTEND, report: bool = False, whole_run: bool = False) -> Collection:
     """A list of strings."""
     return Collection(merge, list, lambda d: [str(x) for x in d], report=report, whole_run=whole_run)
+
+
+def _rechecks() -> Collection:
+    """Tests or cases -> why each was (or was not) checked fully tonight: a pytest-xdist controller's summary counts
+    its workers' together."""
+    return Collection(UPDATE, lambda v: {k: asdict(r) for k, r in v.items()},
+                      lambda d: {str(k): Recheck(**r) for k, r in d.items()})
 
 
 def _local() -> Collection:
@@ -77,13 +84,16 @@ class Measured:
     processes: dict[str, list[ProcessSummary]] = _declared(Collection(
         UPDATE, lambda v: {c: [p.to_dict() for p in ps] for c, ps in v.items()},
         lambda d: {c: [ProcessSummary.from_dict(p, "worker") for p in ps] for c, ps in d.items()}, whole_run=True), dict)
-    rechecks: dict[str, Recheck] = _declared(_local(), dict)  # case id -> full or sampled checks tonight, why
+    rechecks: dict[str, Recheck] = _declared(_rechecks(), dict)  # case id -> full or sampled checks tonight, why
     # Tests whose answer tonight's environment alone decides (claims, cross-framework and reference parity), measured
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
     claim_tests: list[str] = _declared(_local(), list)
-    claims_reused: dict[str, Recheck] = _declared(_local(), dict)
+    claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     due_run: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of that kind passed tonight
-    parity_reused: dict[str, Recheck] = _declared(_local(), dict)
+    parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
+    # case id -> what the budget left it instead of its rounds (session.budget), each worker's for the controller
+    budget_cuts: dict[str, str] = _declared(Collection(UPDATE, dict, lambda d: {str(k): str(v) for k, v in d.items()}),
+                                            dict)
     # records and the pytest-benchmark entries they make, which a pytest-xdist controller adds (session/xdist.py)
     bench_sources: list[tuple[dict[str, Any], CaseRecord]] = _declared(_local(), list)
     unrecorded: bool = _declared(_local(), bool)  # a baseline or kept run was asked for and not written

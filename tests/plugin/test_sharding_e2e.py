@@ -50,3 +50,17 @@ def test_each_worker_takes_its_share_of_the_cpu_threads_and_the_summary_says_wha
                          line)
     assert spent is not None and int(spent[1]) + int(spent[3]) == 3, line
 
+
+
+def test_under_two_workers_the_summary_still_says_what_the_budget_cut_and_which_cases_were_checked_fully(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker's budget cuts and full checks reach the controller's summary, one line each, as in one process."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    one = unwrapped(run(project, "--rnnperf-budget=0.00001").stdout.str())
+    both = unwrapped(run(project, "-p", "xdist", "-n", "2", "--rnnperf-budget=0.00001").stdout.str())
+    for output in (one, both):
+        [budget] = [line for line in output if line.startswith("budget ")]
+        assert re.match(r"budget 1e-05 min: 2 case\(s\) cut to their minimum rounds", budget), budget
+        [checks] = [line for line in output if line.startswith("checks: ")]
+        assert "2 compared cuDNN with generic only" in checks, checks
