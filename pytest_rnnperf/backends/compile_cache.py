@@ -50,6 +50,11 @@ def folder_problem(folder: Path) -> str | None:
     return None
 
 
+def is_empty(folder: Path) -> bool:
+    """Whether neither XLA nor Inductor kept anything in ``folder`` yet (a first night on a runner)."""
+    return not any(any((folder / sub).iterdir()) for sub in (XLA_DIR, INDUCTOR_DIR) if (folder / sub).is_dir())
+
+
 def environment(folder: Path | None) -> dict[str, str]:
     """What a backend subprocess needs in its environment to use ``folder`` (None: the cache off)."""
     if folder is None:

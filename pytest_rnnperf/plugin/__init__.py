@@ -467,7 +467,10 @@ def compile_cache_line(folder: Path | None) -> str:
     """The header's line naming the compile cache kept between runs, or saying it is off."""
     if folder is None:
         return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
-    return f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
+    line = f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
+    # A first night compiles every JAX and torch.compile case from scratch: minutes no stored cost prices.
+    return line + (": empty, so cases that compile build from scratch tonight and later nights reuse them"
+                   if compile_cache.is_empty(folder) else "")
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

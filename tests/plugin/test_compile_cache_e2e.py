@@ -8,12 +8,20 @@ import pytest
 from conftest import run
 
 
-def test_the_compile_cache_folder_is_made_and_named_in_the_header(project: pytest.Pytester) -> None:
+def test_the_compile_cache_folder_is_made_and_named_in_the_header_which_says_when_it_is_empty(
+        project: pytest.Pytester) -> None:
+    """A first night names the empty cache (its compiling is not priced by any stored cost); a kept program
+    silences that."""
     folder = project.path / "cache"
     result = run(project, f"--rnnperf-compile-cache={folder}")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"])
+    result.stdout.fnmatch_lines([f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/): empty, so "
+                                 "cases that compile build from scratch tonight and later nights reuse them"])
     assert (folder / "xla").is_dir() and (folder / "inductor").is_dir()
+    (folder / "xla" / "jit_step-1234").write_bytes(b"compiled")
+    again = run(project, f"--rnnperf-compile-cache={folder}")
+    again.stdout.fnmatch_lines([f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"])
+    assert "empty, so" not in again.stdout.str()
 
 
 def test_the_ini_key_none_turns_the_compile_cache_off(project: pytest.Pytester) -> None:
