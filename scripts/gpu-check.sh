@@ -4,6 +4,8 @@
 #   scripts/gpu-check.sh suite [ARGS...]  pytest ARGS (default: suites/), logs under $OUT (default ./rnnperf-out)
 #   scripts/gpu-check.sh packaged [ARGS...]  the wheel built from this tree, installed into a fresh virtualenv, its
 #                                         suite run from a scratch folder with a copy of baselines/ (ARGS for pytest)
+#   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the workflow's night) sharded over every GPU with -n, then
+#                                         in one process on the same host; each run's time, and their ratio
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
@@ -109,10 +111,38 @@ case "$what" in
          # The page and the summary only: a call brings back at most 8 files.
          for f in index.html summary.md; do cp "$TEAM/repo/rnnperf-report/$f" "$OUT/" 2>/dev/null; done
          exit "$status" ;;
+  shard) # The same pytest run with one worker per GPU and in one process, one after the other on this host (fill
+         # the compile cache first: the first run would pay for both). Logs and reports under $OUT/shard-*.
+         gpus=$(nvidia-smi -L | grep -c '^GPU ')
+         [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
+         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-budget=5
+         for how in "n$gpus" one; do
+           extra=(); [ "$how" = one ] || extra=(-n "$gpus")
+           start=$(date +%s%N)
+           python3 -m pytest -rs -p no:cacheprovider "$@" "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
+           rc=$?
+           echo $(( ($(date +%s%N) - start) / 1000000 )) > "$OUT/shard-$how.ms"
+           echo "gpu-check: shard $how: exit $rc, $(grep -E '(passed|failed).* in [0-9.]+s' "$OUT/shard-$how.log" | tail -1)"
+           grep -E '^(rnnperf: (all|regress)|verdicts|workers:|budget|checks:)' "$OUT/shard-$how.log" | cut -c1-250
+           [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/shard-$how.rnnperf.json.gz"
+           grep -oE '^rnnperf: test_[^ ]+ failed' "$OUT/shard-$how.log" | sort -u > "$OUT/shard-$how.failed"
+           gzip -f "$OUT/shard-$how.log"
+         done
+         python3 - "$OUT" "n$gpus" <<'PY'
+import sys
+from pathlib import Path
+out, sharded = Path(sys.argv[1]), sys.argv[2]
+ms = {how: int((out / f"shard-{how}.ms").read_text()) for how in (sharded, "one")}
+failed = {how: set((out / f"shard-{how}.failed").read_text().split("\n")) - {""} for how in (sharded, "one")}
+print(f"gpu-check: shard: one process {ms['one'] / 1000:.1f} s, {sharded} {ms[sharded] / 1000:.1f} s: "
+      f"{ms['one'] / ms[sharded]:.2f}x; failed in one only {len(failed['one'] - failed[sharded])}, "
+      f"sharded only {len(failed[sharded] - failed['one'])}, both {len(failed['one'] & failed[sharded])}")
+PY
+         ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
          # shellcheck disable=SC2068  # the default list is split into case globs on purpose
          set -f; python3 scripts/noise_probe.py --json "$OUT/probe.json" $@ 2>&1 | tee -a "$OUT/probe.log" ;;
-  *) echo "usage: $0 tests|suite|packaged|probe [args]"; exit 2 ;;
+  *) echo "usage: $0 tests|suite|packaged|shard|probe [args]"; exit 2 ;;
 esac

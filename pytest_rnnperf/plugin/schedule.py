@@ -142,10 +142,16 @@ class WorkerCost:
     frameworks: tuple[str, ...] = ()
 
 
+SHOWN_FRAMEWORKS = 6  # a worker's frameworks named on its line; a run of other tests has many "groups"
+
+
 def _worker_text(cost: WorkerCost) -> str:
-    """e.g. ``41 s (15 tests: torch, tf)``."""
+    """e.g. ``41 s (15 tests: torch, tf)``; past ``SHOWN_FRAMEWORKS``, how many more."""
     tests = f"{cost.tests} test{'' if cost.tests == 1 else 's'}"
-    return f"{cost.seconds:.0f} s ({tests}{': ' + ', '.join(cost.frameworks) if cost.frameworks else ''})"
+    named = ", ".join(cost.frameworks[:SHOWN_FRAMEWORKS])
+    more = len(cost.frameworks) - SHOWN_FRAMEWORKS
+    named += f" and {more} more" if more > 0 else ""
+    return f"{cost.seconds:.0f} s ({tests}{': ' + named if named else ''})"
 
 
 def workers_line(costs: Mapping[str, WorkerCost]) -> str:

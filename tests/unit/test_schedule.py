@@ -174,6 +174,8 @@ def test_the_summary_says_what_each_worker_spent_in_its_tests() -> None:
     sharding.pytest_runtest_logreport(SimpleNamespace(when="setup", duration=9.0, nodeid="t[tf-a]"))  # type: ignore[arg-type]
     assert sharding.line() == "workers: gw0 42 s (2 tests: jax, torch), gw1 31 s (1 test: tf), gw10 0 s (1 test)"
     assert workers_line({}) == "" and workers_line({"gw0": WorkerCost(2.4, 2)}) == "workers: gw0 2 s (2 tests)"
+    many = WorkerCost(9.0, 9, tuple(f"fw{i}" for i in range(9)))
+    assert workers_line({"gw0": many}) == "workers: gw0 9 s (9 tests: fw0, fw1, fw2, fw3, fw4, fw5 and 3 more)"
 
 
 @pytest.mark.parametrize("nodeid", ["t[a", "t]", "t"])
