@@ -23,6 +23,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScheduling
 from xdist.workermanage import WorkerController
 
+from pytest_rnnperf.backends import specs
 from pytest_rnnperf.measure.placement import worker_number
 from pytest_rnnperf.model.records import CaseRecord
 
@@ -48,9 +49,15 @@ def longest_first(costs: Sequence[float]) -> list[int]:
     return sorted(range(len(costs)), key=lambda i: -costs[i])
 
 
-def group_of(nodeid: str) -> str:
-    """The framework a test's case starts (its case id up to the first ``-``: ``torch``, ``keras_jax``), else ""."""
-    return case_id(nodeid).split("-", 1)[0]
+def frameworks() -> frozenset[str]:
+    """The registered backends' names (``torch``, ``keras_jax``...): the groups a worker may keep to."""
+    return frozenset(spec.name for spec in specs())
+
+
+def group_of(nodeid: str, known: AbstractSet[str]) -> str:
+    """The framework a test's case starts (its case id up to the first ``-``, where ``known``), else ""."""
+    first = case_id(nodeid).split("-", 1)[0]
+    return first if first in known else ""
 
 
 def pick(pending: Sequence[int], costs: Sequence[float], groups: Sequence[str], mine: AbstractSet[str],
@@ -94,7 +101,8 @@ class CostScheduling(LoadScheduling):
             return
         collection: list[str] = collections[0]
         self.collection = collection
-        self._groups = [group_of(nodeid) for nodeid in collection]
+        known = frameworks()
+        self._groups = [group_of(nodeid, known) for nodeid in collection]
         self._costs = costs_of(collection, self._stored)
         self.pending[:] = longest_first(self._costs)
         for _ in range(AHEAD):
@@ -168,6 +176,7 @@ class Sharding:
     def __init__(self, stored: Callable[[str], float | None]) -> None:
         self.stored = stored
         self.costs: dict[str, WorkerCost] = {}
+        self.known = frameworks()
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's own (trylast), and only for its default mode
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> CostScheduling | None:
@@ -181,7 +190,7 @@ class Sharding:
             return
         worker = str(node.gateway.id)
         old = self.costs.get(worker, WorkerCost())
-        group = group_of(report.nodeid)
+        group = group_of(report.nodeid, self.known)
         frameworks = old.frameworks + ((group,) if group and group not in old.frameworks else ())
         self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"), frameworks)
 

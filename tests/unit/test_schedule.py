@@ -13,7 +13,8 @@ import pytest
 from factories import record as make_record
 from pytest_rnnperf.plugin import schedule
 from pytest_rnnperf.plugin.schedule import (
-    CostScheduling, Sharding, WorkerCost, case_id, costs_of, group_of, longest_first, pick, record_cost, workers_line,
+    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, longest_first, pick, record_cost,
+    workers_line,
 )
 
 
@@ -64,7 +65,7 @@ def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], s
     while ready := [n for n in nodes if sched.node2pending[n] and (len(sched.node2pending[n]) > 1 or n.shutting_down)]:
         node = min(ready, key=lambda n: out.ended[n.gateway.id])  # the worker that frees up first takes its next test
         name, index = node.gateway.id, sched.node2pending[node][0]
-        group = group_of(nodeids[index])
+        group = group_of(nodeids[index], frameworks())
         if group not in out.frameworks[name]:
             out.frameworks[name].append(group)
             out.ended[name] += start
@@ -110,7 +111,7 @@ def test_a_framework_starts_in_one_worker_where_that_keeps_both_busy(monkeypatch
     """Six frameworks, each start 5 s: fewer starts and an earlier end than longest-first alone, which starts
     nearly every framework in both workers; the workers still end within one test and one start."""
     grouped = _night(start=5.0)
-    monkeypatch.setattr(schedule, "group_of", lambda nodeid: "")  # the scheduler sees no frameworks
+    monkeypatch.setattr(schedule, "group_of", lambda nodeid, known: "")  # the scheduler sees no frameworks
     alone = _night(start=5.0)
     starts = {name: sum(len(f) for f in run.frameworks.values()) for name, run in [("grouped", grouped),
                                                                                   ("alone", alone)]}
@@ -137,7 +138,9 @@ def test_a_free_worker_takes_its_framework_then_a_new_one_then_the_longest() -> 
     assert pick(pending, costs, groups, mine=set(), started={"torch"}, workers=2) == 3  # no framework: as if its own
     assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch"}, workers=2) == 1
     assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch", "tf", "jax"}, workers=2) == 0
-    assert group_of("test_x[keras_jax-lstm-train]") == "keras_jax" and group_of("test_plain") == ""
+    known = frameworks()
+    assert group_of("test_x[keras_jax-lstm-train]", known) == "keras_jax" and group_of("test_plain", known) == ""
+    assert group_of("test_x[fp16-T28]", known) == ""  # a parameter that names no framework starts none
 
 
 def test_a_test_without_a_stored_cost_counts_as_the_median() -> None:
