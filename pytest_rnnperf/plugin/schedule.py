@@ -37,8 +37,9 @@ def case_id(nodeid: str) -> str:
 
 
 def costs_of(nodeids: Sequence[str], stored: Callable[[str], float | None]) -> list[float]:
-    """Each test's stored cost in seconds (``stored`` of its case id); a test with none counts as the median."""
-    known = [stored(case_id(n)) if case_id(n) else None for n in nodeids]
+    """Each test's stored cost in seconds (``stored`` of its case id, else of its node id: a model test's record is
+    stored under its node id); a test with none counts as the median."""
+    known = [cost if (cid := case_id(n)) and (cost := stored(cid)) is not None else stored(n) for n in nodeids]
     found = [c for c in known if c is not None]
     middle = statistics.median(found) if found else 0.0
     return [middle if c is None else c for c in known]
