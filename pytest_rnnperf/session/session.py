@@ -200,7 +200,7 @@ class RnnperfSession:
         # tonight (parity tests run earlier and must not starve the claims; a test skipped for a missing framework
         # does not count).
         found = put_off(found, self.budget is not None and self.budget.left() <= 0,
-                        self.measured.due_run.get(kind, 0) > 0)
+                        self.measured.passed_by_kind.get(kind, 0) > 0)
         if found.full:
             return None
         reused[test] = found

@@ -89,8 +89,8 @@ class Measured:
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
     claim_tests: list[str] = _declared(_local(), list)
     claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
-    due_run: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of that kind passed tonight
     parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
+    passed_by_kind: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of it passed tonight
     # case id -> what the budget left it instead of its rounds (session.budget), each worker's for the controller
     budget_cuts: dict[str, str] = _declared(Collection(UPDATE, dict, lambda d: {str(k): str(v) for k, v in d.items()}),
                                             dict)
@@ -102,7 +102,7 @@ class Measured:
         """A claims or parity test (``kind``) measured and passed tonight: a stored run may stand for it later, and
         a spent budget may defer the rest of its kind."""
         self.claim_tests.append(test)
-        self.due_run[kind] = self.due_run.get(kind, 0) + 1
+        self.passed_by_kind[kind] = self.passed_by_kind.get(kind, 0) + 1
 
     def has_cases(self) -> bool:
         """Whether any case was measured, checked or skipped (the run has a report to write)."""

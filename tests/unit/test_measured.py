@@ -28,7 +28,7 @@ from pytest_rnnperf.store.measured import LOCAL, Measured, collections
 from pytest_rnnperf.store.rechecks import Recheck
 
 # Collections a process keeps to itself (its own tests' bookkeeping): adding one here is a decision, not a default.
-KEPT_LOCAL = {"claim_tests", "due_run", "bench_sources", "unrecorded"}
+KEPT_LOCAL = {"claim_tests", "passed_by_kind", "bench_sources", "unrecorded"}
 
 
 def _cross(k: int) -> CrossRecord:
@@ -62,7 +62,7 @@ SAMPLES: dict[str, Callable[[int], Any]] = {
     "claim_tests": lambda k: [f"test_claims{k}"],
     "claims_reused": lambda k: {f"test_claims{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
     "parity_reused": lambda k: {f"test_parity{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
-    "due_run": lambda k: {"claims": k + 1},
+    "passed_by_kind": lambda k: {"claims": k + 1},
     "budget_cuts": lambda k: {f"case{k}": "minimum rounds"},
     "bench_sources": lambda k: [],  # entries of records by their position: covered by the session's own round trip
     "unrecorded": lambda k: True,
