@@ -1,8 +1,10 @@
 """The run's time budget (``--rnnperf-budget``): how long each case may spend on timed rounds, steadiest cut first.
 
 Only the timed phases can give: building a pair, proving its path and checking parity cost what they cost.
-Before each cuDNN case the budget sets the time left against the cases still to come, each priced at what the
-cases so far cost (the fixed phases and the timed ones apart). While that fits, a case times as configured.
+Before each cuDNN case the budget sets the time left against the cases still to come: their fixed phases priced at
+what their newest stored records say (scaled, once three cases have run, by how tonight's cases compare with theirs),
+or at the mean of the cases so far where nothing is stored, and their timed ones at the mean of the cases so far.
+While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
 ``forecast`` prices the collected cases' fixed phases from their stored records: where those alone exceed the
@@ -12,6 +14,7 @@ clock is a seam, no pytest, no framework.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
@@ -19,6 +22,14 @@ from typing import Callable, Iterable, Mapping
 # The phases of a case's ``cost_s`` that the budget can shorten; the rest are fixed.
 TIMED = ("wall", "energy", "device", "remeasure")
 FIXED = ("build", "proof", "parity")
+# Cases run before tonight's fixed costs are compared with their stored ones: a process's first case of each
+# framework pays its import and CUDA context, which the stored run paid in whichever case came first there.
+SCALE_AFTER = 3
+
+
+def fixed_of(cost_s: Mapping[str, float]) -> float:
+    """Seconds of a record's ``cost_s`` spent in the phases the budget cannot shorten."""
+    return sum(cost_s.get(p, 0.0) for p in FIXED)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,9 @@ class Budget:
     timed_s: float = 0.0
     cuts: dict[str, str] = field(default_factory=dict)  # case id -> what it got instead of its rounds
     forecast: Forecast | None = None  # the stored fixed costs, where they alone exceed the budget (``forecast``)
+    stored_fixed: Mapping[str, float] = field(default_factory=dict)  # collected case id -> its stored fixed seconds
+    ran: set[str] = field(default_factory=set)  # the cases counted so far (``spent``)
+    ratios: list[float] = field(default_factory=list)  # tonight's fixed seconds over the stored, by case counted
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
@@ -139,13 +153,28 @@ class Budget:
     def _share(self) -> float:
         """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases."""
         to_come = max(1, self.cases - self.done)
-        return (self.left() - self.fixed_s / self.done * to_come) / to_come
+        return (self.left() - self._fixed_each() * to_come) / to_come
 
-    def spent(self, cost_s: Mapping[str, float]) -> None:
+    def _fixed_each(self) -> float:
+        """Fixed seconds a case still to come is priced at: the mean stored cost of the collected cases not yet run
+        here, scaled by tonight's median ratio to the stored once ``SCALE_AFTER`` cases have one; the mean of the
+        cases so far where nothing is stored. A pytest-xdist worker does not know which cases it gets: the mean
+        stands for its share."""
+        left = [s for case, s in self.stored_fixed.items() if case not in self.ran]
+        if not left:
+            return self.fixed_s / self.done
+        scale = statistics.median(self.ratios) if len(self.ratios) >= SCALE_AFTER else 1.0
+        return sum(left) / len(left) * scale
+
+    def spent(self, cost_s: Mapping[str, float], case_id: str = "") -> None:
         """Count one finished cuDNN case's phases (its record's ``cost_s``)."""
         self.done += 1
-        self.fixed_s += sum(cost_s.get(p, 0.0) for p in FIXED)
+        fixed = fixed_of(cost_s)
+        self.fixed_s += fixed
         self.timed_s += sum(cost_s.get(p, 0.0) for p in TIMED)
+        self.ran.add(case_id)
+        if self.stored_fixed.get(case_id, 0.0) > 0:
+            self.ratios.append(fixed / self.stored_fixed[case_id])
 
     def line(self, wall_s: float) -> str:
         """e.g. "budget 6 min: 43 case(s) cut to their minimum rounds, 5 to fewer rounds (steadiest first); run 5:41"."""

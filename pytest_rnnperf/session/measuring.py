@@ -135,7 +135,7 @@ class Measurer:
     def _done(self, record: CaseRecord) -> CaseRecord:
         """Keep a measured record; tell the budget what a timed case cost."""
         if self.budget is not None and record.cudnn is not None:
-            self.budget.spent(record.cost_s)
+            self.budget.spent(record.cost_s, record.id)
         self.measured.results.append(record)
         return record
 

@@ -30,7 +30,7 @@ from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
-from pytest_rnnperf.session.budget import Budget, forecast
+from pytest_rnnperf.session.budget import Budget, fixed_of, forecast
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
@@ -174,8 +174,9 @@ class RnnperfSession:
         total_s = self.settings.budget * 60
         # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
         workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
+        stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
         self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
-                             forecast=forecast(costs, total_s, workers))
+                             forecast=forecast(costs, total_s, workers), stored_fixed=stored_fixed)
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""

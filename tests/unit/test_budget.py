@@ -113,3 +113,29 @@ def test_a_worker_prices_only_its_share_of_the_cases_to_come() -> None:
     """Ten collected cases, two workers: a worker with five to time is on time where ten would put it behind."""
     assert _after_one_case(60.0, cases=10, elapsed_s=9.0).behind()
     assert not _after_one_case(60.0, cases=5, elapsed_s=9.0).behind()
+
+
+def test_a_first_case_that_paid_its_frameworks_import_does_not_price_the_rest_where_their_costs_are_stored() -> None:
+    """The first case took 8 s to build (the framework's import and context); the stored records price the nine to
+    come at 0.5 s each, so 50 s left is on time where the first case's cost alone would put the run behind."""
+    stored = {f"c{k}": 0.5 for k in range(10)}
+    first = {"build": 8.0, "wall": 2.0}
+    for fixed, behind in ((stored, False), ({}, True)):
+        clock = Clock()
+        budget = Budget(60.0, cases=10, clock=clock, stored_fixed=fixed)
+        budget.spent(first, "c0")
+        clock.now += 10.0
+        assert budget.behind() is behind
+
+
+def test_once_three_cases_ran_their_median_ratio_to_the_stored_costs_scales_the_rest() -> None:
+    """Three cases built in 3 s where 1 s was stored: the seven to come are priced at 3 s each, which 30 s left
+    cannot hold with 2 s of rounds each (at their stored 1 s it could)."""
+    clock = Clock()
+    budget = Budget(45.0, cases=10, clock=clock, stored_fixed={f"c{k}": 1.0 for k in range(10)})
+    for k in range(3):
+        budget.spent({"build": 3.0, "wall": 2.0}, f"c{k}")
+        clock.now += 5.0
+    assert budget.behind()
+    budget.ratios.clear()  # the same night before any case was compared: the stored costs alone
+    assert not budget.behind()
