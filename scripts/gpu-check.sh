@@ -5,7 +5,7 @@
 #   scripts/gpu-check.sh packaged [ARGS...]  the wheel built from this tree, installed into a fresh virtualenv, its
 #                                         suite run from a scratch folder with a copy of baselines/ (ARGS for pytest)
 #   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the workflow's night) sharded over every GPU with -n, then
-#                                         in one process on the same host; each run's time, and their ratio
+#                                         in one process on the host's first GPU; each run's time, and their ratio
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
@@ -116,10 +116,12 @@ case "$what" in
          gpus=$(nvidia-smi -L | grep -c '^GPU ')
          [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-budget=5
+         # One process sees one GPU, as a one-GPU runner and the stored runs did: seeing both, TF and JAX set up both.
+         first=${CUDA_VISIBLE_DEVICES:-0}; first=${first%%,*}
          for how in "n$gpus" one; do
-           extra=(); [ "$how" = one ] || extra=(-n "$gpus")
+           extra=(); pin=(); [ "$how" = one ] && pin=(env "CUDA_VISIBLE_DEVICES=$first") || extra=(-n "$gpus")
            start=$(date +%s%N)
-           python3 -m pytest -rs -p no:cacheprovider "$@" "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
+           "${pin[@]}" python3 -m pytest -rs -p no:cacheprovider "$@" "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
            rc=$?
            echo $(( ($(date +%s%N) - start) / 1000000 )) > "$OUT/shard-$how.ms"
            echo "gpu-check: shard $how: exit $rc, $(grep -E '(passed|failed).* in [0-9.]+s' "$OUT/shard-$how.log" | tail -1)"
