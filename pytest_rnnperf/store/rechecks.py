@@ -84,7 +84,17 @@ def _changed(old: Mapping[str, str], new: Mapping[str, str], framework: str | No
     a, b = _results_fields(old, framework), _results_fields(new, framework)
     if _loaded_libraries(a, framework) and _loaded_libraries(b, framework):
         a, b = ({k: v for k, v in env.items() if not k.endswith(_WHEEL)} for env in (a, b))
-    return [key for key, _, _ in diff_environments(a, b)]
+    return [key for key, before, after in diff_environments(a, b)
+            if not (key.endswith(_LIBRARY) and _same_libraries(before, after))]
+
+
+def _same_libraries(old: str, new: str) -> bool:
+    """Whether two values of a ``<prefix><name>_library`` field (``13.0 at /x/libcudart.so.13; 12.5 at ...``) name
+    the same libraries for the framework: the field lists what the whole process had loaded when the framework's
+    first case ran, so one that lists the other's entries plus more only differs by another framework's (TensorFlow's
+    CUDA 12 runtime beside torch's 13) and by which framework ran first."""
+    a, b = ({e.strip() for e in value.split(";") if e.strip()} for value in (old, new))
+    return bool(a) and bool(b) and (a <= b or b <= a)
 
 
 def deferred(found: Recheck) -> Recheck:

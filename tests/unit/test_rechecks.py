@@ -171,3 +171,20 @@ def test_a_full_check_is_put_off_only_when_a_change_asked_for_it_the_run_is_shor
     assert put_off(changed, short=False, checked_one=True) == changed
     assert put_off(changed, short=True, checked_one=False) == changed
     assert put_off(first, short=True, checked_one=True) == first
+
+
+def test_a_runtime_another_framework_loaded_first_into_the_process_is_not_a_change() -> None:
+    """The fields as stored by a night where torch ran first and as read on a pytest-xdist worker where TensorFlow
+    had loaded its CUDA 12 runtime before (measured on two H100s: 41 cases were re-checked for it). torch's own
+    runtime moving still checks fully, whatever else is loaded."""
+    cu13 = "13.0 at /venv/nvidia/cu13/lib/libcudart.so.13"
+    cu12 = "12.5 at /tmp/rnnperf-site/nvidia/cuda_runtime/lib/libcudart.so.12"
+    alone = {**ENV, "torch.cudnn_library": "9.19.0 at /lib/libcudnn.so.9", "torch.cudart_library": cu13}
+    runs = [stored("0028_run.json", "2026-11-22T12:00:00+00:00", env=alone)]
+    beside = {**alone, "torch.cudart_library": f"{cu13}; {cu12}"}
+    assert recheck(runs, CASE.id, beside, NOW, 7, framework="torch").kind == "same"
+    assert recheck([stored("0037_run.json", "2026-11-22T12:00:00+00:00", env=beside)], CASE.id, alone, NOW, 7,
+                   framework="torch").kind == "same"
+    moved = {**alone, "torch.cudart_library": f"13.1 at /venv/nvidia/cu13/lib/libcudart.so.13; {cu12}"}
+    found = recheck(runs, CASE.id, moved, NOW, 7, framework="torch")
+    assert found.kind == "changed" and found.why.endswith("(torch.cudart_library)")
