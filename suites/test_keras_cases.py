@@ -33,7 +33,8 @@ from .keras_inputs import batches, padded_tokens
 
 if (missing := keras_import_problem()) is not None:
     pytest.skip(f"the Keras case checks {missing}", allow_module_level=True)
-keras = pytest.importorskip("keras")
+# Keras is imported where a model is built, not at collection: its default backend imports TensorFlow, which
+# would cost every pytest process that collects (torch-only xdist workers too) seconds and TF's CUDA runtime.
 
 BACKENDS = ["tensorflow", "torch", "jax"]
 # (steps, batch, vocabulary, hidden units) per scale: small, so that each case's step is well under a second on an
@@ -45,6 +46,8 @@ DROPOUT = 0.25
 
 def build_dropout_lstm(features: int, hidden: int) -> Any:
     """An LSTM with input dropout and no recurrent dropout (what cuDNN can take), and a per-step projection."""
+    import keras
+
     x = keras.Input(shape=(None, features))
     y = keras.layers.LSTM(hidden, dropout=DROPOUT, return_sequences=True)(x)
     return keras.Model(x, keras.layers.Dense(8)(y))
@@ -57,6 +60,8 @@ def build_masked_lstm(vocab: int, hidden: int) -> Any:
     different outputs (docs/known-issues.md), which no masked loss reads; a corrupted real step still reaches the
     last state, its logits and every gradient.
     """
+    import keras
+
     tokens = keras.Input(shape=(None,), dtype="int32")
     x = keras.layers.Embedding(vocab, 32, mask_zero=True)(tokens)
     x = keras.layers.LSTM(hidden)(x)

@@ -20,7 +20,8 @@ from .keras_inputs import batches, padded_tokens
 
 if (missing := keras_import_problem()) is not None:  # "need tensorflow for Keras's default backend..." or "need keras"
     pytest.skip(f"the Keras model checks {missing}", allow_module_level=True)
-keras = pytest.importorskip("keras")
+# Keras is imported where a model is built, not at collection: its default backend imports TensorFlow, which
+# would cost every pytest process that collects (torch-only xdist workers too) seconds and TF's CUDA runtime.
 
 # (vocabulary, embedding, hidden units, batch, steps) per scale: the nightly size is a small production tagger.
 SIZES = {"smoke": (50, 8, 8, 4, 12), "nightly": (5000, 64, 128, 64, 100), "full": (20000, 128, 256, 128, 200)}
@@ -28,6 +29,8 @@ SIZES = {"smoke": (50, 8, 8, 4, 12), "nightly": (5000, 64, 128, 64, 100), "full"
 
 def build_tagger(vocab: int, embed: int, hidden: int) -> Any:
     """Embedding with a padding mask, two bidirectional GRU layers, per-step logits."""
+    import keras
+
     tokens = keras.Input(shape=(None,), dtype="int32")
     x = keras.layers.Embedding(vocab, embed, mask_zero=True)(tokens)
     x = keras.layers.Bidirectional(keras.layers.GRU(hidden, return_sequences=True))(x)
