@@ -113,12 +113,15 @@ case "$what" in
          exit "$status" ;;
   shard) # The same pytest run with one worker per GPU and in one process, one after the other on this host (fill
          # the compile cache first: the first run would pay for both). Logs and reports under $OUT/shard-*.
+         # SHARD_RUNS=n2 or =one runs one of them, so that two nights longer than a call's 10 minutes fit two
+         # calls on the same machine; the times are kept in /tmp/rnnperf-shard and the ratio printed once both ran.
          gpus=$(nvidia-smi -L | grep -c '^GPU ')
          [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-budget=5
          # One process sees one GPU, as a one-GPU runner and the stored runs did: seeing both, TF and JAX set up both.
          first=${CUDA_VISIBLE_DEVICES:-0}; first=${first%%,*}
-         for how in "n$gpus" one; do
+         keep=/tmp/rnnperf-shard; mkdir -p "$keep"
+         for how in ${SHARD_RUNS:-"n$gpus" one}; do
            extra=(); pin=(); [ "$how" = one ] && pin=(env "CUDA_VISIBLE_DEVICES=$first") || extra=(-n "$gpus")
            start=$(date +%s%N)
            "${pin[@]}" python3 -m pytest -rs -p no:cacheprovider "$@" "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
@@ -129,8 +132,10 @@ case "$what" in
            [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/shard-$how.rnnperf.json.gz"
            grep -oE '^rnnperf: test_[^ ]+ failed' "$OUT/shard-$how.log" | sort -u > "$OUT/shard-$how.failed"
            gzip -f "$OUT/shard-$how.log"
+           cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$keep/"
          done
-         python3 - "$OUT" "n$gpus" <<'PY'
+         [ -f "$keep/shard-n$gpus.ms" ] && [ -f "$keep/shard-one.ms" ] || exit 0
+         python3 - "$keep" "n$gpus" <<'PY'
 import sys
 from pathlib import Path
 out, sharded = Path(sys.argv[1]), sys.argv[2]
