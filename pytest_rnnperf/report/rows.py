@@ -545,13 +545,22 @@ def unjudged_line(run: RunView) -> str | None:
             f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {listed}")
 
 
+CARD = "gpu.uuid"  # the environment field naming the physical card
+
+
 def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     """What changed between the environment of the baseline (the file holding ``case_id``) and now."""
     stored = run.stored.baseline if case_id is None else run.stored.stored_run(case_id)
     if stored is None:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
-    return environment_changes(dict(stored.environment), run.environment())
+    now = run.environment()
+    changes = environment_changes(dict(stored.environment), now)
+    cards = {r.environment.get(CARD) for r in run.stored.runs}
+    if now.get(CARD) and now[CARD] not in cards:  # a card's own speed shifts a case or two: say it is new here
+        changes = [f"{c} (a card none of the {len(run.stored.runs)} stored runs ran on)" if c.startswith(f"{CARD}:")
+                   else c for c in changes]
+    return changes
 
 
 def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:

@@ -241,3 +241,16 @@ def test_a_quiet_case_shows_no_kernel_line_and_an_improved_one_only_its_faster_k
     assert shown(Verdict.UNCHANGED) == shown(Verdict.AMBIGUOUS) == ()
     assert shown(Verdict.IMPROVED) == (faster.explain(),)
     assert shown(Verdict.REGRESSED) == (grew.explain(), faster.explain())
+
+
+def test_a_card_no_stored_run_ran_on_is_named_as_new_in_the_environment_changes() -> None:
+    """The sharded null on two H100s failed one case on a card the history had never seen; the line says so, and
+    says nothing more for a card a stored run did run on."""
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    env = run.environment()
+    older = [StoredRun(path=Path(f"{k}.json"), gpu_slug="NVIDIA_H200",
+                       environment=dict(env, **{"gpu.uuid": f"GPU-{k}"}), records={}) for k in "ab"]
+    run.stored = Stored(tuple(older))
+    assert env_diff_lines(run) == [f"gpu.uuid: GPU-a -> {env['gpu.uuid']} (a card none of the 2 stored runs ran on)"]
+    run.stored = Stored((older[0], StoredRun(path=Path("c.json"), gpu_slug="NVIDIA_H200", environment=env, records={})))
+    assert env_diff_lines(run) == [f"gpu.uuid: GPU-a -> {env['gpu.uuid']}"]
