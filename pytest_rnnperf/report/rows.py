@@ -12,7 +12,7 @@ from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import HELD_BACK, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
-from pytest_rnnperf.measure.environment import diff_environments, format_diff
+from pytest_rnnperf.measure.environment import CARD, diff_environments, format_diff
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
                                           PARITY, SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
 from pytest_rnnperf.model.stats import speedup_interval
@@ -543,9 +543,6 @@ def unjudged_line(run: RunView) -> str | None:
     files = run.stored.baseline.path.name + (f" or the {len(run.stored.older)} file(s) before it" if run.stored.older else "")
     return (f"not judged: {len(run.measured.unjudged)} cuDNN case(s) have no record in {files} "
             f"(new cases, or recorded without them; --rnnperf-update-baseline adds a file with them): {listed}")
-
-
-CARD = "gpu.uuid"  # the environment field naming the physical card
 
 
 def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:

@@ -16,13 +16,13 @@ from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
 from pytest_rnnperf.backends import specs
-from pytest_rnnperf.measure.environment import diff_environments
+from pytest_rnnperf.measure.environment import CARD, diff_environments
 from pytest_rnnperf.model.records import StoredRun
 
 # Fields that name the card, a deliberate fault or how many GPUs a framework sees, not what computes the results:
 # another H100 of the same model, an injected spin, or a second GPU beside the one measured on (one process on a
 # two-GPU host lists both; a pinned pytest-xdist worker, one) gives the same numbers, so none asks for a float64 check.
-_NOT_RESULTS = ("gpu.uuid", "RNNPERF_INJECT_", "jax.devices", "keras_jax.devices", "tf.gpus", "tf.memory_growth")
+_NOT_RESULTS = (CARD, "RNNPERF_INJECT_", "jax.devices", "keras_jax.devices", "tf.gpus", "tf.memory_growth")
 # The installed CUDA wheels (``cudnn_wheel``...) and what a framework loaded of them (``torch.cudnn_library``...).
 _WHEEL, _LIBRARY = "_wheel", "_library"
 
