@@ -89,5 +89,5 @@ def test_sensitivity_of_one_case_says_what_spreads_it_in_the_stored_history(
     assert lines[head].endswith("; what spreads it:")
     why = " ".join(line.strip() for line in lines[head + 1:])
     assert "- cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: " in why, why
-    _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T28-B128-I28-H128-L1")
+    _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T60-B500-I32-H256-L1")
     assert quiet[-1] == "resolves 3%"
