@@ -305,7 +305,8 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = compile_cache_folder(settings)
     compile_cache.use(cache)
     run = Run(gpu=read_gpu_info(nvml_index()), software=software_info(), settings=settings,
-              root=baseline_root(config, settings), machine_id=machine_id(), placement=placement, compile_cache=cache)
+              root=baseline_root(config, settings), machine_id=machine_id(), placement=placement, compile_cache=cache,
+              compile_cache_empty=cache is not None and compile_cache.is_empty(cache))
     session = RnnperfSession(replace(run, extra_environment=_extra_environment(config, run)))
     session.plan = [WorkerRun(p, read_gpu_info(nvml_index() if p.index is None else p.index))
                 for p in plan(_workers(config), os.environ)]
@@ -468,7 +469,7 @@ def compile_cache_line(folder: Path | None) -> str:
     if folder is None:
         return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
     line = f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
-    # A first night compiles every JAX and torch.compile case from scratch: minutes no stored cost prices.
+    # A first night compiles every JAX and torch.compile case from scratch (the budget prices it as stored).
     return line + (": empty, so cases that compile build from scratch tonight and later nights reuse them"
                    if compile_cache.is_empty(folder) else "")
 

@@ -2,7 +2,7 @@
 
 Only the timed phases can give: building a pair, proving its path and checking parity cost what they cost.
 Before each cuDNN case the budget sets the time left against the cases still to come: their fixed phases priced at
-what their newest stored records say (scaled, once three cases have run, by how tonight's cases compare with theirs),
+what their newest stored records say (a build at its costliest stored compile-cache miss where the cache is empty) (scaled, once three cases have run, by how tonight's cases compare with theirs),
 or at the mean of the cases so far where nothing is stored, and their timed ones at the mean of the cases so far.
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
@@ -32,6 +32,11 @@ def fixed_of(cost_s: Mapping[str, float]) -> float:
     return sum(cost_s.get(p, 0.0) for p in FIXED)
 
 
+def timed_of(cost_s: Mapping[str, float]) -> float:
+    """Seconds of a record's ``cost_s`` spent in timed rounds, the phases the budget can shorten."""
+    return sum(cost_s.get(p, 0.0) for p in TIMED)
+
+
 @dataclass(frozen=True)
 class Forecast:
     """The collected cases' fixed phases as last stored, where they alone exceed the budget."""
@@ -43,17 +48,23 @@ class Forecast:
     sources: tuple[str, ...]  # the stored files the costs come from, by name, newest (highest number) first
     unknown: int  # collected cases with no stored cost
     workers: int = 1  # pytest-xdist workers sharing them
+    scratch: int = 0  # cases priced at a build from scratch: the compile cache was empty when the run started
+    timed_s: float = 0.0  # the timed rounds at the least each case's stored records spent on them
 
     def text(self) -> str:
         """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
-        jax 54 s; parity 48 s); 2 case(s) have no stored cost"."""
+        jax 54 s; parity 48 s); 2 case(s) have no stored cost", after "the compile cache is empty, so 21 case(s)
+        compile from scratch: " on a first night."""
         parts = "; ".join(f"{phase} {_span(s)}: " + ", ".join(f"{fw} {_span(t)}" for fw, t in frameworks)
                           for phase, s, frameworks in self.phases)
         files = ", ".join(self.sources[:2]) + (f" and {len(self.sources) - 2} more" if len(self.sources) > 2 else "")
         unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
+        timed = f", and their timed rounds at the least stored {_span(self.timed_s)}" if self.timed_s else ""
         shared = f", shared by {self.workers} pytest-xdist workers" if self.workers > 1 else ""
-        return (f"the collected cases' fixed costs come to {_span(self.fixed_s)}{shared} in {files} ({parts})"
-                f"{unknown}")
+        scratch = (f"the compile cache is empty, so {self.scratch} case(s) compile from scratch: " if self.scratch
+                   else "")
+        return (f"{scratch}the collected cases' fixed costs come to {_span(self.fixed_s)}{shared} in {files} ({parts})"
+                f"{timed}{unknown}")
 
     def line(self) -> str:
         """The one line the run starts with: the budget cannot hold the fixed costs, and what the run does instead."""
@@ -67,15 +78,18 @@ def _span(seconds: float) -> str:
 
 
 def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float,
-             workers: int = 1) -> Forecast | None:
-    """What the collected cases' fixed phases cost where that alone is more than ``budget_s``, else None.
+             workers: int = 1, scratch: int = 0, least_timed: Mapping[str, float] | None = None) -> Forecast | None:
+    """What the collected cases' fixed phases cost where that, with their least stored timed rounds, is more than
+    ``budget_s``, else None.
 
     ``workers``: pytest-xdist workers sharing the cases, each paying its share of the fixed phases in the same
-    minutes, so the budget holds ``workers`` times as much.
+    minutes, so the budget holds ``workers`` times as much. ``scratch``: how many of ``costs`` are builds from
+    scratch (an empty compile cache), for the line.
 
     ``costs``: each collected case id -> the name of its newest stored file holding it and that record's ``cost_s``
-    (None, or an empty ``cost_s``: no stored cost). The minimum the timed phases could shrink to is left out: a
-    record keeps the seconds of the rounds it ran, not what its minimum rounds would take, so the forecast is a floor.
+    (None, or an empty ``cost_s``: no stored cost). ``least_timed``: case id -> the least seconds any of its stored
+    records spent in timed rounds, near what its minimum rounds take (a record keeps the rounds it ran, not what its
+    minimum would take), so the forecast is a floor.
     """
     known = {case: found for case, found in costs.items() if found is not None and found[1]}
     by_phase: dict[str, dict[str, float]] = {phase: {} for phase in FIXED}
@@ -85,12 +99,13 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
             if cost_s.get(phase, 0.0) > 0:
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
     fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
-    if fixed_s <= budget_s * workers:
+    timed_s = sum((least_timed or {}).get(case, 0.0) for case in costs)
+    if fixed_s + timed_s <= budget_s * workers:
         return None
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])
     sources = tuple(sorted({source for source, _ in known.values()}, reverse=True))
-    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers)
+    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers, scratch, timed_s)
 
 
 def _costliest(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
@@ -171,7 +186,7 @@ class Budget:
         self.done += 1
         fixed = fixed_of(cost_s)
         self.fixed_s += fixed
-        self.timed_s += sum(cost_s.get(p, 0.0) for p in TIMED)
+        self.timed_s += timed_of(cost_s)
         self.ran.add(case_id)
         if self.stored_fixed.get(case_id, 0.0) > 0:
             self.ratios.append(fixed / self.stored_fixed[case_id])

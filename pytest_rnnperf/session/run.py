@@ -25,6 +25,7 @@ class Run:
     machine_id: str = ""  # pytest-benchmark's machine id, the subfolder a recorded baseline goes to
     placement: Placement | None = None  # a pytest-xdist worker's GPU (None outside a worker)
     compile_cache: Path | None = None  # the compile cache kept between runs (None: off); subprocesses get it too
+    compile_cache_empty: bool = False  # nothing in it when the run started: cases that compile build from scratch
     extra_environment: Mapping[str, str] = field(default_factory=dict)  # fields a conftest adds (plugin/hooks.py)
     siblings: tuple[str, ...] = ()  # one GPU model's view: the run's other models (its baselines are theirs to name)
 

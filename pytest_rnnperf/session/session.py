@@ -30,7 +30,7 @@ from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
-from pytest_rnnperf.session.budget import Budget, fixed_of, forecast
+from pytest_rnnperf.session.budget import Budget, fixed_of, forecast, timed_of
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
@@ -169,14 +169,40 @@ class RnnperfSession:
         from their newest stored records (``budget.forecast``)."""
         if self.settings.budget <= 0:
             return
-        costs = {case_id: None if (run := self.stored.stored_run(case_id)) is None
-                 else (run.path.name, run.records[case_id].cost_s) for case_id in case_ids}
+        costs = {case_id: self.stored_cost(case_id) for case_id in case_ids}
+        scratch = sum(1 for case_id in case_ids if self.run.compile_cache_empty
+                      and self.stored.scratch_cost(case_id) is not None)
         total_s = self.settings.budget * 60
         # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
         workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
         stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
         self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
-                             forecast=forecast(costs, total_s, workers), stored_fixed=stored_fixed)
+                             forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids)),
+                             stored_fixed=stored_fixed)
+
+    def least_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
+        """Case id -> the least seconds of timed rounds any stored record of it spent (cases with none left out)."""
+        least: dict[str, float] = {}
+        for run in self.stored.runs:
+            for case_id in case_ids:
+                record = run.records.get(case_id)
+                spent = 0.0 if record is None else timed_of(record.cost_s)
+                if spent > 0:
+                    least[case_id] = min(spent, least.get(case_id, spent))
+        return least
+
+    def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
+        """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, its
+        build at its costliest stored compile-cache miss where tonight's cache started empty; None: nothing stored."""
+        run = self.stored.stored_run(case_id)
+        if run is None:
+            return None
+        newest = run.records[case_id].cost_s
+        scratch = self.stored.scratch_cost(case_id) if self.run.compile_cache_empty else None
+        if scratch is None or scratch[1]["build"] <= newest.get("build", 0.0):
+            return run.path.name, newest
+        # Only the build compiles: the other phases as the newest record has them.
+        return scratch[0], {**newest, "build": scratch[1]["build"]}
 
     def problems(self, record: CaseRecord | CrossRecord) -> list[str]:
         """Why a record fails: path proofs, parity, the speedup floor, a regression against the baseline."""

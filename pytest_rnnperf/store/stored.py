@@ -8,6 +8,7 @@ from typing import Mapping
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.noise import Noise
+from pytest_rnnperf.model.cold import MISS
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun
 from pytest_rnnperf.store.accepts import Accepted
 from pytest_rnnperf.store.baselines import root_problem
@@ -44,6 +45,16 @@ class Stored:
         """The newest stored record of ``case_id``, or None."""
         run = self.stored_run(case_id)
         return None if run is None else run.records[case_id]
+
+    def scratch_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
+        """The stored ``cost_s`` of ``case_id``'s costliest build on a compile-cache miss, with its file's name; None
+        where no stored build of it missed.
+
+        The costliest, not the newest: Inductor reports a miss on warm nights too, at a warm night's cost."""
+        missed = [(run.path.name, record.cost_s) for run in self.runs
+                  if (record := run.records.get(case_id)) is not None and record.cold is not None
+                  and record.cold.cache == MISS and record.cost_s.get("build", 0.0) > 0]
+        return max(missed, key=lambda found: found[1]["build"], default=None)
 
     def history(self, case_id: str) -> CaseHistory:
         """The stored processes ``case_id`` is judged against: its newest recorded baseline's, then the kept runs'."""

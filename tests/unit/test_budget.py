@@ -139,3 +139,14 @@ def test_once_three_cases_ran_their_median_ratio_to_the_stored_costs_scales_the_
     assert budget.behind()
     budget.ratios.clear()  # the same night before any case was compared: the stored costs alone
     assert not budget.behind()
+
+
+def test_the_least_stored_timed_rounds_join_the_fixed_costs_and_a_first_night_says_its_cache_is_empty() -> None:
+    """231.5 s of fixed phases fit 4 minutes; with 20 s of timed rounds at their least they do not, and the line
+    names both, after the empty compile cache that made the builds costly."""
+    assert forecast(NIGHT, budget_s=240.0, least_timed={"keras_jax-lstm-a": 5.0}) is None
+    found = forecast(NIGHT, budget_s=240.0, scratch=2, least_timed={"keras_jax-lstm-a": 12.0, "jax-gru-a": 8.0})
+    assert found is not None and found.timed_s == 20.0
+    assert found.line().startswith("rnnperf: --rnnperf-budget=4 cannot hold: the compile cache is empty, so 2 case(s) "
+                                   "compile from scratch: the collected cases' fixed costs come to 3.9 min in ")
+    assert "proof 3 s: keras_jax 3 s), and their timed rounds at the least stored 20 s; 2 case(s) have no" in found.line()

@@ -1,0 +1,62 @@
+"""A first night (compile cache empty at the start) is priced at the builds stored from scratch, not the warm ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from factories import record
+from fake_nvml import FakeNVML
+
+from pytest_rnnperf.measure.gpu import read_gpu_info
+from pytest_rnnperf.model.cold import HIT, MISS, ColdCost
+from pytest_rnnperf.model.records import StoredRun
+from pytest_rnnperf.session.run import Run
+from pytest_rnnperf.session.session import RnnperfSession
+from pytest_rnnperf.session.settings import Settings
+from pytest_rnnperf.store.stored import Stored
+
+CASE = "jax-lstm-train-fp32-T28"
+# Newest first: a warm night (cache hit), the first night of this runner (miss, 30 s), a warm Inductor-style miss.
+NIGHTS = (("0039_run.json", HIT, 0.4, 3.0), ("0038_run.json", MISS, 30.0, 9.0), ("0037_run.json", MISS, 0.5, 2.0))
+
+
+def _stored() -> Stored:
+    """Three stored runs of ``CASE``: its build and timed rounds in each, and whether the compile cache served it."""
+    runs = tuple(StoredRun(Path(name), "NVIDIA_H100", {}, {CASE: record(CASE, cost_s={"build": build, "parity": 1.0,
+                                                                                     "wall": wall},
+                                                                        cold=ColdCost(cache=cache))})
+                 for name, cache, build, wall in NIGHTS)
+    return Stored(runs=runs)
+
+
+def _session(empty: bool, budget_min: float = 0.5) -> RnnperfSession:
+    """A session whose compile cache started ``empty`` (or warm), its budget ``budget_min``, over ``_stored()``."""
+    run = Run(gpu=read_gpu_info(0, FakeNVML()), software={}, settings=replace(Settings.defaults(), budget=budget_min),
+              compile_cache=Path("/cache"), compile_cache_empty=empty)
+    session = RnnperfSession(run)
+    session.stored = _stored()
+    return session
+
+
+def test_the_costliest_stored_miss_prices_the_build_not_the_newest_or_a_cheap_warm_miss() -> None:
+    assert _stored().scratch_cost(CASE) == ("0038_run.json", {"build": 30.0, "parity": 1.0, "wall": 9.0})
+    assert _stored().scratch_cost("torch-gru") is None
+
+
+def test_an_empty_cache_prices_the_build_from_scratch_and_the_rest_as_the_newest_record() -> None:
+    assert _session(empty=True).stored_cost(CASE) == ("0038_run.json", {"build": 30.0, "parity": 1.0, "wall": 3.0})
+    assert _session(empty=False).stored_cost(CASE) == ("0039_run.json", {"build": 0.4, "parity": 1.0, "wall": 3.0})
+
+
+def test_a_first_night_that_cannot_fit_says_so_before_the_run_and_a_warm_one_does_not() -> None:
+    """31 s of fixed phases and 2 s of timed rounds at their least exceed 30 s; the warm night's 1.4 s and 2 s do not."""
+    cold, warm = _session(empty=True), _session(empty=False)
+    for session in (cold, warm):
+        session.plan_budget([CASE])
+    assert warm.budget is not None and warm.budget.forecast is None
+    assert cold.budget is not None and cold.budget.forecast is not None
+    assert cold.budget.forecast.line().startswith(
+        "rnnperf: --rnnperf-budget=0.5 cannot hold: the compile cache is empty, so 1 case(s) compile from scratch: "
+        "the collected cases' fixed costs come to 31 s in 0038_run.json (build 30 s: jax 30 s; parity 1 s: jax 1 s), "
+        "and their timed rounds at the least stored 2 s;")
