@@ -45,6 +45,11 @@ class UsageProblem(Exception):
     """Something the user gave cannot be used; the message is one line naming it (a usage error)."""
 
 
+# A warm night prices a build at the least of this many newest stored ones: one first night among them, compiling
+# from scratch, is not what a warm cache costs.
+WARM_BUILDS = 3
+
+
 @dataclass
 class RnnperfSession:
     """One run: what it is (``run``, fixed at configure) and what it measured (``measured``), plus its machinery."""
@@ -192,13 +197,17 @@ class RnnperfSession:
         return least
 
     def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
-        """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, its
-        build at its costliest stored compile-cache miss where tonight's cache started empty; None: nothing stored."""
+        """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, but its
+        build at its costliest stored compile-cache miss where tonight's cache started empty, else at the least of
+        its newest stored builds (the newest may be a first night's); None: nothing stored."""
         run = self.stored.stored_run(case_id)
         if run is None:
             return None
         newest = run.records[case_id].cost_s
-        scratch = self.stored.scratch_cost(case_id) if self.run.compile_cache_empty else None
+        if not self.run.compile_cache_empty:
+            warm = self.stored.least_build(case_id, WARM_BUILDS)
+            return run.path.name, newest if warm is None else {**newest, "build": warm}
+        scratch = self.stored.scratch_cost(case_id)
         if scratch is None or scratch[1]["build"] <= newest.get("build", 0.0):
             return run.path.name, newest
         # Only the build compiles: the other phases as the newest record has them.

@@ -56,6 +56,12 @@ class Stored:
                   and record.cold.cache == MISS and record.cost_s.get("build", 0.0) > 0]
         return max(missed, key=lambda found: found[1]["build"], default=None)
 
+    def least_build(self, case_id: str, newest: int) -> float | None:
+        """The least build seconds among the ``newest`` newest stored records of ``case_id`` that have one, or None."""
+        builds = [build for run in self.runs if (record := run.records.get(case_id)) is not None
+                  and (build := record.cost_s.get("build", 0.0)) > 0][:newest]
+        return min(builds, default=None)
+
     def history(self, case_id: str) -> CaseHistory:
         """The stored processes ``case_id`` is judged against: its newest recorded baseline's, then the kept runs'."""
         return case_history(list(self.runs), case_id)

@@ -21,21 +21,23 @@ CASE = "jax-lstm-train-fp32-T28"
 NIGHTS = (("0039_run.json", HIT, 0.4, 3.0), ("0038_run.json", MISS, 30.0, 9.0), ("0037_run.json", MISS, 0.5, 2.0))
 
 
-def _stored() -> Stored:
-    """Three stored runs of ``CASE``: its build and timed rounds in each, and whether the compile cache served it."""
+def _stored(nights: tuple[tuple[str, str, float, float], ...] = NIGHTS) -> Stored:
+    """Stored runs of ``CASE``, newest first: its build and timed rounds in each, and whether the compile cache
+    served it."""
     runs = tuple(StoredRun(Path(name), "NVIDIA_H100", {}, {CASE: record(CASE, cost_s={"build": build, "parity": 1.0,
                                                                                      "wall": wall},
                                                                         cold=ColdCost(cache=cache))})
-                 for name, cache, build, wall in NIGHTS)
+                 for name, cache, build, wall in nights)
     return Stored(runs=runs)
 
 
-def _session(empty: bool, budget_min: float = 0.5) -> RnnperfSession:
-    """A session whose compile cache started ``empty`` (or warm), its budget ``budget_min``, over ``_stored()``."""
+def _session(empty: bool, budget_min: float = 0.5,
+             nights: tuple[tuple[str, str, float, float], ...] = NIGHTS) -> RnnperfSession:
+    """A session whose compile cache started ``empty`` (or warm), its budget ``budget_min``, over ``nights``."""
     run = Run(gpu=read_gpu_info(0, FakeNVML()), software={}, settings=replace(Settings.defaults(), budget=budget_min),
               compile_cache=Path("/cache"), compile_cache_empty=empty)
     session = RnnperfSession(run)
-    session.stored = _stored()
+    session.stored = _stored(nights)
     return session
 
 
@@ -60,3 +62,15 @@ def test_a_first_night_that_cannot_fit_says_so_before_the_run_and_a_warm_one_doe
         "rnnperf: --rnnperf-budget=0.5 cannot hold: the compile cache is empty, so 1 case(s) compile from scratch: "
         "the collected cases' fixed costs come to 31 s in 0038_run.json (build 30 s: jax 30 s; parity 1 s: jax 1 s), "
         "and their timed rounds at the least stored 2 s;")
+
+
+def test_the_warm_night_after_a_first_night_prices_the_build_warm_not_as_the_newest_record_compiled_it() -> None:
+    """On a lent H100 the night after a fresh runner's first one said at its start that 5 minutes could not hold the
+    builds: it priced them at that first night's, kept as its newest record."""
+    after_first = (("0040_run.json", MISS, 30.0, 3.0),) + NIGHTS[:1]
+    warm = _session(empty=False, nights=after_first)
+    assert warm.stored_cost(CASE) == ("0040_run.json", {"build": 0.4, "parity": 1.0, "wall": 3.0})
+    warm.plan_budget([CASE])
+    assert warm.budget is not None and warm.budget.forecast is None
+    assert _session(empty=True, nights=after_first).stored_cost(CASE) == ("0040_run.json",
+                                                                         {"build": 30.0, "parity": 1.0, "wall": 3.0})
