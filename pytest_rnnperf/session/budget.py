@@ -78,7 +78,8 @@ def _span(seconds: float) -> str:
 
 
 def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float,
-             workers: int = 1, scratch: int = 0, least_timed: Mapping[str, float] | None = None) -> Forecast | None:
+             workers: int = 1, scratch: int = 0, least_timed: Mapping[str, float] | None = None,
+             frameworks: Mapping[str, str] | None = None) -> Forecast | None:
     """What the collected cases' fixed phases cost where that, with their least stored timed rounds, is more than
     ``budget_s``, else None.
 
@@ -89,12 +90,13 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
     ``costs``: each collected case id -> the name of its newest stored file holding it and that record's ``cost_s``
     (None, or an empty ``cost_s``: no stored cost). ``least_timed``: case id -> the least seconds any of its stored
     records spent in timed rounds, near what its minimum rounds take (a record keeps the rounds it ran, not what its
-    minimum would take), so the forecast is a floor.
+    minimum would take), so the forecast is a floor. ``frameworks``: case id -> its framework, where the id does not
+    start with it (a test of a team's own model, named by its test id).
     """
     known = {case: found for case, found in costs.items() if found is not None and found[1]}
     by_phase: dict[str, dict[str, float]] = {phase: {} for phase in FIXED}
     for case, (_, cost_s) in known.items():
-        framework = case.split("-", 1)[0]
+        framework = (frameworks or {}).get(case) or case.split("-", 1)[0]
         for phase in FIXED:
             if cost_s.get(phase, 0.0) > 0:
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]

@@ -182,8 +182,14 @@ class RnnperfSession:
         workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
         stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
         self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
-                             forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids)),
+                             forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids),
+                                               self._frameworks(case_ids)),
                              stored_fixed=stored_fixed)
+
+    def _frameworks(self, case_ids: Sequence[str]) -> dict[str, str]:
+        """Case id -> the framework its newest stored record ran (a model test's id does not name it)."""
+        return {case_id: record.case.framework for case_id in case_ids
+                if (record := self.stored.stored_record(case_id)) is not None}
 
     def least_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
         """Case id -> the least seconds of timed rounds any stored record of it spent (cases with none left out)."""

@@ -150,3 +150,11 @@ def test_the_least_stored_timed_rounds_join_the_fixed_costs_and_a_first_night_sa
     assert found.line().startswith("rnnperf: --rnnperf-budget=4 cannot hold: the compile cache is empty, so 2 case(s) "
                                    "compile from scratch: the collected cases' fixed costs come to 3.9 min in ")
     assert "proof 3 s: keras_jax 3 s), and their timed rounds at the least stored 20 s; 2 case(s) have no" in found.line()
+
+
+def test_a_model_test_named_by_its_test_id_is_counted_under_its_framework() -> None:
+    """The tests of a team's own model are named by their pytest id; the line groups them by the framework they ran."""
+    night = {"suites/test_models.py::test_tagger[tensorflow]": ("0040_run.json", {"parity": 30.0}),
+             "tf-lstm-a": ("0040_run.json", {"parity": 20.0})}
+    found = forecast(night, budget_s=40.0, frameworks={"suites/test_models.py::test_tagger[tensorflow]": "tf"})
+    assert found is not None and "(parity 50 s: tf 50 s)" in found.line()

@@ -9,6 +9,7 @@ from factories import record
 from fake_nvml import FakeNVML
 
 from pytest_rnnperf.measure.gpu import read_gpu_info
+from pytest_rnnperf.model.cases import ModelCase
 from pytest_rnnperf.model.cold import HIT, MISS, ColdCost
 from pytest_rnnperf.model.records import StoredRun
 from pytest_rnnperf.session.run import Run
@@ -24,8 +25,9 @@ NIGHTS = (("0039_run.json", HIT, 0.4, 3.0), ("0038_run.json", MISS, 30.0, 9.0), 
 def _stored(nights: tuple[tuple[str, str, float, float], ...] = NIGHTS) -> Stored:
     """Stored runs of ``CASE``, newest first: its build and timed rounds in each, and whether the compile cache
     served it."""
-    runs = tuple(StoredRun(Path(name), "NVIDIA_H100", {}, {CASE: record(CASE, cost_s={"build": build, "parity": 1.0,
-                                                                                     "wall": wall},
+    case = ModelCase(id=CASE, framework="jax")
+    runs = tuple(StoredRun(Path(name), "NVIDIA_H100", {}, {CASE: record(case=case, cost_s={"build": build, "parity": 1.0,
+                                                                                          "wall": wall},
                                                                         cold=ColdCost(cache=cache))})
                  for name, cache, build, wall in nights)
     return Stored(runs=runs)
