@@ -2,8 +2,9 @@
 
 Only the timed phases can give: building a pair, proving its path and checking parity cost what they cost.
 Before each cuDNN case the budget sets the time left against the cases still to come: their fixed phases priced at
-what their newest stored records say (a build at its costliest stored compile-cache miss where the cache is empty) (scaled, once three cases have run, by how tonight's cases compare with theirs),
-or at the mean of the cases so far where nothing is stored, and their timed ones at the mean of the cases so far.
+what their stored records say (``RnnperfSession.stored_cost``: a first night's builds as stored from scratch),
+scaled, once three cases have run, by how tonight's cases compare with theirs, or at the mean of the cases so far
+where nothing is stored, and their timed ones at the mean of the cases so far.
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,

@@ -171,7 +171,7 @@ class RnnperfSession:
 
     def plan_budget(self, case_ids: Sequence[str]) -> None:
         """Start the run's time budget (--rnnperf-budget, 0: none) for the collected cuDNN cases ``case_ids``, priced
-        from their newest stored records (``budget.forecast``)."""
+        from their stored records (``stored_cost``, ``budget.forecast``)."""
         if self.settings.budget <= 0:
             return
         costs = {case_id: self.stored_cost(case_id) for case_id in case_ids}
