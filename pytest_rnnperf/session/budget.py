@@ -8,8 +8,8 @@ where nothing is stored, and their timed ones at the mean of the cases so far.
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
-``forecast`` prices the collected cases' fixed phases from their stored records: where those alone exceed the
-budget, the run says so at its start and every case, the first included, runs its minimum rounds. Pure: the
+``forecast`` prices the collected cases' fixed phases and least timed rounds from their stored records: where those
+exceed the budget, the run says so at its start and every case, the first included, runs its minimum rounds. Pure: the
 clock is a seam, no pytest, no framework.
 """
 
@@ -40,7 +40,7 @@ def timed_of(cost_s: Mapping[str, float]) -> float:
 
 @dataclass(frozen=True)
 class Forecast:
-    """The collected cases' fixed phases as last stored, where they alone exceed the budget."""
+    """The collected cases' fixed phases and least timed rounds as stored, where they exceed the budget."""
 
     budget_s: float
     fixed_s: float
