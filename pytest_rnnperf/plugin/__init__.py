@@ -459,19 +459,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
     lines = header_lines(session, scale=resolved_scale(config)) + [
         f"rnnperf: regression thresholds: {thresholds(session.settings.policy())}",
-        compile_cache_line(session.run.compile_cache)]
+        compile_cache_line(session.run.compile_cache, session.run.compile_cache_empty)]
     keras = config.stash.get(KERAS_LINE, "")
     return lines + [keras] if keras else lines
 
 
-def compile_cache_line(folder: Path | None) -> str:
-    """The header's line naming the compile cache kept between runs, or saying it is off."""
+def compile_cache_line(folder: Path | None, empty: bool) -> str:
+    """The header's line naming the compile cache kept between runs (``empty`` when the run started), or saying it
+    is off."""
     if folder is None:
         return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
     line = f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
     # A first night compiles every JAX and torch.compile case from scratch (the budget prices it as stored).
     return line + (": empty, so cases that compile build from scratch tonight and later nights reuse them"
-                   if compile_cache.is_empty(folder) else "")
+                   if empty else "")
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -10,7 +10,7 @@ from conftest import run
 
 def test_the_compile_cache_folder_is_made_and_named_in_the_header_which_says_when_it_is_empty(
         project: pytest.Pytester) -> None:
-    """A first night names the empty cache (its compiling is not priced by any stored cost); a kept program
+    """A first night names the empty cache (the budget prices its builds as stored from scratch); a kept program
     silences that."""
     folder = project.path / "cache"
     result = run(project, f"--rnnperf-compile-cache={folder}")
