@@ -37,7 +37,7 @@ from pytest_rnnperf.plugin.hooks import reserved
 from pytest_rnnperf.plugin.ids import stored_test_id
 from pytest_rnnperf.plugin.live import LiveFailures, note_failure
 from pytest_rnnperf.report.files import foreign_files
-from pytest_rnnperf.report.text import header_lines, library_lines, summary_lines, terminal_width
+from pytest_rnnperf.report.text import fit, header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession, UsageProblem, WorkerRun
 from pytest_rnnperf.session.settings import (MARKER_SETTINGS, Setting, SettingError, Settings, missing_library, setting,
@@ -483,7 +483,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     """
     session = _session(config)
     # The budget that cannot hold even the stored fixed costs says so now, before the first case runs.
-    ahead = [] if session.budget is None or session.budget.forecast is None else [session.budget.forecast.line()]
+    ahead = [] if session.budget is None or session.budget.forecast is None else fit(
+        [session.budget.forecast.line()], terminal_width(config.get_terminal_writer().fullwidth))
     if not session.gpu.available or config.option.collectonly:
         return ahead
 

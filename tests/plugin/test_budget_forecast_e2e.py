@@ -20,3 +20,6 @@ def test_a_budget_the_stored_fixed_costs_overrun_says_so_before_the_cases_run(pr
                          "test_cases.py ..*",
                          "*budget 1e-05 min: 2 case(s) cut to their minimum rounds (steadiest first); run 0:*; it could "
                          "not hold: the collected cases' fixed costs come to * s in 0001_baseline.json (*"])
+    # Read before the first case: drawn to the terminal's width ($COLUMNS, 200 here), not as one line of ~280.
+    forecast = [line for line in result.stdout.lines if line.startswith("rnnperf: --rnnperf-budget=")]
+    assert forecast and len(forecast[0]) <= 200, forecast
