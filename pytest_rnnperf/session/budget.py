@@ -168,6 +168,11 @@ class Budget:
             return self.forecast is not None
         return self._share() < self.timed_s / self.done
 
+    def short(self) -> bool:
+        """Work a change asked for (full checks, parity and claims tests) waits for a later night: the budget is
+        spent, or the cases still to come already need what is left (``behind``)."""
+        return self.left() <= 0 or self.behind()
+
     def _share(self) -> float:
         """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases."""
         to_come = max(1, self.cases - self.done)

@@ -114,7 +114,7 @@ class Measurer:
         found = recheck(list(self.stored.runs), case.id, self.run.environment(self.measured.runtime),
                         datetime.now(timezone.utc), settings.recheck_days, recording=self.run.settings.update_baseline,
                         framework=case.framework)
-        found = put_off(found, self.budget is not None and self.budget.behind(),
+        found = put_off(found, self.budget is not None and self.budget.short(),
                         any(r.full for r in self.measured.rechecks.values()))
         self.measured.rechecks[case.id] = found
         return config if found.full else replace(config, parity_reference=False, energy_s=0.0)

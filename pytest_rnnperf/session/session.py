@@ -238,10 +238,9 @@ class RnnperfSession:
                                self.settings.recheck_days, recording=self.settings.update_baseline)
         reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
                                else (self.measured.claims_reused, "measured", "measures them"))
-        # Claims run last: once the budget is spent, those a change asked for wait, once one of their kind passed
-        # tonight (parity tests run earlier and must not starve the claims; a test skipped for a missing framework
-        # does not count).
-        found = put_off(found, self.budget is not None and self.budget.left() <= 0,
+        # Those a change asked for wait once the budget is short (spent, or owed to the cases still to come), once
+        # one of their kind passed tonight (a test skipped for a missing framework does not count).
+        found = put_off(found, self.budget is not None and self.budget.short(),
                         self.measured.passed_by_kind.get(kind, 0) > 0)
         if found.full:
             return None
@@ -272,7 +271,7 @@ class RnnperfSession:
                              f"every run)")
             if put_off := len(reused) - len(held):
                 notes.append(f"{kind}: {put_off} test(s) deferred to a later night: the environment changed and the "
-                             f"run's budget (--rnnperf-budget) was spent; each night measures at least one")
+                             f"run's budget (--rnnperf-budget) had no time for them; each night measures at least one")
         budget = self.budget
         if budget is None and self.worker_runs and self.settings.budget > 0:  # a controller: its workers' cuts
             budget = Budget(self.settings.budget * 60, 0, started=self.started, cuts=dict(self.measured.budget_cuts))

@@ -96,7 +96,7 @@ def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_
     short.stdout.fnmatch_lines(["*SKIPPED*claims deferred by --rnnperf-budget: environment changed since "
                                 "0001_baseline.json (*cudnn*); a later night runs it*"])
     short.stdout.fnmatch_lines(["*claims: 1 test(s) deferred to a later night: the environment changed and the run's "
-                                "budget (--rnnperf-budget) was spent; each night measures at least one*"])
+                                "budget (--rnnperf-budget) had no time for them; each night measures at least one*"])
     next_night = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "-v")
     next_night.assert_outcomes(passed=3, skipped=2)
     next_night.stdout.fnmatch_lines(["*test_sequence_length PASSED*"])

@@ -101,6 +101,17 @@ def test_behind_says_whether_the_cases_to_come_fit_and_cuts_nothing_by_asking() 
     assert known is not None and Budget(60.0, cases=10, clock=Clock(), forecast=known).behind()
 
 
+def test_work_a_change_asked_for_waits_once_the_cases_to_come_need_the_time_not_only_once_it_is_spent() -> None:
+    """A changed-driver night on a lent H100 ran 12 parity tests and 12 full checks while its budget still had time
+    left, then cut the cases after them to their minimum rounds and ended 72 s over: owed time counts as short."""
+    assert not _after_one_case(100.0, cases=10, elapsed_s=9.0).short()
+    assert _after_one_case(60.0, cases=10, elapsed_s=9.0).short()  # 51 s left, 9 cases to come at 9 s each
+    assert _after_one_case(60.0, cases=1, elapsed_s=61.0).short()  # nothing to come, the budget spent
+    assert not Budget(60.0, cases=10, clock=Clock()).short()
+    known = forecast({"a": ("torch", {"build": 90.0})}, 60.0)
+    assert known is not None and Budget(60.0, cases=10, clock=Clock(), forecast=known).short()
+
+
 def test_workers_sharing_the_cases_share_the_fixed_costs_the_budget_must_hold() -> None:
     """Two pytest-xdist workers pay 231.5 s of fixed phases in the same minutes: a 2-minute budget holds them, a
     1.5-minute one does not, and the line says the costs are shared."""
