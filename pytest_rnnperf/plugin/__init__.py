@@ -482,9 +482,9 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     the frameworks of the collected cases are read now, as their first case would read them anyway.
     """
     session = _session(config)
-    # The budget that cannot hold even the stored fixed costs says so now, before the first case runs.
-    ahead = [] if session.budget is None or session.budget.forecast is None else fit(
-        [session.budget.forecast.line()], terminal_width(config.get_terminal_writer().fullwidth))
+    # A budget that cannot hold even the stored fixed costs, or has none to go by, says so before the first case.
+    line = None if session.budget is None else session.budget.ahead()
+    ahead = [] if line is None else fit([line], terminal_width(config.get_terminal_writer().fullwidth))
     if not session.gpu.available or config.option.collectonly:
         return ahead
 

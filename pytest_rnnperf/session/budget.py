@@ -132,11 +132,27 @@ class Budget:
     stored_fixed: Mapping[str, float] = field(default_factory=dict)  # collected case id -> its stored fixed seconds
     ran: set[str] = field(default_factory=set)  # the cases counted so far (``spent``)
     ratios: list[float] = field(default_factory=list)  # tonight's fixed seconds over the stored, by case counted
+    collected: int = 0  # cuDNN cases collected (every worker's), for ``ahead``
+    unpriced: int = 0  # of those, the cases no stored record gives a cost
+    cache_empty: bool = False  # the compile cache was empty when the run started
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
         if self.started < 0:
             self.started = self.clock()
+
+    def ahead(self) -> str | None:
+        """The line the run starts with where it already knows: the stored costs overrun the budget
+        (``Forecast.line``), or most collected cases have none to price them by (a new GPU model, new cases)."""
+        if self.forecast is not None:
+            return self.forecast.line()
+        if self.unpriced * 2 <= self.collected:
+            return None
+        cache = ", and the compile cache is empty" if self.cache_empty else ""
+        return (f"rnnperf: --rnnperf-budget={self.total_s / 60:g} cannot be foreseen: {self.unpriced} of "
+                f"{self.collected} collected case(s) have no stored cost on this GPU model{cache}; the run finds out as "
+                f"they run, and storing it (--rnnperf-keep-run; --rnnperf-update-baseline for a first baseline) prices the "
+                f"next night")
 
     def left(self) -> float:
         """Seconds of the budget not yet spent (negative once over)."""

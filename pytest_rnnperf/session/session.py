@@ -184,7 +184,10 @@ class RnnperfSession:
         self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
                              forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids),
                                                self._frameworks(case_ids)),
-                             stored_fixed=stored_fixed)
+                             stored_fixed=stored_fixed, collected=len(case_ids),
+                             # without a GPU no case is timed, so there is nothing to foresee
+                             unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
+                             cache_empty=self.run.compile_cache_empty)
 
     def _frameworks(self, case_ids: Sequence[str]) -> dict[str, str]:
         """Case id -> the framework its newest stored record ran (a model test's id does not name it)."""

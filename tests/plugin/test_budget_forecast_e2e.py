@@ -23,3 +23,16 @@ def test_a_budget_the_stored_fixed_costs_overrun_says_so_before_the_cases_run(pr
     # Read before the first case: drawn to the terminal's width ($COLUMNS, 200 here), not as one line of ~280.
     forecast = [line for line in result.stdout.lines if line.startswith("rnnperf: --rnnperf-budget=")]
     assert forecast and len(forecast[0]) <= 200, forecast
+
+
+def test_a_budget_with_nothing_stored_says_before_the_cases_that_it_cannot_foresee_the_run(
+        project: pytest.Pytester) -> None:
+    """A GPU model with no history: the line comes before the first case; once the run is stored, the next is priced."""
+    result = run(project, "--rnnperf-budget=5", "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=2)
+    whole_lines(result).fnmatch_lines(["rnnperf: --rnnperf-budget=5 cannot be foreseen: 2 of 2 collected case(s) have "
+                                       "no stored cost on this GPU model*; the run finds out as they run, and storing "
+                                       "it (--rnnperf-keep-run; --rnnperf-update-baseline for a first baseline) prices "
+                                       "the next night", "test_cases.py ..*"])
+    assert "cannot be foreseen" not in run(project, "--rnnperf-budget=5").stdout.str()
+

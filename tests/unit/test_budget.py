@@ -169,3 +169,17 @@ def test_a_model_test_named_by_its_test_id_is_counted_under_its_framework() -> N
              "tf-lstm-a": ("0040_run.json", {"parity": 20.0})}
     found = forecast(night, budget_s=40.0, frameworks={"suites/test_models.py::test_tagger[tensorflow]": "tf"})
     assert found is not None and "(parity 50 s: tf 50 s)" in found.line()
+
+
+def test_a_budget_with_most_cases_unpriced_says_at_the_start_that_it_cannot_foresee_the_run() -> None:
+    """Two lent H200s ran a first night 187 s over a 5-minute budget without a word: their model's stored records
+    were older than the costs. Half priced or more says nothing; the forecast's own line comes first."""
+    assert Budget(300.0, cases=4, clock=Clock(), collected=4, unpriced=2).ahead() is None
+    assert Budget(300.0, cases=4, clock=Clock(), collected=4, unpriced=3, cache_empty=True).ahead() == (
+        "rnnperf: --rnnperf-budget=5 cannot be foreseen: 3 of 4 collected case(s) have no stored cost on this GPU model, "
+        "and the compile cache is empty; the run finds out as they run, and storing it (--rnnperf-keep-run; "
+        "--rnnperf-update-baseline for a first baseline) prices the next night")
+    known = forecast({"a": ("0001_run.json", {"build": 90.0})}, 60.0)
+    assert known is not None
+    assert Budget(60.0, cases=4, clock=Clock(), forecast=known, collected=4, unpriced=3).ahead() == known.line()
+
