@@ -317,7 +317,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
         from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 
-        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case))), SHARDING)
+        def ahead(cases: list[str]) -> str | None:
+            """The line the workers' budgets start with, foreseen here (None without a budget)."""
+            return session.budget_for(cases, len(session.plan)).ahead() if session.settings.budget > 0 else None
+
+        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case)), ahead),
+                                      SHARDING)
     problem = storage_problem(config, session)
     if problem:
         raise pytest.UsageError(problem)

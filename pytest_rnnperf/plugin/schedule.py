@@ -26,6 +26,7 @@ from xdist.workermanage import WorkerController
 from pytest_rnnperf.backends import specs
 from pytest_rnnperf.measure.placement import worker_number
 from pytest_rnnperf.model.records import CaseRecord
+from pytest_rnnperf.report.text import fit, terminal_width
 
 AHEAD = 2  # tests a worker holds: the one it runs and the next, which it must know to start the first
 
@@ -171,13 +172,35 @@ def workers_line(costs: Mapping[str, WorkerCost]) -> str:
     return "workers: " + ", ".join(shown)
 
 
-class Sharding:
-    """The pytest-xdist controller's part: the cost-ordered scheduler, and what each worker's tests took."""
+def timed_cases(nodeids: Sequence[str], known: AbstractSet[str], stored: Callable[[str], float | None]) -> list[str]:
+    """The cases a controller's workers will time, as their node ids name them: each matrix case's id once (its
+    cuDNN test and its reference test share it), and each test stored under its node id (a team's model test)."""
+    found = (case_id(n) if group_of(n, known) else n for n in nodeids if group_of(n, known) or stored(n) is not None)
+    return list(dict.fromkeys(found))
 
-    def __init__(self, stored: Callable[[str], float | None]) -> None:
+
+class Sharding:
+    """The pytest-xdist controller's part: the cost-ordered scheduler, the budget's line before the run (a worker's
+    own lines never reach the terminal), and what each worker's tests took."""
+
+    def __init__(self, stored: Callable[[str], float | None],
+                 ahead: Callable[[list[str]], str | None] = lambda cases: None) -> None:
         self.stored = stored
+        self.ahead = ahead  # the budget's line for these cases (``Budget.ahead``), or None
         self.costs: dict[str, WorkerCost] = {}
         self.known = frameworks()
+        self.foreseen = False
+
+    def pytest_xdist_node_collection_finished(self, node: WorkerController, ids: Sequence[str]) -> None:
+        """The first worker to finish collecting: the budget's line, before any test runs."""
+        if self.foreseen:
+            return
+        self.foreseen = True
+        line = self.ahead(timed_cases(ids, self.known, self.stored))
+        reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+        if line and reporter is not None:
+            for part in fit([line], terminal_width(node.config.get_terminal_writer().fullwidth)):
+                reporter.write_line(part)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's own (trylast), and only for its default mode
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> CostScheduling | None:

@@ -174,20 +174,24 @@ class RnnperfSession:
         from their stored records (``stored_cost``, ``budget.forecast``)."""
         if self.settings.budget <= 0:
             return
+        # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
+        self.budget = self.budget_for(case_ids, 1 if self.run.placement is None else max(1, self.run.placement.workers))
+
+    def budget_for(self, case_ids: Sequence[str], workers: int) -> Budget:
+        """A budget of --rnnperf-budget minutes for ``case_ids`` shared by ``workers``, priced from their stored
+        records; a pytest-xdist controller makes one to foresee its workers' (``Budget.ahead``)."""
         costs = {case_id: self.stored_cost(case_id) for case_id in case_ids}
         scratch = sum(1 for case_id in case_ids if self.run.compile_cache_empty
                       and self.stored.scratch_cost(case_id) is not None)
         total_s = self.settings.budget * 60
-        # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
-        workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
         stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
-        self.budget = Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
-                             forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids),
-                                               self._frameworks(case_ids)),
-                             stored_fixed=stored_fixed, collected=len(case_ids),
-                             # without a GPU no case is timed, so there is nothing to foresee
-                             unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
-                             cache_empty=self.run.compile_cache_empty)
+        return Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
+                      forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids),
+                                        self._frameworks(case_ids)),
+                      stored_fixed=stored_fixed, collected=len(case_ids),
+                      # without a GPU no case is timed, so there is nothing to foresee
+                      unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
+                      cache_empty=self.run.compile_cache_empty)
 
     def _frameworks(self, case_ids: Sequence[str]) -> dict[str, str]:
         """Case id -> the framework its newest stored record ran (a model test's id does not name it)."""

@@ -34,5 +34,5 @@ def test_a_budget_with_nothing_stored_says_before_the_cases_that_it_cannot_fores
                                        "no stored cost on this GPU model*; the run finds out as they run, and storing "
                                        "it (--rnnperf-keep-run; --rnnperf-update-baseline for a first baseline) prices "
                                        "the next night", "test_cases.py ..*"])
-    assert "cannot be foreseen" not in run(project, "--rnnperf-budget=5").stdout.str()
+    assert "rnnperf: --rnnperf-budget" not in run(project, "--rnnperf-budget=5").stdout.str()
 

@@ -64,3 +64,19 @@ def test_under_two_workers_the_summary_still_says_what_the_budget_cut_and_which_
         assert re.match(r"budget 1e-05 min: 2 case\(s\) cut to their minimum rounds", budget), budget
         [checks] = [line for line in output if line.startswith("checks: ")]
         assert "2 compared cuDNN with generic only" in checks, checks
+
+
+def test_under_two_workers_the_budget_that_cannot_hold_or_foresee_says_so_before_the_first_test(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's lines never reach the terminal: the controller foresees the budget from what the workers collected.
+    Two lent H200s ran a first night under -n 2 187 s over its budget without a word before it."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    unpriced = run(project, "-p", "xdist", "-n", "2", "--rnnperf-budget=5")
+    unpriced.assert_outcomes(passed=2)
+    unpriced.stdout.fnmatch_lines(["rnnperf: --rnnperf-budget=5 cannot be foreseen: 2 of 2 collected case(s) have no "
+                                   "stored cost*", "*2 workers [[]2 items[]]*"])
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    short = run(project, "-p", "xdist", "-n", "2", "--rnnperf-budget=0.00001")
+    short.stdout.fnmatch_lines(["rnnperf: --rnnperf-budget=1e-05 cannot hold: the collected cases' fixed costs come to "
+                                "* s, shared by 2 pytest-xdist workers in 0001_baseline.json*", "*2 workers [[]2 items[]]*"])
+    assert "rnnperf: --rnnperf-budget" not in run(project, "-p", "xdist", "-n", "2", "--rnnperf-budget=5").stdout.str()

@@ -195,3 +195,12 @@ def test_the_plugin_loads_without_pytest_xdist() -> None:
     code = ("import sys; sys.modules['xdist'] = None; import pytest_rnnperf.plugin; "
             "assert 'xdist.scheduler' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_controller_foresees_each_matrix_case_once_and_a_team_test_only_where_it_is_stored() -> None:
+    """A cuDNN test and its reference test time one case; a team's model test is a case where stored by node id."""
+    ids = ["suites/test_cudnn.py::test_cudnn_vs_generic[torch-lstm-a]",
+           "suites/test_cudnn.py::test_generic_vs_reference[torch-lstm-a]",
+           "tests/test_mine.py::test_encoder", "tests/test_mine.py::test_helper"]
+    stored = {"tests/test_mine.py::test_encoder": 4.0}.get
+    assert schedule.timed_cases(ids, frozenset({"torch"}), stored) == ["torch-lstm-a", "tests/test_mine.py::test_encoder"]
