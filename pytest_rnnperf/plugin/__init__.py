@@ -619,17 +619,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
         ours.measured.notes.append(line)
-    if ours.settings.update_baseline:
-
+    if ours.settings.update_baseline or ours.settings.keep_run:
         bs = benchmark_session(config)
-        ours.measured.notes += ours.record_baseline(partial(benchmark_json, config, bs),
-                                         benchmarks_on=bs is not None and (not bs.disabled or off_for_xdist(bs)),
-                                         exit_status=int(exitstatus))
-    elif ours.settings.keep_run:
-
-        bs = benchmark_session(config)
-        ours.measured.notes += ours.keep_run(partial(benchmark_json, config, bs), benchmarks_on=bs is not None and not bs.disabled,
-                                  exit_status=int(exitstatus))
+        # pytest-benchmark turns itself off under pytest-xdist; the workers' entries reach the controller anyway.
+        on = bs is not None and (not bs.disabled or off_for_xdist(bs))
+        store = ours.record_baseline if ours.settings.update_baseline else ours.keep_run
+        ours.measured.notes += store(partial(benchmark_json, config, bs), benchmarks_on=on, exit_status=int(exitstatus))
     if ours.measured.unrecorded and session.exitstatus == pytest.ExitCode.OK:  # asked for, not written: CI must see it
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     ours.finish(os.environ.get("GITHUB_STEP_SUMMARY", ""))

@@ -85,6 +85,12 @@ def baseline_status(run: Run, measured: Measured, stored: Stored, policy: Policy
     return f"baseline: none for {run.gpu.gpu_slug} yet{where}; {RECORD_HINT}"
 
 
+def many_models(slugs: Sequence[str]) -> str:
+    """Why a pytest-xdist run over GPUs of several models is not kept, e.g. "its workers' GPUs are of 2 models ..."."""
+    return (f"its workers' GPUs are of {len(slugs)} models ({', '.join(slugs)}), and a history holds one model's runs: "
+            f"keep a run per model (CUDA_VISIBLE_DEVICES)")
+
+
 @dataclass(frozen=True)
 class Recorder:
     """Writes a finished run as its GPU model's next baseline file, or adds it to the history (a kept run)."""
@@ -106,9 +112,9 @@ class Recorder:
             return [f"{flag}: no GPU here ({self.run.gpu.reason}); runs are stored per GPU model, on a machine with one"]
         if self.parallel_reason is not None:
             return [f"{flag}: {self.parallel_reason}; nothing would be timed to store"]
-        if settings.keep_run and self.plan:
-            return ["--rnnperf-keep-run: pytest-xdist runs are not kept yet; run without -n to keep the run"]
         slugs = list(dict.fromkeys(w.gpu.gpu_slug for w in self.plan if w.placement.pin)) or [self.run.gpu.gpu_slug]
+        if settings.keep_run and len(slugs) > 1:  # the run would end with "run not kept"
+            return [f"--rnnperf-keep-run: {many_models(slugs)}"]
         problems = (record_problem(self.run.root / slug / self.run.machine_id) for slug in slugs)
         where = "cannot record into" if settings.update_baseline else "cannot keep the run in"
         return [f"{flag}: {where} {why}" for why in problems if why]
@@ -157,9 +163,8 @@ class Recorder:
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
             return [f"run not kept: the run did not end OK (exit status {exit_status})"]
-        if not gpu.available or self.workers:
-            why = f"no GPU ({gpu.reason})" if not gpu.available else "pytest-xdist runs are not kept yet"
-            return [f"run not kept: {why}"]
+        if not gpu.available and not self.workers:
+            return [f"run not kept: no GPU ({gpu.reason})"]
         if not self._timed(benchmarks_on):
             return ["run not kept: no cuDNN case was timed in this run"]
         regressed = sorted(v.case_id for v in self.measured.verdicts.values()
@@ -167,9 +172,15 @@ class Recorder:
         if failed:
             return [f"run not kept: {failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
+        slug, meta, entries = gpu.gpu_slug, {**self.meta(), "kind": KEPT}, None
+        if self.workers:  # one file of the workers' GPU model, as a baseline is recorded from them
+            found = self._workers_meta("run not kept")
+            if isinstance(found, str):
+                return [found]
+            slug, meta = found[0], {**found[1], "kind": KEPT}
+            entries = [e for w in self.workers for e in w.entries]
         if self.stored.baseline is None and self.stored.accepted is None:
-            return [f"run not kept: no baseline of {gpu.gpu_slug} to add it to; {RECORD_HINT}"]
-        meta = {**self.meta(), "kind": KEPT}  # no pytest-xdist workers here: the run's own meta, marked kept
+            return [f"run not kept: no baseline of {slug} to add it to; {RECORD_HINT}"]
         nights = self.run.settings.confirm_nights
         suspects = {v.case_id: v.nights for v in self.measured.verdicts.values() if v.violates and v.nights} \
             if nights > 1 else {}
@@ -178,10 +189,10 @@ class Recorder:
         records = {r.id: r for r in self.measured.results}
         if reports := [summarize(records[c], "").to_dict() for c in regressed if c in records]:
             meta["reported"] = reports
-        data = without_cases(benchmark_json(None, meta), regressed)
+        data = without_cases(benchmark_json(entries, meta), regressed)
         if unreadable := records_problem(data):  # the reader would refuse the file: the history stays readable
             return [f"run not kept: it would not read back: {unreadable}"]
-        written = self._written(gpu.gpu_slug, KEPT_TAG, data, "run not kept")
+        written = self._written(slug, KEPT_TAG, data, "run not kept")
         if isinstance(written, str):  # a clean run that was to join the history and did not: the run must not exit 0
             return [written]
         if not regressed:
@@ -231,9 +242,30 @@ class Recorder:
         if why is not None:
             self.measured.unrecorded = True  # asked for and not written: the run must not exit 0
             return why
+        return self._write(gpu_slug, benchmark_json([e for w in workers for e in w.entries],
+                                                    self._model_meta(gpu_slug, workers)))
+
+    def _model_meta(self, gpu_slug: str, workers: list[WorkerRun]) -> dict[str, Any]:
+        """``machine_info["rnnperf"]`` of one GPU model's file from its workers: their environments together, each
+        worker's GPU, and the claims and parity tests the run passed."""
         environment: dict[str, str] = {}
         for w in workers:  # each worker ran some frameworks: together they hold every framework's fields
             environment.update({k: v for k, v in w.environment.items() if k not in environment})
         meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].gpu.static_dict(), environment)))
         meta["workers"] = [w.gpu_label() for w in workers]
-        return self._write(gpu_slug, benchmark_json([e for w in workers for e in w.entries], meta))
+        if self.measured.claim_tests:  # what a later night may skip as stored (store.rechecks)
+            meta["claims"] = sorted(set(self.measured.claim_tests))
+        return meta
+
+    def _workers_meta(self, refused: str) -> tuple[str, dict[str, Any]] | str:
+        """The GPU model a pytest-xdist run is kept for and its file's meta, or the summary's line why not: a kept
+        run joins one model's history, from workers that measured on one setup."""
+        models = by_model(list(self.workers))
+        if len(models) > 1:
+            return f"{refused}: {many_models(list(models))}"
+        [(slug, workers)] = models.items()
+        if not workers[0].gpu.available:
+            return f"{refused}: no GPU ({workers[0].gpu.reason})"
+        if conflicts := fingerprint_conflicts(workers):
+            return f"{refused}: its workers disagree on the fingerprint ({'; '.join(conflicts)})"
+        return slug, self._model_meta(slug, workers)

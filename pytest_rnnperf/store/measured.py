@@ -87,7 +87,7 @@ class Measured:
     rechecks: dict[str, Recheck] = _declared(_rechecks(), dict)  # case id -> full or sampled checks tonight, why
     # Tests whose answer tonight's environment alone decides (claims, cross-framework and reference parity), measured
     # and passed tonight (stored with a run), and those whose stored answer held tonight, by kind.
-    claim_tests: list[str] = _declared(_local(), list)
+    claim_tests: list[str] = _declared(_strings(EXTEND_NEW), list)
     claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     passed_by_kind: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of it passed tonight

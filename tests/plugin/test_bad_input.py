@@ -1011,13 +1011,14 @@ def test_storing_a_run_without_a_gpu_is_refused_before_the_run(project: pytest.P
                  "model, on a machine with one")
 
 
-def test_keeping_a_pytest_xdist_run_is_refused_before_the_run(project: pytest.Pytester,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """-n 2 --rnnperf-keep-run ran the suite on two GPUs, then said "pytest-xdist runs are not kept yet", exit 0."""
+def test_keeping_a_pytest_xdist_run_over_two_gpu_models_is_refused_before_the_run(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-n 2 --rnnperf-keep-run on an H200 and an H100 would run the suite, then keep nothing: a history is one model's."""
     _record(project)
-    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
-    _usage_error(run(project, "-n", "2", "--rnnperf-keep-run"), "--rnnperf-keep-run: pytest-xdist runs are not kept "
-                 "yet; run without -n to keep the run")
+    monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA H200,NVIDIA H100 80GB HBM3")
+    _usage_error(run(project, "-n", "2", "--rnnperf-keep-run"), "--rnnperf-keep-run: its workers' GPUs are of 2 models "
+                 "(NVIDIA_H200, NVIDIA_H100_80GB_HBM3), and a history holds one model's runs: keep a run per model "
+                 "(CUDA_VISIBLE_DEVICES)")
 
 
 def test_a_recording_of_no_timed_case_exits_non_zero(project: pytest.Pytester) -> None:

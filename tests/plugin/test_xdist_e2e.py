@@ -77,6 +77,38 @@ def test_two_workers_on_two_gpus_time_every_case_and_merge_it(project: pytest.Py
     assert {v["case"] for v in load_json(project.path / "out" / "rnnperf.json")["verdicts"]} == {GRU, LSTM}
 
 
+def test_a_night_under_two_workers_is_kept_for_the_history_and_the_next_night_is_judged_against_it(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A two-GPU runner records its baseline and keeps its nightly under -n 2: each file holds both workers' cases
+    and GPUs and the parity test a worker passed (a later night skips it as stored), and the next night, under -n 2
+    or in one process, counts the kept run among the stored processes."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    project.makepyfile(test_kept_night_reference="""
+        from pytest_rnnperf.model.cases import Case, Shape
+
+        def test_reference(rnnperf):
+            rnnperf.check(rnnperf.reference(Case("torch", "gru", Shape(6, 3, 3, 5))))
+    """)
+    run(project, "-n", "2", "--rnnperf-update-baseline").assert_outcomes(passed=3)
+    assert load_json(_baselines(project)[0])["machine_info"]["rnnperf"]["claims"] == ["test_reference"]
+
+    def processes(*args: str) -> set[int]:
+        """How many stored processes each case is judged across, in a run with ``args``."""
+        run(project, *args, "--rnnperf-report-dir=out").assert_outcomes(passed=2, skipped=1)
+        return {v["processes"] for v in load_json(project.path / "out" / "rnnperf.json")["verdicts"]}
+
+    [recorded] = processes()
+    night = run(project, "-n", "2", "--rnnperf-keep-run")
+    night.assert_outcomes(passed=2, skipped=1)
+    night.stdout.fnmatch_lines(["*run kept for the history: *0002_run.json*"])
+    kept = load_json(project.path / "baselines" / "NVIDIA_H200" / _baselines(project)[0].parent.name / "0002_run.json")
+    meta = kept["machine_info"]["rnnperf"]
+    assert meta["kind"] == "kept" and meta["gpu_slug"] == "NVIDIA_H200" and len(meta["workers"]) == 2
+    assert sorted((b["group"], b["params"]["side"]) for b in kept["benchmarks"]) == [
+        (GRU, "cudnn"), (GRU, "generic"), (LSTM, "cudnn"), (LSTM, "generic")]
+    assert processes("-n", "2") == processes() == {recorded + 1}
+
+
 def test_workers_on_two_gpu_models_record_one_baseline_file_per_model(project: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """An H200 and an H100 with --dist each (every case on every model): one file under each model's folder with
