@@ -131,8 +131,12 @@ case "$what" in
            grep -E '^(rnnperf: (all|regress)|verdicts|workers:|budget|checks:)' "$OUT/shard-$how.log" | cut -c1-250
            [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/shard-$how.rnnperf.json.gz"
            grep -oE '^rnnperf: test_[^ ]+ failed' "$OUT/shard-$how.log" | sort -u > "$OUT/shard-$how.failed"
+           # What the night did beyond its cases' minimum: the budget's cuts and the full checks, claims and parity
+           # tests it ran or deferred (the run's length left out), for the same-work check below.
+           grep -E '^(budget|checks:|claims:|parity:)' "$OUT/shard-$how.log" | sed -E 's/; run [0-9]+:[0-9]+.*//' \
+             > "$OUT/shard-$how.work"
            gzip -f "$OUT/shard-$how.log"
-           cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$keep/"
+           cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$OUT/shard-$how.work" "$keep/"
          done
          [ -f "$keep/shard-n$gpus.ms" ] && [ -f "$keep/shard-one.ms" ] || exit 0
          python3 - "$keep" "n$gpus" <<'PY'
@@ -144,6 +148,13 @@ failed = {how: set((out / f"shard-{how}.failed").read_text().split("\n")) - {""}
 print(f"gpu-check: shard: one process {ms['one'] / 1000:.1f} s, {sharded} {ms[sharded] / 1000:.1f} s: "
       f"{ms['one'] / ms[sharded]:.2f}x; failed in one only {len(failed['one'] - failed[sharded])}, "
       f"sharded only {len(failed[sharded] - failed['one'])}, both {len(failed['one'] & failed[sharded])}")
+# The ratio is the same work's only where both runs cut, checked and measured the same: say where they did not.
+work = {how: (out / f"shard-{how}.work").read_text() if (out / f"shard-{how}.work").exists() else "" for how in ms}
+other = {sharded: "one", "one": sharded}
+differ = [f"{how}: {line}" for how in ms
+          for line in sorted(set(work[how].splitlines()) - set(work[other[how]].splitlines()))]
+print("gpu-check: shard: the same work (budget cuts, full checks, claims and parity as the summaries count them)"
+      if not differ else "gpu-check: shard: NOT the same work, the ratio compares different nights:\n  " + "\n  ".join(differ))
 PY
          ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
