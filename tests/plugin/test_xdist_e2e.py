@@ -79,9 +79,10 @@ def test_two_workers_on_two_gpus_time_every_case_and_merge_it(project: pytest.Py
 
 def test_a_night_under_two_workers_is_kept_for_the_history_and_the_next_night_is_judged_against_it(
         project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A two-GPU runner records its baseline and keeps its nightly under -n 2: each file holds both workers' cases
-    and GPUs and the parity test a worker passed (a later night skips it as stored), and the next night, under -n 2
-    or in one process, counts the kept run among the stored processes."""
+    """A two-GPU runner records its baseline and keeps its nightly under -n 2 (the workflow adds -n auto where a
+    runner has several GPUs, and such a night was refused before its first test): each file holds both workers'
+    cases and GPUs and the parity test a worker passed (a later night skips it as stored), and the next night, under
+    -n 2 or in one process, counts the kept run among the stored processes."""
     monkeypatch.setenv("FAKE_GPU_COUNT", "2")
     project.makepyfile(test_kept_night_reference="""
         from pytest_rnnperf.model.cases import Case, Shape
