@@ -50,12 +50,24 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _missing(exc: Exception) -> str | None:
+    """``needs rich: pip install 'rich>=13'`` where ``exc`` is a library this package needs that is not installed."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    from pytest_rnnperf.session.settings import missing_library
+
+    return missing_library(exc.name.split(".")[0])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pytest_rnnperf`` and the ``rnnperf`` script."""
     args = parser().parse_args(argv)
     try:
         code, lines = COMMANDS[args.command].run(args)
-    except Exception:  # a bug, not bad input: say so, and never exit 1 ("regressed") by accident
+    except Exception as exc:  # a bug, not bad input: say so, and never exit 1 ("regressed") by accident
+        if (needs := _missing(exc)) is not None:  # a library not installed is no bug: what to install, in a line
+            print(f"{prog()}: {needs}", file=sys.stderr)
+            return 2
         traceback.print_exc()
         print(f"{prog()}: internal error (please report it with the traceback above)", file=sys.stderr)
         return 3

@@ -887,6 +887,13 @@ def test_history_without_an_optional_library_names_it_in_one_line(project: pytes
 
 
 
+def test_any_command_without_rich_names_it_in_one_line_not_as_an_internal_error(project: pytest.Pytester) -> None:
+    """sensitivity --case, run from a checkout without rich, printed a traceback and "internal error", exit 3."""
+    _record(project)
+    _one_error(_without("rich", "sensitivity", "baselines/NVIDIA_H200", "--case", "torch-lstm-train-fp32-T4-B2-I3-H5-L1",
+                        cwd=project.path), "needs rich", "pip install 'rich>=")
+
+
 def test_without_rich_the_run_stops_before_it_starts(project: pytest.Pytester) -> None:
     """D26: without rich every test passed, then the summary crashed; now one line before the run."""
     conftest = project.path / "conftest.py"
