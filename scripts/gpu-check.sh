@@ -4,7 +4,8 @@
 #   scripts/gpu-check.sh suite [ARGS...]  pytest ARGS (default: suites/), logs under $OUT (default ./rnnperf-out)
 #   scripts/gpu-check.sh packaged [ARGS...]  the wheel built from this tree, installed into a fresh virtualenv, its
 #                                         suite run from a scratch folder with a copy of baselines/ (ARGS for pytest)
-#   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the workflow's night) sharded over every GPU with -n, then
+#   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the night at its minimum rounds, the same work either
+#                                         way) sharded over every GPU with -n, then
 #                                         in one process on the host's first GPU; each run's time, and their ratio
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
@@ -117,7 +118,9 @@ case "$what" in
          # calls on the same machine; the times are kept in /tmp/rnnperf-shard and the ratio printed once both ran.
          gpus=$(nvidia-smi -L | grep -c '^GPU ')
          [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
-         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-budget=5
+         # A budget would give each worker its own minutes and so cut fewer rounds under -n than in one process:
+         # by default no budget, and every case at its minimum rounds, so both runs do the same work.
+         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-rounds=4
          # One process sees one GPU, as a one-GPU runner and the stored runs did: seeing both, TF and JAX set up both.
          first=${CUDA_VISIBLE_DEVICES:-0}; first=${first%%,*}
          keep=/tmp/rnnperf-shard; mkdir -p "$keep"
