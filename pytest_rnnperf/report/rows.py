@@ -145,6 +145,7 @@ class TimeSpent:
     backends: tuple[PhaseTotals, ...]
     wall_s: float | None = None  # from the session's start to its report (None: not known to the caller)
     collection_s: float | None = None  # from the session's start to the end of collection (imports mostly)
+    workers: int = 1  # pytest-xdist workers whose cases the phases add up (their seconds overlap in the run's)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON: the wall and collection times, the cases' totals and each backend's (phases keyed as ``cost_s``)."""
@@ -167,7 +168,7 @@ def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
 
 
 def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
-               collection_s: float | None = None) -> TimeSpent | None:
+               collection_s: float | None = None, workers: int = 1) -> TimeSpent | None:
     """Where the time went, per backend in the order each first ran; None when no case recorded a phase."""
     if not any(r.cost_s for r in results):
         return None
@@ -175,7 +176,8 @@ def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
     for r in results:
         by_backend.setdefault(r.case.framework, []).append(r)
     return TimeSpent(_phase_totals("all", results),
-                     tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s, collection_s)
+                     tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s, collection_s,
+                     workers)
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,7 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.measured.skipped)),
-        time=time_spent(run.measured.results, wall_s, collection_s),
+        time=time_spent(run.measured.results, wall_s, collection_s, max(1, len(run.workers()))),
         no_gpu=no_gpu_count(run),
         answer=answer_rows(cases, verdicts, set(expected)),
         expected=expected,

@@ -49,6 +49,8 @@ def test_each_worker_takes_its_share_of_the_cpu_threads_and_the_summary_says_wha
     spent = re.fullmatch(r"workers: gw0 \d+ s \((\d) tests?(: [a-z_, ]+)?\), gw1 \d+ s \((\d) tests?(: [a-z_, ]+)?\)",
                          line)
     assert spent is not None and int(spent[1]) + int(spent[3]) == 3, line
+    [time] = [line for line in unwrapped(result.stdout.str()) if line.startswith("where the time went")]
+    assert re.match(r"where the time went \(2 case\(s\), \d+ s over 2 workers of a \d+ s run", time), time
 
 
 

@@ -150,6 +150,19 @@ def test_the_time_line_says_how_much_of_the_run_collection_took() -> None:
             "parity 10.5 s, wall 3.0 s") in lines
 
 
+def test_under_two_workers_the_time_line_says_the_cases_seconds_add_up_over_them() -> None:
+    """Two lent H200s read "588 s of a 487 s run": the workers' seconds overlap in the run's."""
+    from dataclasses import replace
+
+    from pytest_rnnperf.report.rows import build_rows
+    from pytest_rnnperf.report.text import time_lines
+
+    spent = build_rows(_timed_run(), wall_s=95.4).time
+    assert spent is not None
+    assert time_lines(replace(spent, workers=2))[0].startswith("where the time went (3 case(s), 38 s over 2 workers of a "
+                                                                "95 s run): ")
+
+
 def test_the_json_table_holds_each_backend_s_phase_totals_and_the_wall_time() -> None:
     from pytest_rnnperf.report.rows import build_rows
 
