@@ -119,7 +119,7 @@ class RnnperfFixture:
         --rnnperf-recheck-days (the rule of a case's full check).
         """
         self._not_a_case("reference", case)
-        self._parity_only()
+        self._parity_only(case, (case.framework,))
         return self._run(case, ("generic",))
 
     def _times(self) -> None:
@@ -132,10 +132,16 @@ class RnnperfFixture:
         claim_tests = self._session.measured.claim_tests
         claim_tests[:] = [t for t in claim_tests if t != self._item.name]
 
-    def _parity_only(self) -> None:
-        """Skip a test that checks parity alone where a stored run's answer for it holds tonight (``claims_reason``)."""
+    def _parity_only(self, case: Case, frameworks: tuple[str, ...]) -> None:
+        """Skip a test that checks parity alone where a stored run's answer for it holds tonight (``claims_reason``).
+
+        A test parametrized by ``case`` (the ready suite's) checks that case alone: only a change that can touch
+        ``frameworks`` runs it again. Any other test may check more than it shows here: any change does.
+        """
         if not self._ran:
-            reason = self._session.claims_reason(self._item.name, kind="parity")
+            params = getattr(getattr(self._item, "callspec", None), "params", {})
+            scoped = frameworks if any(value is case for value in params.values()) else ()
+            reason = self._session.claims_reason(self._item.name, kind="parity", frameworks=scoped)
             if reason is not None:
                 pytest.skip(reason)
         self._ran.add("parity")
@@ -218,7 +224,7 @@ class RnnperfFixture:
         Skipped on a GPU where a stored run checked it in tonight's environment, as ``reference`` is.
         """
         self._not_a_case("cross", case)
-        self._parity_only()
+        self._parity_only(case, (case.framework, other))
         try:
             record = self._session.measurer().measure_cross(case, other)
         except Skipped as exc:

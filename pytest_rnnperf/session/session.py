@@ -236,13 +236,14 @@ class RnnperfSession:
             problems.append(regression_failure(verdict, self))
         return problems
 
-    def claims_reason(self, test: str, kind: str = "claims") -> str | None:
-        """Why the claims (or parity) test ``test`` is not run tonight (its stored answer holds, or a spent budget
-        defers it), or None to run it."""
+    def claims_reason(self, test: str, kind: str = "claims", frameworks: Sequence[str] = ()) -> str | None:
+        """Why the claims (or parity) test ``test`` of ``frameworks`` (none known: any change counts) is not run
+        tonight (its stored answer holds, or a short budget defers it), or None to run it."""
         if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
             return None
         found = claims_recheck(list(self.stored.runs), test, self.environment(), datetime.now(timezone.utc),
-                               self.settings.recheck_days, recording=self.settings.update_baseline)
+                               self.settings.recheck_days, recording=self.settings.update_baseline,
+                               frameworks=frameworks)
         reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
                                else (self.measured.claims_reused, "measured", "measures them"))
         # Those a change asked for wait once the budget is short (spent, or owed to the cases still to come), once

@@ -127,22 +127,25 @@ def recheck(runs: Sequence[StoredRun], case_id: str, environment: Mapping[str, s
     A run being recorded as a baseline always checks fully: later nights' sampled checks stand on it.
     """
     last = next((run for run in runs if case_id in run.records and run.records[case_id].checks == "full"), None)
-    return _since(last, environment, now, max_age_days, recording, framework)
+    return _since(last, environment, now, max_age_days, recording, (framework,))
 
 
 def claims_recheck(runs: Sequence[StoredRun], test: str, environment: Mapping[str, str], now: datetime,
-                   max_age_days: float, recording: bool = False) -> Recheck:
+                   max_age_days: float, recording: bool = False, frameworks: Sequence[str] = ()) -> Recheck:
     """Whether the claims or parity test ``test`` runs tonight, by the same rule as a case's full check.
 
     What the claims measure (accuracy after training on each path, the folklore's ratios) and whether one
     checkpoint gives the same results in two frameworks or matches float64 is the software stack's answer:
-    it changes with the environment, not from one night to the next.
+    it changes with the environment, not from one night to the next. A test of known ``frameworks`` (a
+    cross-framework check names two) runs again only where a field that can touch one of them changed, as a
+    case's full check does; one of none known, on any change.
     """
-    return _since(next((run for run in runs if test in run.claims), None), environment, now, max_age_days, recording)
+    last = next((run for run in runs if test in run.claims), None)
+    return _since(last, environment, now, max_age_days, recording, tuple(frameworks) or (None,))
 
 
 def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime, max_age_days: float,
-           recording: bool, framework: str | None = None) -> Recheck:
+           recording: bool, frameworks: Sequence[str | None] = (None,)) -> Recheck:
     """Full where a baseline is recorded, every run, nothing is stored, the environment changed, or it is old."""
     if recording:
         return Recheck(True, "recording", "a recorded baseline checks fully")
@@ -151,7 +154,7 @@ def _since(last: StoredRun | None, environment: Mapping[str, str], now: datetime
     if last is None:
         return Recheck(True, "first", "no full check stored")
     name = last.path.name
-    changed = _changed(last.environment, environment, framework)
+    changed = list(dict.fromkeys(key for fw in frameworks for key in _changed(last.environment, environment, fw)))
     if changed:
         shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
         return Recheck(True, "changed", f"environment changed since {name} ({shown})", name)

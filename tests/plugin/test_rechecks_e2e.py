@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import load_json, run
@@ -87,3 +89,29 @@ def test_a_run_over_its_budget_defers_the_full_checks_a_changed_cudnn_asked_for(
     deferred = next(case for case, (c, _) in _checks(project).items() if c == "sampled")
     run(project, "--rnnperf-no-fail-regression")
     assert _checks(project)[deferred] == ("full", ["cudnn vs generic", "cudnn vs reference", "generic vs reference"])
+
+
+def test_a_parity_test_parametrized_by_its_case_runs_again_only_for_a_change_that_can_touch_its_framework(
+        project: pytest.Pytester) -> None:
+    """A Keras version other than the stored one: the torch reference test parametrized by its case (as the ready
+    suite's are) stays skipped as stored; one that builds its case inline may check anything, so it runs."""
+    project.makepyfile(test_team_parity="""
+        import pytest
+        from pytest_rnnperf.model.cases import Case, Shape
+
+        @pytest.mark.parametrize("case", [Case("torch", "gru", Shape(6, 3, 3, 5))], ids=["torch-gru"])
+        def test_scoped(rnnperf, case):
+            rnnperf.check(rnnperf.reference(case))
+
+        def test_inline(rnnperf):
+            rnnperf.check(rnnperf.reference(Case("torch", "lstm", Shape(6, 3, 3, 5))))
+    """)
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=4)
+    [stored] = project.path.glob("baselines/*/*/0001_baseline.json")
+    data = load_json(stored)
+    data["machine_info"]["rnnperf"]["environment"]["keras"] = "0.0.1"
+    stored.write_text(json.dumps(data))
+    night = run(project, "-v", "--rnnperf-no-fail-regression")
+    night.assert_outcomes(passed=3, skipped=1)
+    night.stdout.fnmatch_lines(["*test_scoped*SKIPPED*parity as checked in 0001_baseline.json*"])
+    night.stdout.fnmatch_lines(["*test_inline PASSED*"])

@@ -130,6 +130,22 @@ def test_only_what_can_touch_a_case_s_framework_asks_for_its_full_check() -> Non
     assert all(recheck(runs, CASE.id, driver, NOW, 7, framework=f).full for f in ("torch", "tf", "keras_jax", None))
 
 
+def test_a_parity_test_of_known_frameworks_runs_again_only_where_a_change_can_touch_one_of_them() -> None:
+    """A TensorFlow upgrade re-runs the TF parity tests and the torch-vs-TF cross check, not the torch parity
+    tests; a test of no known framework (a team's own) runs again on any change, as before."""
+    env = {**ENV, "tensorflow": "2.21.0", "tf.version": "2.21.0", "torch": "2.11.0", "keras": "3.15.1"}
+    runs = [StoredRun(path=Path("0002_run.json"), gpu_slug="NVIDIA_H100_80GB_HBM3", environment=env, records={},
+                      datetime="2026-11-22T12:00:00+00:00", claims=("test_parity",))]
+    tf_upgrade = {**env, "tensorflow": "2.22.0", "tf.version": "2.22.0"}
+    assert claims_recheck(runs, "test_parity", tf_upgrade, NOW, 7, frameworks=("torch",)).kind == "same"
+    assert claims_recheck(runs, "test_parity", tf_upgrade, NOW, 7, frameworks=("tf",)).kind == "changed"
+    both = claims_recheck(runs, "test_parity", tf_upgrade, NOW, 7, frameworks=("torch", "tf"))
+    assert both.why == "environment changed since 0002_run.json (tensorflow, tf.version)"
+    assert claims_recheck(runs, "test_parity", tf_upgrade, NOW, 7).kind == "changed"
+    driver = {**env, "gpu.driver_version": "590.10"}
+    assert claims_recheck(runs, "test_parity", driver, NOW, 7, frameworks=("torch",)).kind == "changed"
+
+
 def test_a_deferred_full_check_is_counted_apart_and_keeps_why_it_was_due() -> None:
     """A check a change asked for, put off by the budget: not full, its reason kept, one count in the line."""
     from pytest_rnnperf.store.rechecks import deferred
