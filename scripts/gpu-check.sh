@@ -119,8 +119,8 @@ case "$what" in
          gpus=$(nvidia-smi -L | grep -c '^GPU ')
          [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
          # A budget would give each worker its own minutes and so cut fewer rounds under -n than in one process:
-         # by default no budget, and every case at its minimum rounds, so both runs do the same work.
-         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-rounds=4
+         # by default no budget and every case at its minimum rounds (4 timed, 3 traced): the same work either way.
+         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-rounds=4 --rnnperf-device-rounds=3
          # One process sees one GPU, as a one-GPU runner and the stored runs did: seeing both, TF and JAX set up both.
          first=${CUDA_VISIBLE_DEVICES:-0}; first=${first%%,*}
          keep=/tmp/rnnperf-shard; mkdir -p "$keep"
