@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fake_nvml import FakeNVML
+from fake_nvml import FakeClock, FakeNVML
 
 from pytest_rnnperf.measure.gpu import read_gpu_info
 from pytest_rnnperf.model.records import StoredRun
@@ -17,16 +17,6 @@ from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.store.stored import Stored
 
 TESTS = ("test_generic_vs_reference[tf-lstm]", "test_generic_vs_reference[tf-gru]")
-
-
-class Clock:
-    """A fake monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _session(budget: Budget) -> RnnperfSession:
@@ -42,12 +32,12 @@ def _session(budget: Budget) -> RnnperfSession:
 
 
 def test_a_parity_test_a_change_asked_for_runs_while_the_budget_has_time_for_the_cases_to_come() -> None:
-    assert _session(Budget(60.0, cases=10, clock=Clock())).claims_reason(TESTS[0], kind="parity") is None
+    assert _session(Budget(60.0, cases=10, clock=FakeClock())).claims_reason(TESTS[0], kind="parity") is None
 
 
 def test_a_parity_test_a_change_asked_for_waits_where_the_forecast_owes_the_time_to_the_cases() -> None:
     """Before any case has run, 90 s of stored builds against a 60 s budget: the time left is already owed."""
     known = forecast({"tf-lstm-a": ("0039_run.json", {"build": 90.0})}, 60.0)
-    reason = _session(Budget(60.0, cases=10, clock=Clock(), forecast=known)).claims_reason(TESTS[0], kind="parity")
+    reason = _session(Budget(60.0, cases=10, clock=FakeClock(), forecast=known)).claims_reason(TESTS[0], kind="parity")
     assert reason is not None and reason.startswith("parity deferred by --rnnperf-budget: environment changed since "
                                                     "0039_run.json (gpu.driver_version);")
