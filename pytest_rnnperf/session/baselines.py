@@ -172,13 +172,14 @@ class Recorder:
         if failed:
             return [f"run not kept: {failed} test(s) failed, {len(regressed)} case(s) regressed; the history "
                     f"keeps clean runs only"]
-        slug, meta, entries = gpu.gpu_slug, {**self.meta(), "kind": KEPT}, None
         if self.workers:  # one file of the workers' GPU model, as a baseline is recorded from them
             found = self._workers_meta("run not kept")
             if isinstance(found, str):
                 return [found]
-            slug, meta = found[0], {**found[1], "kind": KEPT}
-            entries = [e for w in self.workers for e in w.entries]
+            (slug, meta), entries = found, [e for w in self.workers for e in w.entries]
+        else:
+            slug, meta, entries = gpu.gpu_slug, self.meta(), None
+        meta = {**meta, "kind": KEPT}
         if self.stored.baseline is None and self.stored.accepted is None:
             return [f"run not kept: no baseline of {slug} to add it to; {RECORD_HINT}"]
         nights = self.run.settings.confirm_nights
