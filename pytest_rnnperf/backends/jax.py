@@ -46,8 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # XLA on a GPU runs float32 matmuls in TF32 unless told otherwise: every trace is pinned to one of these.
 _MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
-# The CPU thread limit a pytest-xdist worker adds to XLA_FLAGS (measure/threads.py): left out of the fingerprint,
-# as it changes no GPU timing and a run with -n must match one without.
+# XLA's CPU thread limit (a user's own, or the one stored runs of pytest-xdist workers carry): left out of the
+# fingerprint, as it changes no GPU timing and a run with -n must match one without.
 XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen=", "intra_op_parallelism_threads=")
 
 

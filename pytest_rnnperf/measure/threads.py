@@ -6,6 +6,10 @@ references and the CPU-side work of each case took three times as long under ``-
 while the GPUs idled. A worker gets ``CPUs // workers`` threads (its affinity within the container's quota) (at least one). Set as environment
 variables before any framework is imported, the share reaches this process's frameworks and the backend
 subprocesses, which inherit the environment. A variable the user set keeps the user's value.
+
+XLA's CPU pool is left alone: JAX hashes XLA_FLAGS into its persistent compile cache's keys, so a worker's thread
+flags made every JAX and Keras-on-JAX program compiled under ``-n`` miss in one process and on a host of another
+core count (the suite's JAX work on the CPU is small; its float64 references run on NumPy, limited here).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, MutableMapping
 
-from pytest_rnnperf.backends.jax import XLA_THREAD_FLAGS
 
 WORKER_COUNT = "PYTEST_XDIST_WORKER_COUNT"  # pytest-xdist sets it in each worker before pytest reads a conftest
 # OpenMP (torch's intra-op pool), the BLAS libraries NumPy may use, TensorFlow's two pools.
@@ -37,21 +40,9 @@ def thread_share(cpus: int | None, workers: int) -> int:
     return max(1, (cpus or 1) // max(1, workers))
 
 
-def xla_flags(threads: int, given: str) -> str:
-    """XLA_FLAGS with the CPU thread limit added to the user's ``given`` flags (unchanged where they set one)."""
-    if any(flag.startswith(XLA_THREAD_FLAGS) for flag in given.split()):
-        return given
-    limit = f"{XLA_THREAD_FLAGS[0]}false {XLA_THREAD_FLAGS[1]}{threads}"
-    return f"{given} {limit}".strip()
-
-
 def share_env(threads: int, environ: Mapping[str, str]) -> dict[str, str]:
     """The variables that limit every framework to ``threads``, less those ``environ`` already sets."""
-    env = {name: str(threads) for name in THREAD_VARIABLES if name not in environ}
-    flags = xla_flags(threads, environ.get("XLA_FLAGS", ""))
-    if flags != environ.get("XLA_FLAGS", ""):
-        env["XLA_FLAGS"] = flags
-    return env
+    return {name: str(threads) for name in THREAD_VARIABLES if name not in environ}
 
 
 def quota_cpus(cpu_max: str) -> int | None:
