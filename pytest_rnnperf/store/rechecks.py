@@ -179,7 +179,8 @@ def checks_line(rechecks: Mapping[str, Recheck], max_age_days: float) -> str:
             full[_KINDS[r.kind]] = full.get(_KINDS[r.kind], 0) + 1
     line = f"checks: {len(rechecks) - sampled - put_off} case(s) fully (parity against float64, energy)"
     if full:
-        line += " [" + "; ".join(f"{why}: {n}" for why, n in full.items()) + "]"
+        # Most first, then by name: the same night reads the same under -n as in one process.
+        line += " [" + "; ".join(f"{why}: {n}" for why, n in sorted(full.items(), key=lambda kv: (-kv[1], kv[0]))) + "]"
     if put_off:
         line += (f", {put_off} deferred to a later night (--rnnperf-budget): checked cuDNN against generic only, "
                  f"their full check still due")

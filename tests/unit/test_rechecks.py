@@ -84,6 +84,10 @@ def test_the_summary_line_counts_full_checks_by_reason_and_the_sampled_ones() ->
         "checks: 3 case(s) fully (parity against float64, energy) [environment changed: 2; no full check stored: 1], "
         "1 compared cuDNN with generic only: environment as at their last full check, within 7 days "
         "(--rnnperf-recheck-days=0 checks every case fully)")
+    # The order the cases ran in (a worker's, or one process's) does not reorder the reasons.
+    assert checks_line(dict(reversed(rechecks.items())), 7) == checks_line(rechecks, 7)
+    tied = {"a": Recheck(True, "first", "no full check stored"), "b": Recheck(True, "changed", "... (tf.version)")}
+    assert "[environment changed: 1; no full check stored: 1]" in checks_line(tied, 7)
     assert checks_line({}, 7) == ""
 
 
