@@ -18,6 +18,7 @@ the attributes its ``Metadata`` reads off a fixture (``_Entry``), its JSON write
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from functools import partial
 from pathlib import Path
@@ -298,29 +299,54 @@ def benchmark_session(config: Any) -> Any:
     return getattr(config, "_benchmarksession", None)
 
 
+_ABSENT = object()
+_MACHINE_FIELDS_SHOWN = 3  # the warning stays one readable line; the stored JSON keeps every field
+
+
+def machine_differences(ours: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+    """Each field of two machine_info dicts that differs, as ``cpu.count: 16 -> 32`` (nested keys dotted)."""
+    def flat(info: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in info.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    def short(value: Any) -> str:
+        text = "absent" if value is _ABSENT else str(value)
+        return text if len(text) <= 40 else f"{text[:37]}..."
+
+    # As stored (pytest-benchmark compares the JSON): a live tuple equals the list it was saved as.
+    a, b = (flat(json.loads(json.dumps(info, default=str))) for info in (stored, ours))
+    return [f"{key}: {short(a.get(key, _ABSENT))} -> {short(b.get(key, _ABSENT))}"
+            for key in sorted(a.keys() | b.keys()) if a.get(key, _ABSENT) != b.get(key, _ABSENT)]
+
+
 def compare_without_our_section(benchmarksession: Any, machine_info: dict[str, Any],
                                 compared_benchmark: dict[str, Any]) -> Generator[None, Any, Any]:
-    """The body of pytest-benchmark's compare_machine_info hook wrapper: compare without the rnnperf section."""
+    """The body of pytest-benchmark's compare_machine_info hook wrapper: one short line instead of two dumps."""
     # pytest-benchmark compares at configure time, before any framework has loaded, so our section (which
-    # holds the frameworks' runtime CUDA/cuDNN and flags) always differed from the stored one. The
-    # end-of-run summary diffs that section field by field instead.
-    stored = (compared_benchmark.get("machine_info") or {}).get("rnnperf")
-    ours = machine_info.get("rnnperf")
-    if stored is not None:
-        machine_info["rnnperf"] = stored
+    # holds the frameworks' runtime CUDA/cuDNN and flags) always differs: the end-of-run summary diffs it field by
+    # field instead. Its own warning prints both machine_info dicts whole (thousands of columns, once a worker
+    # under xdist): name the fields that differ, and let it compare the stored dict with itself.
+    stored = dict(compared_benchmark.get("machine_info") or {})
+    ours = dict(machine_info)
+    differences = machine_differences({k: v for k, v in ours.items() if k != "rnnperf"},
+                                      {k: v for k, v in stored.items() if k != "rnnperf"})
+    if differences:
+        more = len(differences) - _MACHINE_FIELDS_SHOWN
+        benchmarksession.logger.warning(
+            f"Benchmark machine_info is different from the run stored in {benchmarksession.storage}: "
+            + "; ".join(differences[:_MACHINE_FIELDS_SHOWN]) + (f" (and {more} more)" if more > 0 else ""))
+    machine_info.clear()
+    machine_info.update(stored)
     try:
         return (yield)
-    except ValueError:
-        # Its warning names the storage relative to the cwd, which raises for --rnnperf-baselines=/elsewhere.
-        benchmarksession.logger.warning(f"Benchmark machine_info is different from the run stored in "
-                                        f"{benchmarksession.storage}.")
-        return []
     finally:
-        if ours is None:
-            machine_info.pop("rnnperf", None)
-        else:
-            machine_info["rnnperf"] = ours
-
+        machine_info.clear()
+        machine_info.update(ours)
 
 
 TABLES_FILE = "benchmark.txt"  # pytest-benchmark's tables of the rnnperf timings, beside rnnperf.json

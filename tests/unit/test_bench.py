@@ -1,4 +1,5 @@
-"""pytest-benchmark glue: telling pytest-xdist's automatic switch-off from the user's --benchmark-disable."""
+"""pytest-benchmark glue: telling pytest-xdist's automatic switch-off from the user's --benchmark-disable, and
+naming what differs between two machines in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rnnperf.plugin.benchmark import off_for_xdist
+from pytest_rnnperf.plugin.benchmark import machine_differences, off_for_xdist
 
 
 def _session(disabled: bool, options: dict[str, Any], **attrs: Any) -> SimpleNamespace:
@@ -56,3 +57,18 @@ def test_a_benchmark_json_that_older_pytest_benchmark_already_opened_is_named_no
         assert len(problems) == expected, problems
         if expected:
             assert "opened and emptied" in problems[0] and "pytest-benchmark 5.3 or later" in problems[0]
+
+
+def test_machines_that_differ_are_named_field_by_field_with_nested_keys_dotted() -> None:
+    """A CPU count, a field only one side has, and a long value cut short; equal fields are not named."""
+    stored = {"node": "vm", "cpu": {"count": 16, "flags": ["avx"] * 40}, "python_version": "3.12.3"}
+    ours = {"node": "vm", "cpu": {"count": 32, "flags": ["avx"] * 41}, "release": "6.18"}
+    assert machine_differences(ours, stored) == [
+        "cpu.count: 16 -> 32",
+        f"cpu.flags: {str(['avx'] * 40)[:37]}... -> {str(['avx'] * 41)[:37]}...",
+        "python_version: 3.12.3 -> absent",
+        "release: absent -> 6.18",
+    ]
+    assert machine_differences(stored, stored) == []
+    # Compared as stored in JSON: a live tuple is the list it was saved as.
+    assert machine_differences({"cpu": {"hz": (2, 0)}}, {"cpu": {"hz": [2, 0]}}) == []
