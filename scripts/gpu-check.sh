@@ -138,6 +138,10 @@ case "$what" in
            # tests it ran or deferred (the run's length left out), for the same-work check below.
            grep -E '^(budget|checks:|claims:|parity:)' "$OUT/shard-$how.log" | sed -E 's/; run [0-9]+:[0-9]+.*//' \
              > "$OUT/shard-$how.work"
+           # Programs compiled from scratch are work too: a cache filled by one run may not serve the other.
+           [ -f rnnperf-report/rnnperf.json ] && python3 -c 'import json, sys
+misses = sum((r.get("cold") or {}).get("compile_cache") == "miss" for r in json.load(open(sys.argv[1]))["results"])
+print(f"compile cache: {misses} case(s) compiled from scratch")' rnnperf-report/rnnperf.json >> "$OUT/shard-$how.work"
            gzip -f "$OUT/shard-$how.log"
            cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$OUT/shard-$how.work" "$keep/"
          done
@@ -156,7 +160,7 @@ work = {how: (out / f"shard-{how}.work").read_text() if (out / f"shard-{how}.wor
 other = {sharded: "one", "one": sharded}
 differ = [f"{how}: {line}" for how in ms
           for line in sorted(set(work[how].splitlines()) - set(work[other[how]].splitlines()))]
-print("gpu-check: shard: the same work (budget cuts, full checks, claims and parity as the summaries count them)"
+print("gpu-check: shard: the same work (budget cuts, full checks, claims, parity and compile-cache misses as counted)"
       if not differ else "gpu-check: shard: NOT the same work, the ratio compares different nights:\n  " + "\n  ".join(differ))
 PY
          ;;
