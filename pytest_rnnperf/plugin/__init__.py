@@ -35,7 +35,7 @@ from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchm
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.plugin.hooks import reserved
 from pytest_rnnperf.plugin.ids import stored_test_id
-from pytest_rnnperf.plugin.live import LiveFailures, note_failure
+from pytest_rnnperf.plugin.live import LiveFailures, TestSpan, note_failure
 from pytest_rnnperf.report.files import foreign_files
 from pytest_rnnperf.report.text import fit, header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
@@ -51,6 +51,7 @@ WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the cont
 THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
 SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 LIVE_FAILURES = "rnnperf-live-failures"  # names each failed test as it fails (plugin/live.py)
+TEST_SPAN = "rnnperf-test-span"  # when the first test started and the last ended (plugin/live.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -314,6 +315,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     if not hasattr(config, "workerinput"):  # the process that owns the terminal names each failure as it comes
         config.pluginmanager.register(LiveFailures(config), LIVE_FAILURES)
+        config.pluginmanager.register(TestSpan(session), TEST_SPAN)
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
         from pytest_rnnperf.plugin.schedule import Sharding, record_cost
 

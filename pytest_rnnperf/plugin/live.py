@@ -1,4 +1,5 @@
-"""A failed case named the moment it fails, on a line of its own.
+"""What the process that owns the terminal hears as tests run: a failed case named the moment it fails, on a line
+of its own, and when the first test started and the last ended.
 
 pytest prints a failure's message only at the end of the run; a night cut short by its job's time limit would
 then show a bare ``F`` and no reason. The worker (or the one process) puts the first line of the failure on the
@@ -7,11 +8,15 @@ report, where pytest-xdist carries it to the controller, and the process that ow
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_rnnperf.report.text import terminal_width
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pytest_rnnperf.session.session import RnnperfSession
 
 # The test report's user property holding the first line of an rnnperf test's failure.
 FAILED_PROPERTY = "rnnperf_failed"
@@ -65,4 +70,25 @@ class LiveFailures:
             terminal.write_line(line)
 
 
-__all__ = ["FAILED_PROPERTY", "LiveFailures", "failure_line", "live_line", "note_failure"]
+class TestSpan:
+    """When the first test started and the latest ended (pytest-xdist's controller hears of every worker's), so that
+    the summary can say what the run spent outside its tests."""
+
+    __test__ = False  # a class named Test*: not one for pytest to collect
+
+    def __init__(self, session: RnnperfSession, clock: Any = time.monotonic) -> None:
+        """Note the edges on ``session``, read off ``clock``."""
+        self.session = session
+        self.clock = clock
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        """The first test's start."""
+        if self.session.tests_began is None:
+            self.session.tests_began = self.clock()
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        """The latest test's end."""
+        self.session.tests_ended = self.clock()
+
+
+__all__ = ["FAILED_PROPERTY", "LiveFailures", "TestSpan", "failure_line", "live_line", "note_failure"]

@@ -146,10 +146,15 @@ class TimeSpent:
     wall_s: float | None = None  # from the session's start to its report (None: not known to the caller)
     collection_s: float | None = None  # from the session's start to the end of collection (imports mostly)
     workers: int = 1  # pytest-xdist workers whose cases the phases add up (their seconds overlap in the run's)
+    # From the session's start to the first test's, and from the last test's end to the report: what a run spends
+    # outside its tests (collection, starting workers; comparing with the history), one process or many.
+    before_tests_s: float | None = None
+    after_tests_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON: the wall and collection times, the cases' totals and each backend's (phases keyed as ``cost_s``)."""
         return {"wall_s": _rounded(self.wall_s), "collection_s": _rounded(self.collection_s),
+                "before_tests_s": _rounded(self.before_tests_s), "after_tests_s": _rounded(self.after_tests_s),
                 "cases": self.cases.as_dict(), "backends": {b.name: b.as_dict() for b in self.backends}}
 
 
@@ -168,8 +173,11 @@ def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
 
 
 def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
-               collection_s: float | None = None, workers: int = 1) -> TimeSpent | None:
-    """Where the time went, per backend in the order each first ran; None when no case recorded a phase."""
+               collection_s: float | None = None, workers: int = 1,
+               outside_s: tuple[float | None, float | None] = (None, None)) -> TimeSpent | None:
+    """Where the time went, per backend in the order each first ran; None when no case recorded a phase.
+
+    ``outside_s``: seconds before the first test and after the last (None where not known)."""
     if not any(r.cost_s for r in results):
         return None
     by_backend: dict[str, list[CaseRecord]] = {}
@@ -177,7 +185,7 @@ def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
         by_backend.setdefault(r.case.framework, []).append(r)
     return TimeSpent(_phase_totals("all", results),
                      tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s, collection_s,
-                     workers)
+                     workers, *outside_s)
 
 
 @dataclass(frozen=True)
@@ -267,11 +275,12 @@ def no_gpu_count(run: RunView) -> int:
     return skipped + sum(any(n.startswith(f"cuDNN side not run: {NEEDS_GPU}") for n in r.notes) for r in run.measured.results)
 
 
-def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None) -> Rows:
+def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None,
+               outside_s: tuple[float | None, float | None] = (None, None)) -> Rows:
     """Walk the run once: every renderer draws these rows instead of reading the results itself.
 
     ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run; ``collection_s``:
-    how much of it collection took.
+    how much of it collection took; ``outside_s``: how much came before the first test and after the last.
     """
     cases = tuple(case_row(r, run) for r in run.measured.results)
     verdicts = tuple(verdict_row(v, run) for v in run.measured.verdicts.values())
@@ -289,7 +298,7 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.measured.skipped)),
-        time=time_spent(run.measured.results, wall_s, collection_s, max(1, len(run.workers()))),
+        time=time_spent(run.measured.results, wall_s, collection_s, max(1, len(run.workers())), outside_s),
         no_gpu=no_gpu_count(run),
         answer=answer_rows(cases, verdicts, set(expected)),
         expected=expected,

@@ -64,6 +64,8 @@ class RnnperfSession:
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
     started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
     collected: float | None = None  # when collection ended (time.monotonic), for the summary's time table
+    tests_began: float | None = None  # when the first test started (a worker's too, under pytest-xdist)
+    tests_ended: float | None = None  # when the latest test ended
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
@@ -287,8 +289,12 @@ class RnnperfSession:
             notes.append(budget.line(time.monotonic() - self.started))
         notes += unmatched_injections((r.id for r in self.measured.results if r.cudnn is not None), os.environ)
         if self.measured.has_cases():
+            now = time.monotonic()
             collection_s = None if self.collected is None else self.collected - self.started
-            self.report_rows = build_rows(self, wall_s=time.monotonic() - self.started, collection_s=collection_s)
+            outside = (None if self.tests_began is None else self.tests_began - self.started,
+                       None if self.tests_ended is None else now - self.tests_ended)
+            self.report_rows = build_rows(self, wall_s=now - self.started, collection_s=collection_s,
+                                          outside_s=outside)
             notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary, self.report_rows)
 
     def as_dict(self) -> dict[str, Any]:

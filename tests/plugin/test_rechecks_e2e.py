@@ -59,10 +59,12 @@ def test_a_run_over_its_budget_cuts_the_cases_still_to_come_to_their_minimum_rou
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*device time: 3 of 8 traced rounds: the run's budget (--rnnperf-budget) left this "
                                  "case its minimum rounds*",
-                                 "where the time went (2 case(s), * s of a * s run, * s of it collecting): build *",
+                                 "where the time went (2 case(s), * s of a * s run, * s of it collecting, * s before "
+                                 "the first test, * s after the last): build *",
                                  "*budget 1e-05 min: 1 case(s) cut to their minimum rounds (steadiest first); run 0:*"])
     time = load_json(project.path / "rnnperf-report" / "rnnperf.json")["table"]["time"]
-    assert 0 < time["collection_s"] < time["wall_s"]
+    assert 0 < time["collection_s"] < time["before_tests_s"] < time["wall_s"]
+    assert 0 <= time["after_tests_s"] < time["wall_s"] - time["before_tests_s"]
     benches = load_json(project.path / "cut.json")["benchmarks"]
     assert sorted(len(b["stats"]["data"]) for b in benches if b["params"]["side"] == "cudnn") == [5, 8]
 

@@ -1,4 +1,4 @@
-"""The line that names a failed rnnperf test the moment it fails."""
+"""The line that names a failed rnnperf test the moment it fails, and the span of the run's tests."""
 
 from __future__ import annotations
 
@@ -39,3 +39,20 @@ def test_the_live_line_drops_the_case_id_the_test_name_holds_and_fits_the_width(
     assert crash is not None and "failed: RuntimeError: CUDA out of memory" in crash
     assert len(crash) == 110 and crash.endswith("…")
     assert live_line(_report(None), 120) is None and live_line(_report("r", "passed"), 120) is None
+
+
+def test_the_span_holds_the_first_test_s_start_and_the_latest_test_s_end() -> None:
+    """A second test's start does not move the first; each end does (pytest-xdist interleaves workers' tests)."""
+    from types import SimpleNamespace
+
+    from pytest_rnnperf.plugin.live import TestSpan
+
+    ticks = iter([10.0, 12.0, 15.0])
+    session = SimpleNamespace(tests_began=None, tests_ended=None)
+    span = TestSpan(session, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    where = ("test_x.py", 1, "test_x")
+    span.pytest_runtest_logstart("a", where)
+    span.pytest_runtest_logstart("b", where)
+    span.pytest_runtest_logfinish("a", where)
+    span.pytest_runtest_logfinish("b", where)
+    assert (session.tests_began, session.tests_ended) == (10.0, 15.0)

@@ -150,6 +150,21 @@ def test_the_time_line_says_how_much_of_the_run_collection_took() -> None:
             "parity 10.5 s, wall 3.0 s") in lines
 
 
+def test_the_time_line_says_what_the_run_spent_before_its_first_test_and_after_its_last() -> None:
+    """Two lent H200s: 322 s of cases over 2 workers of a 211 s run, 28 s of it outside each worker's tests."""
+    from pytest_rnnperf.report.rows import build_rows
+    from pytest_rnnperf.report.text import time_lines
+
+    rows = build_rows(_timed_run(), wall_s=95.4, collection_s=4.6, outside_s=(7.2, 3.4))
+    assert rows.time is not None
+    assert time_lines(rows.time)[0].startswith("where the time went (3 case(s), 38 s of a 95 s run, 5 s of it "
+                                               "collecting, 7 s before the first test, 3 s after the last): ")
+    assert (rows.as_dict()["time"]["before_tests_s"], rows.as_dict()["time"]["after_tests_s"]) == (7.2, 3.4)
+    # No test ran (or the edges are not known): nothing said of them.
+    unknown = build_rows(_timed_run(), wall_s=95.4, outside_s=(None, None)).time
+    assert unknown is not None and "before the first test" not in time_lines(unknown)[0]
+
+
 def test_under_two_workers_the_time_line_says_the_cases_seconds_add_up_over_them() -> None:
     """Two lent H200s read "588 s of a 487 s run": the workers' seconds overlap in the run's."""
     from dataclasses import replace
