@@ -120,6 +120,9 @@ case "$what" in
          [ "$gpus" -gt 1 ] || { echo "gpu-check: shard needs a host with two GPUs or more; this one has $gpus"; exit 2; }
          # A budget would give each worker its own minutes and so cut fewer rounds under -n than in one process:
          # by default no budget and every case at its minimum rounds (4 timed, 3 traced): the same work either way.
+         # Where the GPU model's history stores no claims or full checks, one process measures them all, past a
+         # call's 10 minutes: leave the claims and the energy window out of both runs (add --ignore=suites/claims
+         # --rnnperf-energy-s=0 to these arguments).
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-rounds=4 --rnnperf-device-rounds=3
          # One process sees one GPU, as a one-GPU runner and the stored runs did: seeing both, TF and JAX set up both.
          first=${CUDA_VISIBLE_DEVICES:-0}; first=${first%%,*}
