@@ -135,6 +135,7 @@ case "$what" in
            echo $(( ($(date +%s%N) - start) / 1000000 )) > "$OUT/shard-$how.ms"
            echo "gpu-check: shard $how: exit $rc, $(grep -E '(passed|failed).* in [0-9.]+s' "$OUT/shard-$how.log" | tail -1)"
            grep -E '^(rnnperf: (all|regress)|verdicts|workers:|budget|checks:)' "$OUT/shard-$how.log" | cut -c1-250
+           grep -A1 '^where the time went' "$OUT/shard-$how.log" | cut -c1-250  # its time before and after the tests
            [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/shard-$how.rnnperf.json.gz"
            grep -oE '^rnnperf: test_[^ ]+ failed' "$OUT/shard-$how.log" | sort -u > "$OUT/shard-$how.failed"
            # What the night did beyond its cases' minimum: the budget's cuts and the full checks, claims and parity
