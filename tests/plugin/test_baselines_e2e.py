@@ -130,10 +130,11 @@ def test_baselines_outside_the_working_directory(project: pytest.Pytester, tmp_p
     output = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in output
     (warning,) = [line[line.index("machine_info"):] for line in output.splitlines() if "machine_info is diff" in line]
-    # One short line naming the field, not pytest-benchmark's two whole dicts.
-    assert f"machine_info is different from the run stored in {stored.parent.parent}: node: another-runner -> " \
-        in warning
-    assert len(warning) < 300 and "cpu" not in warning
+    # One short line naming the field, not pytest-benchmark's two whole dicts (a live field such as the CPU's
+    # clock may be named beside it: at most three fields, each value cut to 40 characters).
+    assert warning.startswith(f"machine_info is different from the run stored in {stored.parent.parent}: ")
+    assert "node: another-runner -> " in warning
+    assert len(warning) < 500 and '"cpu": {' not in warning and "Current:" not in warning
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*environment changes since the baseline: torch.cudnn_version: 9.19.0 -> 9.20.0*"])
 
