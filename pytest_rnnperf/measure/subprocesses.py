@@ -17,6 +17,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, Pipe
@@ -35,6 +36,7 @@ from pytest_rnnperf.model.results import ImplResult, PathProof
 # Seconds a subprocess may stay silent before we look at whether it is still alive (it is never killed for
 # being slow: a case may take minutes).
 _POLL_S = 5.0
+_EXIT_S = 10.0  # how long the subprocesses asked to exit may take before they are killed
 _LOG_TAIL = 6
 
 
@@ -179,18 +181,26 @@ class BackendSubprocess:
         self.process.wait()
         self.conn.close()
 
-    def close(self) -> None:
-        """Ask the subprocess to exit and wait briefly; kill it if it does not."""
+    def ask_exit(self) -> None:
+        """Ask the subprocess to exit, without waiting for it."""
         try:
             self.conn.send(("exit", ()))
         except (BrokenPipeError, OSError):
             pass
+
+    def await_exit(self, timeout: float = _EXIT_S) -> None:
+        """Wait up to ``timeout`` seconds for the exit asked for; kill the subprocess if it has not exited."""
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
         self.conn.close()
+
+    def close(self) -> None:
+        """Ask the subprocess to exit and wait briefly; kill it if it does not."""
+        self.ask_exit()
+        self.await_exit()
 
 
 def subprocess_env(spec: BackendSpec, extra: Mapping[str, str]) -> dict[str, str]:
@@ -246,9 +256,15 @@ class SubprocessPool:
                 proc.kill()
 
     def close(self) -> None:
-        """Stop every subprocess."""
-        for proc in self.subprocesses.values():
-            proc.close()
+        """Stop every subprocess: all are asked at once, then awaited together within one deadline."""
+        # Each exit tears down a framework and its GPU context (seconds): one after the other, a worker with four
+        # subprocesses kept the run waiting after its last test for their sum.
+        procs = list(self.subprocesses.values())
+        for proc in procs:
+            proc.ask_exit()
+        deadline = time.monotonic() + _EXIT_S
+        for proc in procs:
+            proc.await_exit(max(0.0, deadline - time.monotonic()))
         self.subprocesses.clear()
 
 

@@ -142,3 +142,29 @@ def test_subprocesses_started_for_cases_that_were_then_deselected_are_killed_and
     assert list(session.backends.pool().subprocesses) == ["jax"]
     session.backends.start(["jax"])  # the selected cases' frameworks: already running, not started twice
     assert len(launcher.launched) == 2
+
+
+@dataclass
+class _Exiting:
+    """A subprocess stand-in that logs when it is asked to exit and when it is awaited."""
+
+    name: str
+    log: list[str]
+
+    def ask_exit(self) -> None:
+        """Asked to exit."""
+        self.log.append(f"ask {self.name}")
+
+    def await_exit(self, timeout: float) -> None:
+        """Awaited for at most ``timeout`` seconds."""
+        assert 0.0 <= timeout <= 10.0
+        self.log.append(f"await {self.name}")
+
+
+def test_closing_the_pool_asks_every_subprocess_to_exit_before_waiting_for_any(tmp_path: Path) -> None:
+    log: list[str] = []
+    pool = SubprocessPool(tmp_path)
+    pool.subprocesses.update({name: _Exiting(name, log) for name in ("keras_jax", "jax", "torch_compile")})  # type: ignore[misc]
+    pool.close()
+    assert log == ["ask keras_jax", "ask jax", "ask torch_compile", "await keras_jax", "await jax", "await torch_compile"]
+    assert pool.subprocesses == {}
