@@ -9,7 +9,8 @@ once it knows the next one): longest first, each free worker taking the next.
 A framework's first case in a worker pays its start (imports, CUDA context, a Keras subprocess, compiled
 functions): several seconds each that a second worker would pay again. So a free worker takes the longest
 test of a framework it already started, else of one no worker started, else the longest of all
-(``pick``): every framework starts in as few workers as keeps both busy.
+(``pick``): every framework starts in as few workers as keeps both busy. A test parametrized by a Keras
+backend alone (``[tensorflow]``) starts the backend that runs Keras there (``starts``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScheduling
 from xdist.workermanage import WorkerController
 
-from pytest_rnnperf.backends import specs
+from pytest_rnnperf.backends import keras_specs, specs
 from pytest_rnnperf.measure.placement import worker_number
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.report.text import fit, terminal_width
@@ -58,8 +59,22 @@ def frameworks() -> frozenset[str]:
 
 def group_of(nodeid: str, known: AbstractSet[str]) -> str:
     """The framework a test's case starts (its case id up to the first ``-``, where ``known``), else ""."""
-    first = case_id(nodeid).split("-", 1)[0]
-    return first if first in known else ""
+    # A bare framework name is no case id: the ready suite's Keras tests are parametrized ``[torch]``, ``[jax]``.
+    first, dash, _ = case_id(nodeid).partition("-")
+    return first if dash and first in known else ""
+
+
+def keras_groups() -> dict[str, str]:
+    """Each Keras backend's name (``tensorflow``, ``torch``, ``jax``) and the backend that runs Keras on it."""
+    return {name: spec.name for name, spec in keras_specs().items()}
+
+
+def starts(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str]) -> str:
+    """The framework a test starts in its worker: its case's (``group_of``), or for a test parametrized by a Keras
+    backend alone (the ready suite's ``test_...[tensorflow]``), the backend that runs Keras there; else ""."""
+    # Such a test is no matrix case (the budget does not count it), but it starts its framework all the same: left
+    # without a group, the costliest of them started TensorFlow in both workers of a two-H100 night.
+    return group_of(nodeid, known) or keras.get(case_id(nodeid), "")
 
 
 def pick(pending: Sequence[int], costs: Sequence[float], groups: Sequence[str], mine: AbstractSet[str],
@@ -91,7 +106,7 @@ class CostScheduling(LoadScheduling):
     def __init__(self, config: pytest.Config, log: Producer | None, stored: Callable[[str], float | None]) -> None:
         super().__init__(config, log)
         self._stored = stored
-        self._groups: list[str] = []  # each collected test's framework (``group_of``)
+        self._groups: list[str] = []  # the framework each collected test starts (``starts``)
         self._costs: list[float] = []  # each collected test's stored cost (``costs_of``)
         self._started: dict[WorkerController, set[str]] = {}  # the frameworks each worker was sent
 
@@ -103,8 +118,8 @@ class CostScheduling(LoadScheduling):
             return
         collection: list[str] = collections[0]
         self.collection = collection
-        known = frameworks()
-        self._groups = [group_of(nodeid, known) for nodeid in collection]
+        known, keras = frameworks(), keras_groups()
+        self._groups = [starts(nodeid, known, keras) for nodeid in collection]
         self._costs = costs_of(collection, self._stored)
         self.pending[:] = longest_first(self._costs)
         for _ in range(AHEAD):
@@ -145,7 +160,7 @@ class CostScheduling(LoadScheduling):
 @dataclass(frozen=True)
 class WorkerCost:
     """What one pytest-xdist worker spent: seconds in its tests' setup, call and teardown, how many tests, and the
-    frameworks it started (``group_of``), in the order it started them."""
+    frameworks it started (``starts``), in the order it started them."""
 
     seconds: float = 0.0
     tests: int = 0
@@ -189,6 +204,7 @@ class Sharding:
         self.ahead = ahead  # the budget's line for these cases (``Budget.ahead``), or None
         self.costs: dict[str, WorkerCost] = {}
         self.known = frameworks()
+        self.keras = keras_groups()
         self.foreseen = False
 
     def pytest_xdist_node_collection_finished(self, node: WorkerController, ids: Sequence[str]) -> None:
@@ -214,7 +230,7 @@ class Sharding:
             return
         worker = str(node.gateway.id)
         old = self.costs.get(worker, WorkerCost())
-        group = group_of(report.nodeid, self.known)
+        group = starts(report.nodeid, self.known, self.keras)
         frameworks = old.frameworks + ((group,) if group and group not in old.frameworks else ())
         self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"), frameworks)
 

@@ -13,8 +13,8 @@ import pytest
 from factories import record as make_record
 from pytest_rnnperf.plugin import schedule
 from pytest_rnnperf.plugin.schedule import (
-    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, longest_first, pick, record_cost,
-    workers_line,
+    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, keras_groups, longest_first, pick,
+    record_cost, starts, workers_line,
 )
 
 
@@ -48,9 +48,16 @@ class Simulated:
     ended: dict[str, float]
 
 
+def _started(nodeid: str) -> str:
+    """The framework a test really starts in its worker, whatever the scheduler is told (tests patch what it sees)."""
+    param = case_id(nodeid)
+    first, dash, _ = param.partition("-")
+    return first if dash and first in frameworks() else keras_groups().get(param, "")
+
+
 def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], start: float = 0.0) -> Simulated:
     """Run ``nodeids`` taking ``costs`` seconds on two workers, ``known`` their stored costs; a worker's first test
-    of a framework (``group_of``) takes ``start`` seconds more.
+    of a framework (``starts``) takes ``start`` seconds more.
 
     A worker starts a test only once it holds the next (or is told to stop), as pytest-xdist's workers do.
     """
@@ -65,7 +72,7 @@ def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], s
     while ready := [n for n in nodes if sched.node2pending[n] and (len(sched.node2pending[n]) > 1 or n.shutting_down)]:
         node = min(ready, key=lambda n: out.ended[n.gateway.id])  # the worker that frees up first takes its next test
         name, index = node.gateway.id, sched.node2pending[node][0]
-        group = group_of(nodeids[index], frameworks())
+        group = _started(nodeids[index])
         if group not in out.frameworks[name]:
             out.frameworks[name].append(group)
             out.ended[name] += start
@@ -141,6 +148,35 @@ def test_a_free_worker_takes_its_framework_then_a_new_one_then_the_longest() -> 
     known = frameworks()
     assert group_of("test_x[keras_jax-lstm-train]", known) == "keras_jax" and group_of("test_plain", known) == ""
     assert group_of("test_x[fp16-T28]", known) == ""  # a parameter that names no framework starts none
+
+
+def test_a_test_parametrized_by_a_keras_backend_starts_the_backend_that_runs_keras_there() -> None:
+    """The ready suite's Keras tests (``[tensorflow]``, ``[torch]``, ``[jax]``) start a framework as a case does; they
+    stay no matrix case, so the budget's forecast does not count them."""
+    known, keras = frameworks(), keras_groups()
+    nodeid = "suites/test_keras_cases.py::test_lstm_with_dropout_predicts_on_cudnn[{}]"
+    assert [starts(nodeid.format(b), known, keras) for b in ("tensorflow", "torch", "jax")] == ["tf", "keras_torch",
+                                                                                                 "keras_jax"]
+    assert starts("test_x[torch-lstm-train]", known, keras) == "torch"  # a case: its own framework, as before
+    assert starts("test_x[fp16]", known, keras) == "" and starts("test_plain", known, keras) == ""
+    # Not a case: timed_cases() leaves it out (a bare ``torch`` or ``jax`` was counted as a case with no cost).
+    assert [group_of(nodeid.format(b), known) for b in ("tensorflow", "torch", "jax")] == ["", "", ""]
+
+
+def test_a_costly_keras_test_no_longer_starts_tensorflow_in_the_second_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a two-H100 night, the costliest tests are Keras-on-TensorFlow ones: grouped as ``tf``, TensorFlow starts
+    in one worker and the night ends no later; left ungrouped (before), it started in both."""
+    shape = [("k[tensorflow]", 12.0), ("m[tensorflow]", 10.0)] + [(f"t[tf-{i}]", 3.0) for i in range(6)] + \
+        [(f"t[torch-{i}]", 3.0) for i in range(20)]
+    nodeids, costs = [n for n, _ in shape], [c for _, c in shape]
+    known_costs = {(case_id(n) if group_of(n, frameworks()) else n): c for n, c in shape}
+    grouped = _simulate(nodeids, costs, known_costs, start=4.0)
+    monkeypatch.setattr(schedule, "starts", lambda nodeid, known, keras: group_of(nodeid, known))  # as before
+    ungrouped = _simulate(nodeids, costs, known_costs, start=4.0)
+    tf_in = {name: sum("tf" in f for f in run.frameworks.values()) for name, run in [("grouped", grouped),
+                                                                                     ("ungrouped", ungrouped)]}
+    assert tf_in == {"grouped": 1, "ungrouped": 2}, (grouped.frameworks, ungrouped.frameworks)
+    assert max(grouped.ended.values()) <= max(ungrouped.ended.values())
 
 
 def test_a_test_without_a_stored_cost_counts_as_the_median() -> None:
