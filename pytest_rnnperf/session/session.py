@@ -64,6 +64,7 @@ class RnnperfSession:
     on_verdict: Callable[[CaseVerdict], None] | None = None  # told each verdict as it is made (plugin/hooks.py)
     started: float = field(default_factory=time.monotonic)  # when the run began, for the summary's wall time
     collected: float | None = None  # when collection ended (time.monotonic), for the summary's time table
+    frameworks: tuple[str, ...] = ()  # the frameworks of the collected tests, in order of first use
     tests_began: float | None = None  # when the first test started (a worker's too, under pytest-xdist)
     tests_ended: float | None = None  # when the latest test ended
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
@@ -105,6 +106,15 @@ class RnnperfSession:
     def environment(self) -> dict[str, str]:
         """Flat environment: ``gpu.*`` static device fields, software versions, framework runtime."""
         return self.run.environment(self.measured.runtime)
+
+    def load(self, frameworks: Sequence[str] = ()) -> None:
+        """Read the runtime of ``frameworks`` (none: every collected one) where not read yet, so that the environment
+        names them; an unknown or broken backend is left to its own cases to report."""
+        for name in frameworks or self.frameworks:
+            try:
+                self.backends.backend(name)
+            except Exception:  # noqa: BLE001 - its cases say why, as a skip or a failure
+                continue
 
     def fingerprint(self) -> str:
         """Stable key of the fields that make timings comparable (see ``environment.key_field_map``)."""
@@ -243,6 +253,8 @@ class RnnperfSession:
         tonight (its stored answer holds, or a short budget defers it), or None to run it."""
         if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
             return None
+        # A pytest-xdist worker reads a framework when its first case runs: the fields compared must be there.
+        self.load(frameworks)
         found = claims_recheck(list(self.stored.runs), test, self.environment(), datetime.now(timezone.utc),
                                self.settings.recheck_days, recording=self.settings.update_baseline,
                                frameworks=frameworks)

@@ -121,7 +121,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     for name in ("CUDNN_MS", "GENERIC_MS", "CUDNN_DEV_MS", "GENERIC_DEV_MS", "CUDNN_KERNEL", "CUDNN_GEMMS", "NO_CUPTI", "WRONG_PATH", "FALLBACK",
                  "PARITY_ERROR", "TF_ERROR", "UNAVAILABLE", "TF_UNAVAILABLE", "NO_GPU", "OOM", "CUDNN_VERSION",
                  "GPU_NAME", "GPU_COUNT", "DRIVER", "BUSY", "WORKER_BACKEND", "WORKER_CRASH", "SEEN", "MAPS",
-                 "LIB_VERSIONS", "WHEELS", "SLOW_CASE", "FIRST_CALL_MS"):
+                 "LIB_VERSIONS", "WHEELS", "SLOW_CASE", "FIRST_CALL_MS", "LOADED"):
         monkeypatch.delenv("FAKE_" + name, raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     # The widest terminal the summary draws for: tests match what a line says; test_terminal_e2e.py checks the fit.

@@ -9,7 +9,8 @@ kernel names the cuDNN side also launches each step, such as the GEMMs whose nam
 that runs ms per step after the one before (another kernel mix);
 FAKE_WRONG_PATH, FAKE_FALLBACK, FAKE_PARITY_ERROR, FAKE_TF_ERROR, FAKE_UNAVAILABLE, FAKE_TF_UNAVAILABLE, FAKE_NO_GPU,
 FAKE_OOM, FAKE_CUDNN_VERSION; FAKE_FIRST_CALL_MS: each side's first call after build, "cudnn,generic" ms; FAKE_MAPS with FAKE_LIB_VERSIONS: the CUDA libraries the fake torch loaded, as
-/proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to), so one
+/proc/self/maps and {path: version} JSON; FAKE_SEEN: a file each build appends its case and CUDA_VISIBLE_DEVICES to;
+FAKE_LOADED: a file each runtime read appends its framework and pytest-xdist worker to), so one
 pytester run can set them per test. The time knobs may be comma lists:
 the n-th build of a case gets the n-th wall value, and its n-th traced window the n-th device value (the last
 one repeats), to script a re-measurement.
@@ -229,6 +230,9 @@ class FakeBackend:
     def runtime_info(self) -> dict[str, str]:
         """A cuDNN version a test can change to see it in the environment diff; the libraries FAKE_MAPS names."""
         info = {"torch.version": "fake-1.0", "torch.cudnn_version": knob("CUDNN_VERSION", "9.19.0")}
+        if knob("LOADED"):  # when and where a framework was read: a worker reads it at its first test that needs it
+            with open(knob("LOADED"), "a") as loaded:
+                loaded.write(f"{self.name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
         if knob("MAPS"):
             from pytest_rnnperf.backends.base import loaded_libraries
 

@@ -12,7 +12,8 @@ import pytest
 
 from pytest_rnnperf.backends import BackendSpec, spec
 from pytest_rnnperf.backends.keras import KERAS_JAX
-from pytest_rnnperf.measure.gpu import GpuInfo
+from fake_nvml import FakeNVML
+from pytest_rnnperf.measure.gpu import GpuInfo, read_gpu_info
 from pytest_rnnperf.measure.subprocesses import SubprocessFailed, SubprocessPool
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.session import RnnperfSession
@@ -168,3 +169,16 @@ def test_closing_the_pool_asks_every_subprocess_to_exit_before_waiting_for_any(t
     pool.close()
     assert log == ["ask keras_jax", "ask jax", "ask torch_compile", "await keras_jax", "await jax", "await torch_compile"]
     assert pool.subprocesses == {}
+
+
+def test_a_claims_or_parity_decision_first_reads_the_frameworks_whose_fields_it_compares(tmp_path: Path) -> None:
+    """A pytest-xdist worker reads a framework at its first test that needs it; a parity test's frameworks (none
+    given: every collected one) are read before its stored answer is compared with tonight's environment."""
+    session = RnnperfSession(Run(gpu=read_gpu_info(0, FakeNVML()), software={}, root=tmp_path))
+    session.frameworks = ("torch", "tf", "jax")
+    read: list[str] = []
+    session.backends.backend = lambda name: read.append(name)  # type: ignore[method-assign,assignment,return-value]
+    session.claims_reason("test_scoped", kind="parity", frameworks=("tf",))
+    assert read == ["tf"]
+    session.claims_reason("test_claims")
+    assert read == ["tf", "torch", "tf", "jax"]
