@@ -502,7 +502,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     session.frameworks = tuple(frameworks)
     if hasattr(config, "workerinput"):
         # A pytest-xdist worker's lines never reach the terminal: its first test need not wait for every framework
-        # (two H100s: 26 s before the first test under -n 2, 19 s in one process); each loads at its first use.
+        # to load (TensorFlow's import, each subprocess's); each loads at the first test that needs it.
         return ahead
     session.load()
     return ahead + library_lines(session)
