@@ -73,7 +73,7 @@ def starts(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str]) -> st
     """The framework a test starts in its worker: its case's (``group_of``), or for a test parametrized by a Keras
     backend alone (the ready suite's ``test_...[tensorflow]``), the backend that runs Keras there; else ""."""
     # Such a test is no matrix case (the budget does not count it), but it starts its framework all the same: left
-    # without a group, the costliest of them started TensorFlow in a worker that had no other TensorFlow test.
+    # without a group, the costliest of them started TensorFlow in both workers where one would have done.
     return group_of(nodeid, known) or keras.get(case_id(nodeid), "")
 
 
