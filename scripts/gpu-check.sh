@@ -7,6 +7,9 @@
 #   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the night at its minimum rounds, the same work either
 #                                         way) sharded over every GPU with -n, then
 #                                         in one process on the host's first GPU; each run's time, and their ratio
+#   scripts/gpu-check.sh cenv [ARGS...]   a night whose driver changed, emulated on a scratch copy of baselines/ where
+#                                         every stored run names another driver; pytest ARGS (default: the workflow's
+#                                         night); baselines/ itself is never touched
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
@@ -168,10 +171,35 @@ print("gpu-check: shard: the same work (budget cuts, full checks, claims, parity
       if not differ else "gpu-check: shard: NOT the same work, the ratio compares different nights:\n  " + "\n  ".join(differ))
 PY
          ;;
+  cenv)  # The full checks, parity tests and claims a new driver makes due, against the budget. The copy keeps the
+         # night's kept run too (in $SCRATCH), so a second call on the same machine is a quiet night after the change.
+         SCRATCH=${RNNPERF_SCRATCH:-/tmp/rnnperf-cenv}
+         if [ ! -d "$SCRATCH" ]; then
+           cp -r baselines "$SCRATCH" && rm -rf "$SCRATCH"/*/evidence || { echo "gpu-check: cannot copy baselines/ to $SCRATCH"; exit 2; }
+           python3 - "$SCRATCH" <<'PY'
+import json, sys
+from pathlib import Path
+edited = 0
+for path in sorted(Path(sys.argv[1]).glob("*/*/*.json")):
+    data = json.loads(path.read_text())
+    env = data.get("machine_info", {}).get("rnnperf", {}).get("environment", {})
+    if "gpu.driver_version" in env:
+        env["gpu.driver_version"] = "000.00.00 (emulated change)"
+        path.write_text(json.dumps(data, indent=2))
+        edited += 1
+print(f"gpu-check: cenv: {edited} stored run(s) in {sys.argv[1]} now name another driver")
+PY
+         fi
+         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-keep-run --rnnperf-budget=5
+         python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 | tee -a "$OUT/cenv.log"
+         status=${PIPESTATUS[0]}
+         grep -E '^(rnnperf: (all|regress)|verdicts|budget|checks:|claims:|parity:)' "$OUT/cenv.log" | cut -c1-250
+         grep -A1 '^where the time went' "$OUT/cenv.log" | cut -c1-250
+         exit "$status" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
          # shellcheck disable=SC2068  # the default list is split into case globs on purpose
          set -f; python3 scripts/noise_probe.py --json "$OUT/probe.json" $@ 2>&1 | tee -a "$OUT/probe.log" ;;
-  *) echo "usage: $0 tests|suite|packaged|shard|probe [args]"; exit 2 ;;
+  *) echo "usage: $0 tests|suite|packaged|shard|cenv|probe [args]"; exit 2 ;;
 esac
