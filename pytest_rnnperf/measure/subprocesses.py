@@ -197,11 +197,6 @@ class BackendSubprocess:
             self.process.wait()
         self.conn.close()
 
-    def close(self) -> None:
-        """Ask the subprocess to exit and wait briefly; kill it if it does not."""
-        self.ask_exit()
-        self.await_exit()
-
 
 def subprocess_env(spec: BackendSpec, extra: Mapping[str, str]) -> dict[str, str]:
     """A subprocess's environment: this one, then the session's ``extra`` (the compile cache), then the spec's."""
