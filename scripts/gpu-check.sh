@@ -191,7 +191,7 @@ print(f"gpu-check: cenv: {edited} stored run(s) in {sys.argv[1]} now name anothe
 PY
          fi
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-keep-run --rnnperf-budget=5
-         python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 | tee -a "$OUT/cenv.log"
+         python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 | tee "$OUT/cenv.log"  # this night alone
          status=${PIPESTATUS[0]}
          grep -E '^(rnnperf: (all|regress)|verdicts|budget|checks:|claims:|parity:)' "$OUT/cenv.log" | cut -c1-250
          grep -A1 '^where the time went' "$OUT/cenv.log" | cut -c1-250
