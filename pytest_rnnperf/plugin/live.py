@@ -90,5 +90,10 @@ class TestSpan:
         """The latest test's end."""
         self.session.tests_ended = self.clock()
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: when a worker's results came (its end is on the run's path to the report)."""
+        self.session.handed_over[str(node.gateway.id)] = self.clock()
+
 
 __all__ = ["FAILED_PROPERTY", "LiveFailures", "TestSpan", "failure_line", "live_line", "note_failure"]

@@ -137,6 +137,32 @@ class PhaseTotals:
                 "phases_s": {phase: round(seconds, 3) for phase, seconds in self.phases}}
 
 
+SAID_EXIT_S = 0.5  # the subprocesses' exit in one process: the time line names it from this many seconds
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the run's seconds after its last test held: its backend subprocesses' exit and, under pytest-xdist, the
+    wait for the last worker to hand its results over (a worker's end is on the run's path, its exit too)."""
+
+    close_s: float | None = None  # the subprocesses' exit: this process's, or the last worker's to hand over
+    worker: str = ""  # the last worker to hand its results over ("" in one process)
+    handover_s: float | None = None  # from the last test's end to that worker's results reaching this process
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON: the seconds, rounded to the millisecond, and the worker."""
+        return {"close_s": _rounded(self.close_s), "worker": self.worker, "handover_s": _rounded(self.handover_s)}
+
+    def text(self) -> str:
+        """e.g. " (7 s of it until gw1 handed over its results, 6.5 s of those its subprocesses' exit)"."""
+        close = None if self.close_s is None else f"{self.close_s:.1f} s"
+        if self.worker and self.handover_s is not None:
+            exits = f", {close} of those its subprocesses' exit" if close else ""
+            return f" ({self.handover_s:.0f} s of it until {self.worker} handed over its results{exits})"
+        # In one process an exit too short to matter is not worth the words (rnnperf.json keeps it).
+        return f" ({close} of it the subprocesses' exit)" if self.close_s and self.close_s >= SAID_EXIT_S else ""
+
+
 @dataclass(frozen=True)
 class TimeSpent:
     """Where the run's time went: its cases' phases, all together and per backend, and the run's wall time."""
@@ -150,11 +176,13 @@ class TimeSpent:
     # outside its tests (collection, starting workers; comparing with the history), one process or many.
     before_tests_s: float | None = None
     after_tests_s: float | None = None
+    ending: Ending | None = None  # what the seconds after the last test held, where measured
 
     def as_dict(self) -> dict[str, Any]:
         """JSON: the wall and collection times, the cases' totals and each backend's (phases keyed as ``cost_s``)."""
         return {"wall_s": _rounded(self.wall_s), "collection_s": _rounded(self.collection_s),
                 "before_tests_s": _rounded(self.before_tests_s), "after_tests_s": _rounded(self.after_tests_s),
+                "ending": None if self.ending is None else self.ending.as_dict(),
                 "cases": self.cases.as_dict(), "backends": {b.name: b.as_dict() for b in self.backends}}
 
 
@@ -174,10 +202,12 @@ def _phase_totals(name: str, records: Sequence[CaseRecord]) -> PhaseTotals:
 
 def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
                collection_s: float | None = None, workers: int = 1,
-               outside_s: tuple[float | None, float | None] = (None, None)) -> TimeSpent | None:
+               outside_s: tuple[float | None, float | None] = (None, None),
+               ending: Ending | None = None) -> TimeSpent | None:
     """Where the time went, per backend in the order each first ran; None when no case recorded a phase.
 
-    ``outside_s``: seconds before the first test and after the last (None where not known)."""
+    ``outside_s``: seconds before the first test and after the last (None where not known); ``ending``: what the
+    seconds after the last held."""
     if not any(r.cost_s for r in results):
         return None
     by_backend: dict[str, list[CaseRecord]] = {}
@@ -185,7 +215,7 @@ def time_spent(results: Sequence[CaseRecord], wall_s: float | None = None,
         by_backend.setdefault(r.case.framework, []).append(r)
     return TimeSpent(_phase_totals("all", results),
                      tuple(_phase_totals(name, records) for name, records in by_backend.items()), wall_s, collection_s,
-                     workers, *outside_s)
+                     workers, *outside_s, ending)
 
 
 @dataclass(frozen=True)
@@ -276,11 +306,12 @@ def no_gpu_count(run: RunView) -> int:
 
 
 def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | None = None,
-               outside_s: tuple[float | None, float | None] = (None, None)) -> Rows:
+               outside_s: tuple[float | None, float | None] = (None, None), ending: Ending | None = None) -> Rows:
     """Walk the run once: every renderer draws these rows instead of reading the results itself.
 
     ``wall_s``: the run's wall time so far, for comparing its cases' phases with the whole run; ``collection_s``:
-    how much of it collection took; ``outside_s``: how much came before the first test and after the last.
+    how much of it collection took; ``outside_s``: how much came before the first test and after the last;
+    ``ending``: what the time after the last held.
     """
     cases = tuple(case_row(r, run) for r in run.measured.results)
     verdicts = tuple(verdict_row(v, run) for v in run.measured.verdicts.values())
@@ -298,7 +329,8 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
         environment=tuple(sorted(run.environment().items())),
         baseline=run.baseline_status(),
         skipped=tuple(_count(reason for _, reason in run.measured.skipped)),
-        time=time_spent(run.measured.results, wall_s, collection_s, max(1, len(run.workers())), outside_s),
+        time=time_spent(run.measured.results, wall_s, collection_s, max(1, len(run.workers())), outside_s,
+                        ending),
         no_gpu=no_gpu_count(run),
         answer=answer_rows(cases, verdicts, set(expected)),
         expected=expected,

@@ -410,6 +410,7 @@ def time_lines(spent: TimeSpent | None) -> list[str]:
         run += f", {spent.collection_s:.0f} s of it collecting"
     if spent.wall_s is not None and spent.before_tests_s is not None and spent.after_tests_s is not None:
         run += f", {spent.before_tests_s:.0f} s before the first test, {spent.after_tests_s:.0f} s after the last"
+        run += "" if spent.ending is None else spent.ending.text()
     over = f" over {spent.workers} workers" if spent.workers > 1 else ""  # their seconds add up past the run's
     lines = [f"where the time went ({cases.cases} case(s), {cases.total_s:.0f} s{over}{run}): {_phases(cases, 1)}"]
     lines += [f"  {b.name}: {b.cases} case(s) {b.total_s:.0f} s: {_phases(b, 0)}" for b in spent.backends]

@@ -27,7 +27,7 @@ from pytest_rnnperf.measure.wall import WallTimer
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord
 from pytest_rnnperf.model.timing import Timer
 from pytest_rnnperf.report.files import mark_report_folder, write_reports
-from pytest_rnnperf.report.rows import Rows, build_rows
+from pytest_rnnperf.report.rows import Ending, Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
 from pytest_rnnperf.session.budget import Budget, fixed_of, forecast, timed_of
@@ -67,6 +67,8 @@ class RnnperfSession:
     frameworks: tuple[str, ...] = ()  # the frameworks of the collected tests, in order of first use
     tests_began: float | None = None  # when the first test started (a worker's too, under pytest-xdist)
     tests_ended: float | None = None  # when the latest test ended
+    close_s: float | None = None  # how long this process's backend subprocesses took to exit (``close``)
+    handed_over: dict[str, float] = field(default_factory=dict)  # pytest-xdist controller: when each worker's results came
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
@@ -275,8 +277,10 @@ class RnnperfSession:
     # ------------------------------------------------------------------------------------------- finishing
 
     def close(self) -> None:
-        """Stop the subprocesses (the end of the run)."""
+        """Stop the subprocesses (the end of the run), timed: a worker's exit holds up the run's end."""
+        began = time.monotonic()
         self.backends.close()
+        self.close_s = time.monotonic() - began
 
     def finish(self, step_summary: str = "") -> None:
         """Write the report files (JSON, Markdown, plot); a file that cannot be written is a note, not a crash."""
@@ -306,7 +310,7 @@ class RnnperfSession:
             outside = (None if self.tests_began is None else self.tests_began - self.started,
                        None if self.tests_ended is None else now - self.tests_ended)
             self.report_rows = build_rows(self, wall_s=now - self.started, collection_s=collection_s,
-                                          outside_s=outside)
+                                          outside_s=outside, ending=self.ending())
             notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary, self.report_rows)
 
     def as_dict(self) -> dict[str, Any]:
@@ -321,13 +325,24 @@ class RnnperfSession:
 
     # ------------------------------------------------------------------------------------ pytest-xdist
 
+    def ending(self) -> Ending | None:
+        """What the time after the last test held: the subprocesses' exit and, on a pytest-xdist controller, the
+        wait for the last worker's results (None before any test ended)."""
+        if self.tests_ended is None:
+            return None
+        if not self.handed_over:
+            return Ending(self.close_s)
+        last = max(self.handed_over, key=lambda worker: self.handed_over[worker])
+        run = self.worker_runs.get(last)
+        return Ending(None if run is None else run.close_s, last, max(0.0, self.handed_over[last] - self.tests_ended))
+
     def worker_output(self) -> str:
         """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
         baseline = None if self.stored.baseline is None else str(self.stored.baseline.path)
         if self.budget is not None:
             self.measured.budget_cuts.update(self.budget.cuts)
         return worker_output(self.run.placement, self.gpu, self.fingerprint(), self.environment(), baseline,
-                             self.measured)
+                             self.measured, self.close_s)
 
     def merge_worker(self, text: str | None, error: Any = None,
                      add_entries: Callable[..., list[Any]] | None = None) -> None:

@@ -30,6 +30,7 @@ class WorkerRun:
     baseline: str | None = None  # the newest baseline file it judged against
     measured: Measured = field(default_factory=Measured)
     entries: list[Any] = field(default_factory=list)  # its records' entries in the controller's pytest-benchmark
+    close_s: float | None = None  # how long its backend subprocesses took to exit, before it handed over
 
     @property
     def id(self) -> str:
@@ -49,16 +50,17 @@ class WorkerRun:
                 "gpu_slug": self.gpu.gpu_slug, "device": self.gpu.as_dict(), "fingerprint": self.fingerprint,
                 "environment": self.environment, "baseline": self.baseline,
                 "cases": [r.id for r in self.measured.results], "cross": [c.id for c in self.measured.cross],
-                "skipped": [c for c, _ in self.measured.skipped]}
+                "skipped": [c for c, _ in self.measured.skipped], "close_s": self.close_s}
 
 
 def worker_output(placement: Placement | None, gpu: GpuInfo, fingerprint: str, environment: dict[str, str],
-                  baseline: str | None, measured: Measured) -> str:
+                  baseline: str | None, measured: Measured, close_s: float | None = None) -> str:
     """What a pytest-xdist worker hands the controller: its GPU, fingerprint and everything it measured (JSON)."""
     position = {id(r): i for i, r in enumerate(measured.results)}
     return json.dumps(as_json_safe({
         "placement": None if placement is None else placement.to_dict(), "device": gpu.to_dict(),
         "fingerprint": fingerprint, "environment": environment, "baseline": baseline, "measured": measured.to_dict(),
+        "close_s": close_s,
         # each record's pytest-benchmark entries (pytest-benchmark is off in a worker), by the record's position
         "benchmarks": [{"source": s, "result": position[id(r)]} for s, r in measured.bench_sources if id(r) in position],
     }))
@@ -70,8 +72,14 @@ def read_worker(text: str, default_id: str) -> tuple[WorkerRun, list[dict[str, A
     worker = WorkerRun(placement=Placement.from_dict(data.get("placement") or {"worker": default_id}),
                        gpu=GpuInfo.from_dict(data.get("device", {})), fingerprint=str(data.get("fingerprint", "")),
                        environment={str(k): str(v) for k, v in data.get("environment", {}).items()},
-                       baseline=data.get("baseline"), measured=Measured.from_dict(data.get("measured", {})))
+                       baseline=data.get("baseline"), measured=Measured.from_dict(data.get("measured", {})),
+                       close_s=_seconds(data.get("close_s")))
     return worker, list(data.get("benchmarks", []))
+
+
+def _seconds(value: Any) -> float | None:
+    """A number of seconds from a worker's JSON, None where absent or not a number."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def add_worker_entries(worker: WorkerRun, benchmarks: list[dict[str, Any]], processes: dict[str, list[ProcessSummary]],

@@ -51,8 +51,10 @@ def test_each_worker_takes_its_share_of_the_cpu_threads_and_the_summary_says_wha
     assert spent is not None and int(spent[1]) + int(spent[3]) == 3, line
     [time] = [line for line in unwrapped(result.stdout.str()) if line.startswith("where the time went")]
     # The controller hears when each worker's tests start and end: what came before and after them is said too.
+    # ... and which worker handed its results over last, and how long its subprocesses took to exit before that.
     assert re.match(r"where the time went \(2 case\(s\), \d+ s over 2 workers of a \d+ s run, \d+ s before the first "
-                    r"test, \d+ s after the last\)", time), time
+                    r"test, \d+ s after the last \(\d+ s of it until gw[01] handed over its results, \d+\.\d s of those "
+                    r"its subprocesses' exit\)\)", time), time
 
 
 

@@ -56,3 +56,17 @@ def test_the_span_holds_the_first_test_s_start_and_the_latest_test_s_end() -> No
     span.pytest_runtest_logfinish("a", where)
     span.pytest_runtest_logfinish("b", where)
     assert (session.tests_began, session.tests_ended) == (10.0, 15.0)
+
+
+def test_the_span_notes_when_each_worker_handed_its_results_over() -> None:
+    """pytest-xdist's controller hears each worker go down once it has sent its results: the time is noted by worker."""
+    from types import SimpleNamespace
+
+    from pytest_rnnperf.plugin.live import TestSpan
+
+    ticks = iter([20.0, 23.5])
+    session = SimpleNamespace(tests_began=None, tests_ended=None, handed_over={})
+    span = TestSpan(session, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    for worker in ("gw1", "gw0"):
+        span.pytest_testnodedown(SimpleNamespace(gateway=SimpleNamespace(id=worker)), None)
+    assert session.handed_over == {"gw1": 20.0, "gw0": 23.5}

@@ -282,3 +282,22 @@ def test_a_card_no_stored_run_ran_on_is_named_as_new_in_the_environment_changes(
     assert env_diff_lines(run) == [f"gpu.uuid: GPU-a -> {env['gpu.uuid']} (a card none of the 2 stored runs ran on)"]
     run.stored = Stored((older[0], StoredRun(path=Path("c.json"), gpu_slug="NVIDIA_H200", environment=env, records={})))
     assert env_diff_lines(run) == [f"gpu.uuid: GPU-a -> {env['gpu.uuid']}"]
+
+
+def test_the_time_after_the_last_test_names_the_last_worker_to_hand_over_and_its_subprocesses_exit() -> None:
+    """Two lent H200s spent 8 s after the last test against 1 s in one process: the line says what held them."""
+    from pytest_rnnperf.report.rows import Ending, build_rows
+    from pytest_rnnperf.report.text import time_lines
+
+    sharded = build_rows(_timed_run(), wall_s=211.0, outside_s=(9.0, 8.2), ending=Ending(6.54, "gw1", 7.4)).time
+    assert sharded is not None
+    assert time_lines(sharded)[0].startswith("where the time went (3 case(s), 38 s of a 211 s run, 9 s before the "
+                                             "first test, 8 s after the last (7 s of it until gw1 handed over its "
+                                             "results, 6.5 s of those its subprocesses' exit)): ")
+    assert sharded.as_dict()["ending"] == {"close_s": 6.54, "worker": "gw1", "handover_s": 7.4}
+    # One process: its own subprocesses' exit, said only where it is long enough to matter.
+    one = build_rows(_timed_run(), wall_s=95.4, outside_s=(7.2, 3.4), ending=Ending(2.04)).time
+    quick = build_rows(_timed_run(), wall_s=95.4, outside_s=(7.2, 3.4), ending=Ending(0.2)).time
+    assert one is not None and quick is not None
+    assert "3 s after the last (2.0 s of it the subprocesses' exit)): " in time_lines(one)[0]
+    assert "3 s after the last): " in time_lines(quick)[0] and quick.as_dict()["ending"]["close_s"] == 0.2

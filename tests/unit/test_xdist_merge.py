@@ -115,3 +115,27 @@ def test_workers_on_two_models_record_a_file_each_and_report_each_model_apart(tm
     assert [(v.gpu.gpu_slug, [r.id for r in v.measured.results]) for v in views] == [
         ("NVIDIA_H200", ["case0"]), ("NVIDIA_H100_80GB_HBM3", ["case1"])]
     assert [w["gpu_slug"] for w in run.as_dict()["workers"]] == ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"]
+
+
+def test_the_run_s_ending_names_the_last_worker_to_hand_over_with_the_seconds_its_subprocesses_took_to_exit(
+        tmp_path: Path) -> None:
+    """Each worker times its subprocesses' exit before it hands over; the controller's ending takes the last one's."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = controller(tmp_path)
+    assert run.ending() is None  # no test ended: nothing to say
+    for k, close_s in ((0, 0.4), (1, 6.5)):
+        gw = worker(k, nvml, {}, results=[record(case_id=f"case{k}")])
+        gw.close()  # no subprocess started: timed all the same
+        assert gw.close_s is not None and 0 <= gw.close_s < 1
+        gw.close_s = close_s
+        run.merge_worker(gw.worker_output())
+    run.tests_ended = 100.0
+    run.handed_over = {"gw1": 107.4, "gw0": 101.0}
+    ending = run.ending()
+    assert ending is not None and (ending.worker, ending.close_s) == ("gw1", 6.5)
+    assert abs((ending.handover_s or 0) - 7.4) < 1e-9
+    assert [w.as_dict()["close_s"] for w in run.workers()] == [0.4, 6.5]
+    # One process: its own exit only.
+    one = worker(0, nvml, {})
+    one.tests_ended, one.close_s = 5.0, 1.5
+    assert one.ending() is not None and (one.ending().worker, one.ending().close_s) == ("", 1.5)  # type: ignore[union-attr]
