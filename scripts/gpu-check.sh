@@ -10,9 +10,13 @@
 #   scripts/gpu-check.sh cenv [ARGS...]   a night whose driver changed, emulated on a scratch copy of baselines/ where
 #                                         every stored run names another driver; pytest ARGS (default: the workflow's
 #                                         night); baselines/ itself is never touched
+#   scripts/gpu-check.sh fill [ARGS...]   fill the compile cache: pytest ARGS (default: the cases that compile, the
+#                                         claims left out; one worker per GPU), before a shard or cenv call
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
 # It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
+# GPU_CHECK_DEADLINE_S=N (the call's limit in seconds): each pytest run is interrupted (SIGINT) 15 s before that
+# many seconds since the script started, so that a night cut short still writes its summary, reports and log.
 # TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (62 MB with
 # baselines/ and their evidence on 2026-11-25, 30 MB without the evidence). For the GPU calls, take the evidence out
 # of git's index (git rm -r -q --cached baselines/*/evidence; echo '/baselines/*/evidence/' >> .git/info/exclude;
@@ -32,7 +36,7 @@
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
 # claims and parity checks stored by a kept run of the night before,
 #   suite suites/ --rnnperf-keep-run --rnnperf-budget=3                    (4:32-4:58 in pytest, 4:52-5:28 in all)
-# With an empty compile cache, fill it first: suite suites/ --ignore=suites/claims -k "jax or compile" (about 5 min).
+# With an empty compile cache, fill it first: scripts/gpu-check.sh fill (about 5 min on one H100, 2.5 on two).
 # RNNPERF_WRAP prefixes the suite's command, e.g. RNNPERF_WRAP="py-spy record --subprocesses -f raw -o $OUT/s.txt --"
 # for a sampling profile of where a run's time goes.
 # Device time needs cupti-python: carry .whl (see ../shared/gpu/README.md, "Device time through CUPTI"); without
@@ -74,6 +78,13 @@ t2 = time.perf_counter()
 print(f"[header-cost] plugin import {t1 - t0:.3f} s, NVML fingerprint + header {t2 - t1:.3f} s, total {t2 - t0:.3f} s")
 PY
 } 2>&1 | tee -a "$OUT/header-cost.txt"
+# Run "$@", interrupted as Ctrl-C would (pytest then writes its summary) where GPU_CHECK_DEADLINE_S would pass.
+deadline() {
+  [ -n "${GPU_CHECK_DEADLINE_S:-}" ] || { "$@"; return; }
+  local left=$(( GPU_CHECK_DEADLINE_S - SECONDS - 15 ))
+  [ "$left" -gt 0 ] || { echo "gpu-check: GPU_CHECK_DEADLINE_S=$GPU_CHECK_DEADLINE_S leaves no time for this run"; return 124; }
+  timeout -s INT -k 20 "$left" "$@"
+}
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
   suite) # A run kept by an earlier call on this machine is not in this call's tree: put it back first. A run this
@@ -81,7 +92,7 @@ case "$what" in
          KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}; mkdir -p "$KEPT/baselines"
          (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \; 2>/dev/null)
          before=$(find baselines -name '*_run.json' | sort)
-         ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log"
+         deadline ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log"
          status=${PIPESTATUS[0]}
          comm -13 <(echo "$before") <(find baselines -name '*_run.json' | sort) | while read -r kept; do
            cp --parents "$kept" "$KEPT"/ && cp "$kept" "$OUT"/ && echo "gpu-check: kept $kept (a copy in \$OUT)"
@@ -133,7 +144,9 @@ case "$what" in
          for how in ${SHARD_RUNS:-"n$gpus" one}; do
            extra=(); pin=(); [ "$how" = one ] && pin=(env "CUDA_VISIBLE_DEVICES=$first") || extra=(-n "$gpus")
            start=$(date +%s%N)
-           "${pin[@]}" python3 -m pytest -rs -p no:cacheprovider "$@" "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
+           # Each test's seconds (junit XML): what the workers spend outside the cases' phases, test by test.
+           deadline "${pin[@]}" python3 -m pytest -rs -p no:cacheprovider --junitxml="$OUT/shard-$how.xml" "$@" \
+             "${extra[@]}" > "$OUT/shard-$how.log" 2>&1
            rc=$?
            echo $(( ($(date +%s%N) - start) / 1000000 )) > "$OUT/shard-$how.ms"
            echo "gpu-check: shard $how: exit $rc, $(grep -E '(passed|failed).* in [0-9.]+s' "$OUT/shard-$how.log" | tail -1)"
@@ -149,7 +162,7 @@ case "$what" in
            [ -f rnnperf-report/rnnperf.json ] && python3 -c 'import json, sys
 misses = sum((r.get("cold") or {}).get("compile_cache") == "miss" for r in json.load(open(sys.argv[1]))["results"])
 print(f"compile cache: {misses} case(s) compiled from scratch")' rnnperf-report/rnnperf.json >> "$OUT/shard-$how.work"
-           gzip -f "$OUT/shard-$how.log"
+           gzip -f "$OUT/shard-$how.log" "$OUT/shard-$how.xml"
            cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$OUT/shard-$how.work" "$keep/"
          done
          [ -f "$keep/shard-n$gpus.ms" ] && [ -f "$keep/shard-one.ms" ] || exit 0
@@ -191,15 +204,27 @@ print(f"gpu-check: cenv: {edited} stored run(s) in {sys.argv[1]} now name anothe
 PY
          fi
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-keep-run --rnnperf-budget=5
-         python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 | tee "$OUT/cenv.log"  # this night alone
+         deadline python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 \
+           | tee "$OUT/cenv.log"  # this night alone
          status=${PIPESTATUS[0]}
          grep -E '^(rnnperf: (all|regress)|verdicts|budget|checks:|claims:|parity:)' "$OUT/cenv.log" | cut -c1-250
          grep -A1 '^where the time went' "$OUT/cenv.log" | cut -c1-250
+         exit "$status" ;;
+  fill)  # Programs compiled once serve every later night (the workflow restores the folder): without this, the
+         # first of two runs compared pays for both. One worker per GPU: the cache is on disk, shared by all.
+         gpus=$(nvidia-smi -L | grep -c '^GPU ')
+         [ $# -gt 0 ] || set -- suites/ --ignore=suites/claims -k "jax or compile"
+         workers=(); [ "$gpus" -gt 1 ] && workers=(-n "$gpus")
+         start=$SECONDS
+         deadline python3 -m pytest -q -p no:cacheprovider "$@" "${workers[@]}" > "$OUT/fill.log" 2>&1
+         status=$?
+         echo "gpu-check: fill: exit $status in $(( SECONDS - start )) s: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$OUT/fill.log" | tail -1)"
+         grep -E '^rnnperf: compile cache' "$OUT/fill.log" | cut -c1-250
          exit "$status" ;;
   probe) set -- "${@:-torch-gru-train-fp32-T100-B64-I64-H512-L2 torch-gru-infer-fp32-T60-B500-I32-H256-L1
                     torch-lstm-train-fp32-T100-B64-I64-H512-L2 torch-lstm-train-fp16-T50-B512-I512-H1024-L1
                     torch-lstm-train-fp32-T50-B512-I512-H1024-L1 torch-gru-train-fp32-T60-B4700-I32-H256-L1}"
          # shellcheck disable=SC2068  # the default list is split into case globs on purpose
          set -f; python3 scripts/noise_probe.py --json "$OUT/probe.json" $@ 2>&1 | tee -a "$OUT/probe.log" ;;
-  *) echo "usage: $0 tests|suite|packaged|shard|cenv|probe [args]"; exit 2 ;;
+  *) echo "usage: $0 tests|suite|packaged|shard|cenv|fill|probe [args]"; exit 2 ;;
 esac
