@@ -135,6 +135,8 @@ class Budget:
     collected: int = 0  # cuDNN cases collected (every worker's), for ``ahead``
     unpriced: int = 0  # of those, the cases no stored record gives a cost
     cache_empty: bool = False  # the compile cache was empty when the run started
+    # Collected claims and parity tests no stored run holds an answer for: they run whatever the budget.
+    unanswered: int = 0
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
@@ -143,9 +145,20 @@ class Budget:
 
     def ahead(self) -> str | None:
         """The line the run starts with where it already knows: the stored costs overrun the budget
-        (``Forecast.line``), or most collected cases have none to price them by (a new GPU model, new cases)."""
-        if self.forecast is not None:
-            return self.forecast.line()
+        (``Forecast.line``), most collected cases have none to price them by (a new GPU model, new cases), or claims
+        and parity tests with no stored answer will run whatever the budget (a history older than its claims)."""
+        line = self.forecast.line() if self.forecast is not None else self._unforeseen()
+        if not self.unanswered:
+            return line
+        checks = (f"{self.unanswered} claims and parity test(s) have no answer stored on this GPU model, so they run "
+                  f"tonight whatever the budget")
+        if line is not None:
+            return f"{line}; and {checks}"
+        return (f"rnnperf: --rnnperf-budget={self.total_s / 60:g} may not hold: {checks}; a kept run "
+                f"(--rnnperf-keep-run) stores their answers for the nights after")
+
+    def _unforeseen(self) -> str | None:
+        """The line for a run most of whose cases no stored record prices, else None."""
         if self.unpriced * 2 <= self.collected:
             return None
         cache = ", and the compile cache is empty" if self.cache_empty else ""

@@ -183,17 +183,28 @@ class RnnperfSession:
         return Measurer(self.run, self.measured, self.stored, self.backends, self.timer, self.device_timer,
                         self.policy, self.parallel_reason, self.budget, self.on_verdict)
 
-    def plan_budget(self, case_ids: Sequence[str]) -> None:
+    def plan_budget(self, case_ids: Sequence[str], checks: Sequence[str] = ()) -> None:
         """Start the run's time budget (--rnnperf-budget, 0: none) for the collected cuDNN cases ``case_ids``, priced
-        from their stored records (``stored_cost``, ``budget.forecast``)."""
+        from their stored records (``stored_cost``, ``budget.forecast``); ``checks``: the collected claims and parity
+        tests, by name."""
         if self.settings.budget <= 0:
             return
         # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
-        self.budget = self.budget_for(case_ids, 1 if self.run.placement is None else max(1, self.run.placement.workers))
+        workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
+        self.budget = self.budget_for(case_ids, workers, checks)
 
-    def budget_for(self, case_ids: Sequence[str], workers: int) -> Budget:
+    def unanswered(self, checks: Sequence[str]) -> list[str]:
+        """Those of the claims and parity tests ``checks`` (by name) that no stored run holds an answer for: no
+        budget defers them (``store.rechecks.DEFERRABLE``). None without a GPU, where they are cheap CPU checks."""
+        if not self.gpu.available:
+            return []
+        answered = {test for run in self.stored.runs for test in run.claims}
+        return [test for test in checks if test not in answered]
+
+    def budget_for(self, case_ids: Sequence[str], workers: int, checks: Sequence[str] = ()) -> Budget:
         """A budget of --rnnperf-budget minutes for ``case_ids`` shared by ``workers``, priced from their stored
-        records; a pytest-xdist controller makes one to foresee its workers' (``Budget.ahead``)."""
+        records; a pytest-xdist controller makes one to foresee its workers' (``Budget.ahead``). ``checks``: the
+        collected claims and parity tests, by name, for those that will run whatever the budget."""
         costs = {case_id: self.stored_cost(case_id) for case_id in case_ids}
         scratch = sum(1 for case_id in case_ids if self.run.compile_cache_empty
                       and self.stored.scratch_cost(case_id) is not None)
@@ -205,7 +216,7 @@ class RnnperfSession:
                       stored_fixed=stored_fixed, collected=len(case_ids),
                       # without a GPU no case is timed, so there is nothing to foresee
                       unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
-                      cache_empty=self.run.compile_cache_empty)
+                      cache_empty=self.run.compile_cache_empty, unanswered=len(self.unanswered(checks)))
 
     def _frameworks(self, case_ids: Sequence[str]) -> dict[str, str]:
         """Case id -> the framework its newest stored record ran (a model test's id does not name it)."""

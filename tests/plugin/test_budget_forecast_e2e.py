@@ -36,3 +36,27 @@ def test_a_budget_with_nothing_stored_says_before_the_cases_that_it_cannot_fores
                                        "the next night", "test_cases.py ..*"])
     assert "rnnperf: --rnnperf-budget" not in run(project, "--rnnperf-budget=5").stdout.str()
 
+
+
+def test_a_budget_says_before_the_cases_that_a_claims_test_with_no_stored_answer_runs_whatever_it(
+        project: pytest.Pytester) -> None:
+    """Two lent H200s ran a night more than 2 minutes past a 5-minute budget without a word: their model's history held no
+    claims, and a claim with no stored answer is never deferred. The line says so at the start, until a kept run
+    stores the answer."""
+    project.makepyfile(test_own_claims="""
+        from pytest_rnnperf.judge.claims import ClaimRow
+
+        def test_batch_size(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
+            rnnperf_claims.check()
+    """)
+    run(project, "--rnnperf-update-baseline", "test_cases.py").assert_outcomes(passed=2)
+    result = run(project, "--rnnperf-budget=5", "--rnnperf-keep-run")
+    result.assert_outcomes(passed=3)
+    whole_lines(result).fnmatch_lines(["rnnperf: --rnnperf-budget=5 may not hold: 1 claims and parity test(s) have no "
+                                       "answer stored on this GPU model, so they run tonight whatever the budget; a "
+                                       "kept run (--rnnperf-keep-run) stores their answers for the nights after",
+                                       "test_cases.py ..*"])
+    stored = run(project, "--rnnperf-budget=5")
+    stored.assert_outcomes(passed=2, skipped=1)
+    assert "rnnperf: --rnnperf-budget" not in stored.stdout.str()

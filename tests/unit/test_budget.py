@@ -183,3 +183,20 @@ def test_a_budget_with_most_cases_unpriced_says_at_the_start_that_it_cannot_fore
     assert known is not None
     assert Budget(60.0, cases=4, clock=Clock(), forecast=known, collected=4, unpriced=3).ahead() == known.line()
 
+
+
+def test_claims_and_parity_tests_with_no_stored_answer_are_said_to_run_whatever_the_budget() -> None:
+    """Alone, the line says the budget may not hold; after a forecast's or an unforeseen run's line, it is added."""
+    assert Budget(300.0, cases=4, clock=Clock(), collected=4, unanswered=12).ahead() == (
+        "rnnperf: --rnnperf-budget=5 may not hold: 12 claims and parity test(s) have no answer stored on this GPU "
+        "model, so they run tonight whatever the budget; a kept run (--rnnperf-keep-run) stores their answers for the "
+        "nights after")
+    known = forecast({"a": ("0001_run.json", {"build": 90.0})}, 60.0)
+    assert known is not None
+    assert Budget(60.0, cases=4, clock=Clock(), forecast=known, unanswered=2).ahead() == (
+        f"{known.line()}; and 2 claims and parity test(s) have no answer stored on this GPU model, so they run tonight "
+        "whatever the budget")
+    unforeseen = Budget(300.0, cases=4, clock=Clock(), collected=4, unpriced=4, unanswered=1).ahead()
+    assert unforeseen is not None and unforeseen.startswith("rnnperf: --rnnperf-budget=5 cannot be foreseen: 4 of 4 ")
+    assert unforeseen.endswith("prices the next night; and 1 claims and parity test(s) have no answer stored on this "
+                               "GPU model, so they run tonight whatever the budget")
