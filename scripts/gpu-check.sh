@@ -204,11 +204,13 @@ print(f"gpu-check: cenv: {edited} stored run(s) in {sys.argv[1]} now name anothe
 PY
          fi
          [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-keep-run --rnnperf-budget=5
-         deadline python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" "$@" 2>&1 \
-           | tee "$OUT/cenv.log"  # this night alone
+         # Each test's seconds (junit XML): what the claims and parity tests cost where the budget could not defer them.
+         deadline python3 -m pytest -rs -p no:cacheprovider --rnnperf-baselines="$SCRATCH" --junitxml="$OUT/cenv.xml" \
+           "$@" 2>&1 | tee "$OUT/cenv.log"  # this night alone
          status=${PIPESTATUS[0]}
          grep -E '^(rnnperf: (all|regress)|verdicts|budget|checks:|claims:|parity:)' "$OUT/cenv.log" | cut -c1-250
          grep -A1 '^where the time went' "$OUT/cenv.log" | cut -c1-250
+         gzip -f "$OUT/cenv.xml" 2>/dev/null
          exit "$status" ;;
   fill)  # Programs compiled once serve every later night (the workflow restores the folder): without this, the
          # first of two runs compared pays for both. One worker per GPU: the cache is on disk, shared by all.
