@@ -11,6 +11,7 @@ import json
 import platform
 import re
 from importlib import metadata
+from typing import Mapping
 
 from pytest_rnnperf.backends import specs
 from pytest_rnnperf.backends.base import short_error
@@ -153,6 +154,19 @@ def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[st
     keys = sorted(set(old) | set(new), key=lambda k: (order.get(k, len(order)), k))
     return [(k, old.get(k, "absent"), new.get(k, "absent")) for k in keys
             if old.get(k, "absent") != new.get(k, "absent")]
+
+
+def unrecorded(diff: list[tuple[str, str, str]], old: Mapping[str, str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """``diff`` split in two: the changes, and the fields a stored run of an older format did not record.
+
+    Such a run lacks a field its framework's other fields are there beside (``torch.cudnn_library`` where
+    ``torch.version`` is): the framework ran, the older recorder did not write the field. A missing framework
+    version (``jax``) stays a change: it names what was installed.
+    """
+    prefixes = {key.split(".", 1)[0] + "." for key in old if "." in key}
+    missing = [key for key, before, _ in diff
+               if before == "absent" and key not in old and "." in key and key.split(".", 1)[0] + "." in prefixes]
+    return [change for change in diff if change[0] not in missing], missing
 
 
 def format_diff(diff: list[tuple[str, str, str]]) -> list[str]:

@@ -12,9 +12,10 @@ from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import HELD_BACK, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
-from pytest_rnnperf.measure.environment import CARD, diff_environments, format_diff
+from pytest_rnnperf.measure.environment import CARD, diff_environments, format_diff, unrecorded
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
                                           PARITY, SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
+from pytest_rnnperf.model.records import FORMAT_VERSION
 from pytest_rnnperf.model.stats import speedup_interval
 from pytest_rnnperf.report.view import RunView
 
@@ -595,7 +596,8 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
     now = run.environment()
-    changes = environment_changes(dict(stored.environment), now)
+    changes = environment_changes(dict(stored.environment), now, stored.path.name if stored.format < FORMAT_VERSION
+                                  else "")
     cards = {r.environment.get(CARD) for r in run.stored.runs}
     if now.get(CARD) and now[CARD] not in cards:  # a card's own speed shifts a case or two: say it is new here
         changes = [f"{c} (a card none of the {len(run.stored.runs)} stored runs ran on)" if c.startswith(f"{CARD}:")
@@ -603,15 +605,28 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     return changes
 
 
-def environment_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
-    """What changed from ``old`` to ``new``, driver, CUDA, cuDNN and framework versions first (ENV_RANKS)."""
+UNRECORDED_SHOWN = 3  # of the fields an older stored run did not record, those named on the line
+
+
+def environment_changes(old: Mapping[str, str], new: Mapping[str, str], older: str = "") -> list[str]:
+    """What changed from ``old`` to ``new``, driver, CUDA, cuDNN and framework versions first (ENV_RANKS).
+
+    ``older``: the name of ``old``'s file where it was written in an older format: the fields its recorder did not
+    write yet are named last, together, not as changes of the stack (``environment.unrecorded``).
+    """
 
 
     def rank(change: tuple[str, str, str]) -> int:
         """The change's place in ENV_RANKS (after them all where it is none of them)."""
         return next((i for i, (_, pattern) in enumerate(ENV_RANKS) if re.search(pattern, change[0])), len(ENV_RANKS))
 
-    return format_diff(sorted(diff_environments(dict(old), dict(new)), key=rank))  # stable: fingerprint order kept
+    diff, missing = unrecorded(diff_environments(dict(old), dict(new)), old) if older else (
+        diff_environments(dict(old), dict(new)), [])
+    lines = format_diff(sorted(diff, key=rank))  # stable: fingerprint order kept
+    if missing:
+        more = f" and {len(missing) - UNRECORDED_SHOWN} more" if len(missing) > UNRECORDED_SHOWN else ""
+        lines.append(f"not recorded by {older}, an older format: {', '.join(missing[:UNRECORDED_SHOWN])}{more}")
+    return lines
 
 
 def kernel_lines(verdict: CaseVerdict, run: RunView, rows: int = 4) -> list[str]:

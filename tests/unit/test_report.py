@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_nvml import FakeNVML  # noqa: E402
 
 from pytest_rnnperf.measure.gpu import read_gpu_info  # noqa: E402
-from pytest_rnnperf.model.records import StoredRun  # noqa: E402
+from pytest_rnnperf.model.records import FORMAT_VERSION, StoredRun  # noqa: E402
 from pytest_rnnperf.report.rows import env_diff_lines  # noqa: E402
 from pytest_rnnperf.session.run import Run  # noqa: E402
 from pytest_rnnperf.session.session import RnnperfSession  # noqa: E402
@@ -301,3 +301,31 @@ def test_the_time_after_the_last_test_names_the_last_worker_to_hand_over_and_its
     assert one is not None and quick is not None
     assert "3 s after the last (2.0 s of it the subprocesses' exit)): " in time_lines(one)[0]
     assert "3 s after the last): " in time_lines(quick)[0] and quick.as_dict()["ending"]["close_s"] == 0.2
+
+
+def test_fields_an_older_stored_format_did_not_record_are_named_last_together_not_as_changes_of_the_stack() -> None:
+    """Two lent H200s failed against a run of format 2: of the seven "changes" each failure named, six were fields
+    that recorder did not write yet (torch.cudnn_library: absent -> ...). The card and a framework installed since
+    stay changes; the rest is one line, last. A stored run of this format lists them as before."""
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    env = dict(run.environment(), **{"torch.version": "2.11.0", "torch.cudnn_library": "9.19.0 at /x",
+                                     "torch.cublas_library": "13.1.0 at /y", "torch.precision_api": "fp32_precision",
+                                     "torch.cudart_library": "13.0 at /z", "jax": "0.11.2"})
+    run.measured.runtime["torch"] = {k: v for k, v in env.items() if k.startswith("torch.")}
+    run.run.software["jax"] = "0.11.2"  # type: ignore[index]
+    now = run.environment()
+    old = {k: v for k, v in now.items() if k not in ("torch.cudnn_library", "torch.cublas_library",
+                                                      "torch.precision_api", "torch.cudart_library", "jax")}
+    old["gpu.uuid"] = "GPU-old"
+
+    def lines(fmt: int) -> list[str]:
+        """The environment changes against a stored run of format ``fmt``."""
+        run.stored = Stored((StoredRun(path=Path("0003_baseline.json"), gpu_slug="NVIDIA_H200", environment=old,
+                                       records={}, format=fmt),))
+        return env_diff_lines(run)
+
+    older = lines(2)
+    assert [line.split(":")[0] for line in older[:-1]] == ["jax", "gpu.uuid"]
+    assert older[-1] == ("not recorded by 0003_baseline.json, an older format: torch.cublas_library, "
+                         "torch.cudart_library, torch.cudnn_library and 1 more")
+    assert len(lines(FORMAT_VERSION)) == 6 and not any(line.startswith("not recorded") for line in lines(FORMAT_VERSION))
