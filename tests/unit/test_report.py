@@ -304,9 +304,10 @@ def test_the_time_after_the_last_test_names_the_last_worker_to_hand_over_and_its
 
 
 def test_fields_an_older_stored_format_did_not_record_are_named_last_together_not_as_changes_of_the_stack() -> None:
-    """Two lent H200s failed against a run of format 2: of the seven "changes" each failure named, six were fields
-    that recorder did not write yet (torch.cudnn_library: absent -> ...). The card and a framework installed since
-    stay changes; the rest is one line, last. A stored run of this format lists them as before."""
+    """Two lent H200s failed torch cases against a run of format 2: of the seven "changes" each failure named, four
+    were torch fields that recorder did not write yet (torch.cudnn_library: absent -> ...). The card and a
+    framework installed since stay changes; the rest is one line, last. A stored run of this format lists them as
+    before."""
     run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
     env = dict(run.environment(), **{"torch.version": "2.11.0", "torch.cudnn_library": "9.19.0 at /x",
                                      "torch.cublas_library": "13.1.0 at /y", "torch.precision_api": "fp32_precision",
