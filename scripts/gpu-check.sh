@@ -162,6 +162,17 @@ case "$what" in
            [ -f rnnperf-report/rnnperf.json ] && python3 -c 'import json, sys
 misses = sum((r.get("cold") or {}).get("compile_cache") == "miss" for r in json.load(open(sys.argv[1]))["results"])
 print(f"compile cache: {misses} case(s) compiled from scratch")' rnnperf-report/rnnperf.json >> "$OUT/shard-$how.work"
+           # Each test file's seconds and the slowest tests, from the junit XML: where a worker's time went.
+           [ -f "$OUT/shard-$how.xml" ] && python3 - "$OUT/shard-$how.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+cases = [(c.get("classname", ""), c.get("name", ""), float(c.get("time", 0))) for c in ET.parse(sys.argv[1]).iter("testcase")]
+files: dict[str, float] = {}
+for module, _, seconds in cases:
+    files[module] = files.get(module, 0.0) + seconds
+print("gpu-check: tests' seconds by file: " + ", ".join(f"{m} {s:.0f} s" for m, s in sorted(files.items(), key=lambda f: -f[1])))
+print("gpu-check: slowest tests: " + ", ".join(f"{n[:60]} {s:.1f} s" for _, n, s in sorted(cases, key=lambda c: -c[2])[:6]))
+PY
            gzip -f "$OUT/shard-$how.log" "$OUT/shard-$how.xml"
            cp "$OUT/shard-$how.ms" "$OUT/shard-$how.failed" "$OUT/shard-$how.work" "$keep/"
          done
