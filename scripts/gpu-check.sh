@@ -45,6 +45,9 @@ set -uo pipefail
 OUT=${OUT:-./rnnperf-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 what=${1:-tests}; shift || true
+if [ -n "${GPU_CHECK_DEADLINE_S:-}" ] && ! [[ $GPU_CHECK_DEADLINE_S =~ ^[0-9]+$ ]]; then
+  echo "gpu-check: GPU_CHECK_DEADLINE_S must be whole seconds (the call's limit), not '$GPU_CHECK_DEADLINE_S'"; exit 2
+fi
 if [ "$what" != packaged ]; then  # packaged installs the built wheel instead, as a team outside this repository does
   python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || python3 -m pip install -q --no-deps --no-build-isolation -e .
 fi
