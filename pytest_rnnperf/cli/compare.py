@@ -121,7 +121,8 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
     missing = sorted(set(base.records) - set(cur.records))
     if missing:
         lines.append(f"not in {new.name}: {', '.join(missing)}")
-    diff = environment_changes(base.environment, cur.environment)
+    # A baseline written before a field was recorded lacks it: that is no change of the stack.
+    diff = environment_changes(base.environment, cur.environment, base.path.name if base.format < cur.format else "")
     lines.append("environment changes: " + ("; ".join(diff) if diff else "none"))
     lines.append(f"{len(verdicts)} case(s) compared: " + (verdict_counts(verdicts) or "none in common")
                  + (f" ({len(verdicts) - len(shown)} unchanged not listed: --changed)" if changed else ""))

@@ -91,3 +91,17 @@ def test_sensitivity_of_one_case_says_what_spreads_it_in_the_stored_history(
     assert "- cutlass_80_simt_sgemm_128x128_8x4_nt_align1 runs at two speeds: " in why, why
     _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T60-B500-I32-H256-L1")
     assert quiet[-1] == "resolves 3%"
+
+
+def test_compare_names_the_fields_an_older_format_did_not_record_apart_from_the_changes(
+        baselines: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """0012 (format 3) against 0040 (format 4): the torch fields 0012's recorder did not write are one item, last;
+    the same pair in one format (0039 against 0040) has no such item."""
+    monkeypatch.setenv("COLUMNS", "200")
+    _, lines = _run(capsys, "compare", str(baselines / MACHINE / "0012_run.json"), str(baselines / MACHINE / "0040_run.json"))
+    changes = " ".join(lines[next(i for i, line in enumerate(lines) if line.startswith("environment changes: ")):])
+    assert "; not recorded by 0012_run.json, an older format: " in changes
+    unrecorded = changes.split("; not recorded by 0012_run.json, an older format: ")[1]
+    assert "absent ->" not in unrecorded.split(" case(s) compared")[0]
+    _, same = _run(capsys, "compare", str(baselines / MACHINE / "0039_run.json"), str(baselines / MACHINE / "0040_run.json"))
+    assert not any("not recorded by" in line for line in same)
