@@ -602,9 +602,13 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Count failures (a baseline is only recorded from a run where nothing failed); note the cases of a test that
-    failed as it is marked to (xfail), so the summary tells known issues apart from tonight's findings."""
+    failed as it is marked to (xfail), so the summary tells known issues apart from tonight's findings; add up each
+    rnnperf test's seconds, which a stored run keeps for the claims and parity tests that passed."""
     report = yield
     note_failure(item, call, report)
+    if {"rnnperf", "rnnperf_claims"} & set(getattr(item, "fixturenames", ())):  # a later night's budget prices it by
+        costs = _session(item.config).measured.check_costs  # these (claims_meta keeps the checks that passed)
+        costs[item.name] = costs.get(item.name, 0.0) + report.duration
     if report.failed:
         _session(item.config).measured.failed += 1
     elif report.skipped and hasattr(report, "wasxfail") and (fixture := item.stash.get(FIXTURE_KEY, None)):

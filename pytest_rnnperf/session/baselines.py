@@ -254,8 +254,7 @@ class Recorder:
             environment.update({k: v for k, v in w.environment.items() if k not in environment})
         meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].gpu.static_dict(), environment)))
         meta["workers"] = [w.gpu_label() for w in workers]
-        if self.measured.claim_tests:  # what a later night may skip as stored (store.rechecks)
-            meta["claims"] = sorted(set(self.measured.claim_tests))
+        meta.update(self.measured.claims_meta())  # what a later night may skip as stored (store.rechecks)
         return meta
 
     def _workers_meta(self, refused: str) -> tuple[str, dict[str, Any]] | str:

@@ -202,6 +202,10 @@ class Budget:
         spent, or the cases still to come already need what is left (``behind``)."""
         return self.left() <= 0 or self.behind()
 
+    def fits(self, seconds: float | None) -> bool:
+        """Whether work priced at ``seconds`` (None: not priced) ends within what is left of the budget."""
+        return seconds is None or seconds <= self.left()
+
     def _share(self) -> float:
         """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases."""
         to_come = max(1, self.cases - self.done)

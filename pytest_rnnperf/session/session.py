@@ -170,8 +170,7 @@ class RnnperfSession:
     def meta(self) -> dict[str, Any]:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
         meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint())
-        if self.measured.claim_tests:  # the claims and parity tests this run measured and passed (store.rechecks)
-            meta["claims"] = sorted(set(self.measured.claim_tests))
+        meta.update(self.measured.claims_meta())  # the claims and parity tests this run passed (store.rechecks)
         if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
             meta["workers"] = [w.gpu_label() for w in self.workers()]
         return meta
@@ -273,10 +272,11 @@ class RnnperfSession:
                                frameworks=frameworks)
         reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
                                else (self.measured.claims_reused, "measured", "measures them"))
-        # Those a change asked for wait once the budget is short (spent, or owed to the cases still to come), once
-        # one of their kind passed tonight (a test skipped for a missing framework does not count).
-        found = put_off(found, self.budget is not None and self.budget.short(),
-                        self.measured.passed_by_kind.get(kind, 0) > 0)
+        # Those a change asked for wait once the budget is short (spent, owed to the cases still to come, or less
+        # than the test took when it was last stored), once one of their kind passed tonight (a test skipped for a
+        # missing framework does not count).
+        short = self.budget is not None and (self.budget.short() or not self.budget.fits(self.stored.check_cost(test)))
+        found = put_off(found, short, self.measured.passed_by_kind.get(kind, 0) > 0)
         if found.full:
             return None
         reused[test] = found

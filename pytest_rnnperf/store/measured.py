@@ -91,6 +91,10 @@ class Measured:
     claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     passed_by_kind: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of it passed tonight
+    # test name -> its seconds tonight (setup, call and teardown), for the claims and parity tests it passed: what a
+    # later night's budget prices them by before it runs one (``Stored.check_cost``)
+    check_costs: dict[str, float] = _declared(Collection(
+        UPDATE, dict, lambda d: {str(k): float(v) for k, v in d.items()}), dict)
     # case id -> what the budget left it instead of its rounds (session.budget), each worker's for the controller
     budget_cuts: dict[str, str] = _declared(Collection(UPDATE, dict, lambda d: {str(k): str(v) for k, v in d.items()}),
                                             dict)
@@ -103,6 +107,15 @@ class Measured:
         a spent budget may defer the rest of its kind."""
         self.claim_tests.append(test)
         self.passed_by_kind[kind] = self.passed_by_kind.get(kind, 0) + 1
+
+    def claims_meta(self) -> dict[str, Any]:
+        """What a stored run keeps of the claims and parity tests passed tonight: their names (``claims``) and the
+        seconds of those that were timed (``check_costs``); empty where none passed."""
+        if not self.claim_tests:
+            return {}
+        passed = sorted(set(self.claim_tests))
+        costs = {test: round(self.check_costs[test], 3) for test in passed if test in self.check_costs}
+        return {"claims": passed, **({"check_costs": costs} if costs else {})}
 
     def has_cases(self) -> bool:
         """Whether any case was measured, checked or skipped (the run has a report to write)."""

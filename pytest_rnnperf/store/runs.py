@@ -187,6 +187,10 @@ def load_run(path: Path) -> StoredRun:
     claims = meta.get("claims", [])
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.claims: not a list of test names")
+    check_costs = meta.get("check_costs", {})
+    if not isinstance(check_costs, dict) or not all(isinstance(s, (int, float)) and not isinstance(s, bool) and s >= 0
+                                                    for s in check_costs.values()):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.check_costs: not an object of test names to seconds")
     suspects = meta.get("suspects", {})
     if not isinstance(suspects, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
                                                  for n in suspects.values()):
@@ -205,7 +209,7 @@ def load_run(path: Path) -> StoredRun:
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
                      processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()},
-                     reported=reported)
+                     reported=reported, check_costs={str(k): float(v) for k, v in check_costs.items()})
 
 
 def run_identity(run: StoredRun) -> tuple[Any, ...] | None:

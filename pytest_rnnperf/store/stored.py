@@ -41,6 +41,10 @@ class Stored:
         """The newest baseline file that holds ``case_id``, or None."""
         return next((run for run in self.runs if case_id in run.records), None)
 
+    def check_cost(self, test: str) -> float | None:
+        """The seconds the claims or parity test ``test`` took in the newest stored run that timed it, or None."""
+        return next((run.check_costs[test] for run in self.runs if test in run.check_costs), None)
+
     def stored_record(self, case_id: str) -> CaseRecord | None:
         """The newest stored record of ``case_id``, or None."""
         run = self.stored_run(case_id)

@@ -101,3 +101,35 @@ def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_
     next_night.assert_outcomes(passed=3, skipped=2)
     next_night.stdout.fnmatch_lines(["*test_sequence_length PASSED*"])
     next_night.stdout.fnmatch_lines(["*test_batch_size SKIPPED*claims as measured in 0002_run.json*"])
+
+
+def test_a_claims_test_longer_than_the_budget_left_waits_for_a_later_night_by_its_stored_seconds(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recording keeps each claims test's seconds. Another cuDNN and a 6 s budget the cases leave most of: the
+    quick claims test runs; the slow one, stored at 8 s, would run past what is left and waits, before the budget is
+    spent (before, it ran and overran)."""
+    project.makepyfile(test_own_claims="""
+        import os, time
+        from pytest_rnnperf.judge.claims import ClaimRow
+
+        def test_batch_size(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
+            rnnperf_claims.check()
+
+        def test_sequence_length(rnnperf_claims):
+            time.sleep(float(os.environ.get("SLOW_CLAIM_S", "0")))
+            rnnperf_claims.add(ClaimRow("train-speed", "mine", "6.1x [5.9, 6.3]", "as claimed"))
+            rnnperf_claims.check()
+    """)
+    monkeypatch.setenv("SLOW_CLAIM_S", "8")
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=4)
+    (stored,) = project.path.glob("baselines/*/*/0001_baseline.json")
+    costs = load_json(stored)["machine_info"]["rnnperf"]["check_costs"]
+    assert costs["test_sequence_length"] >= 8 > costs["test_batch_size"]
+    monkeypatch.setenv("SLOW_CLAIM_S", "0")
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    night = run(project, "--rnnperf-budget=0.1", "--rnnperf-no-fail-regression", "-v")
+    night.assert_outcomes(passed=3, skipped=1)
+    night.stdout.fnmatch_lines(["*test_batch_size PASSED*"])
+    night.stdout.fnmatch_lines(["*test_sequence_length SKIPPED*claims deferred by --rnnperf-budget: environment changed "
+                                "since 0001_baseline.json*"])

@@ -200,3 +200,11 @@ def test_claims_and_parity_tests_with_no_stored_answer_are_said_to_run_whatever_
     assert unforeseen is not None and unforeseen.startswith("rnnperf: --rnnperf-budget=5 cannot be foreseen: 4 of 4 ")
     assert unforeseen.endswith("prices the next night; and 1 claims and parity test(s) have no answer stored on this "
                                "GPU model, so they run tonight whatever the budget")
+
+
+def test_work_fits_the_budget_while_its_stored_seconds_are_no_more_than_what_is_left() -> None:
+    """40 s into a 60 s budget: a claims test stored at 20 s fits, one at 21 s does not; one never timed fits."""
+    clock = Clock()
+    budget = Budget(60.0, cases=1, clock=clock)
+    clock.now += 40.0
+    assert budget.fits(20.0) and not budget.fits(21.0) and budget.fits(None)

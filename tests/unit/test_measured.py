@@ -63,6 +63,7 @@ SAMPLES: dict[str, Callable[[int], Any]] = {
     "claims_reused": lambda k: {f"test_claims{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
     "parity_reused": lambda k: {f"test_parity{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
     "passed_by_kind": lambda k: {"claims": k + 1},
+    "check_costs": lambda k: {f"test_claims{k}": 1.5 + k},
     "budget_cuts": lambda k: {f"case{k}": "minimum rounds"},
     "bench_sources": lambda k: [],  # entries of records by their position: covered by the session's own round trip
     "unrecorded": lambda k: True,

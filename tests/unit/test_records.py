@@ -120,6 +120,8 @@ def test_a_gzipped_run_reads_as_the_run_itself(tmp_path: Path) -> None:
      "malformed machine_info.rnnperf.environment"),
     (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 2, "claims": "test_x"}}}).encode(),
      "malformed machine_info.rnnperf.claims: not a list of test names"),
+    (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 4, "check_costs": {"test_x": "9 s"}}}}).encode(),
+     "malformed machine_info.rnnperf.check_costs: not an object of test names to seconds"),
 ])
 def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, message: str) -> None:
     """Every unusable file gives one line that names it and the problem, and the file is left as it was."""
@@ -279,3 +281,21 @@ def test_format_1_flags_are_what_the_old_warnings_said(path: Path) -> None:
         rec = run.records[raw["case"]["id"]]
         assert [f.message for f in rec.flags] == old
         assert list(rec.warnings) == raw.get("warnings", [])
+
+
+def test_a_stored_run_keeps_the_seconds_of_its_claims_and_parity_tests_and_the_newest_is_the_price(
+        tmp_path: Path) -> None:
+    """``check_costs`` reads back as stored; a history prices a test by the newest run that timed it, None where none
+    did (an older file, or a test never stored)."""
+    from pytest_rnnperf.store.stored import Stored
+
+    runs = []
+    for n, costs in ((2, {"test_a": 12.5}), (1, {"test_a": 30.0, "test_b": 4.0})):
+        data = _file([])
+        data["machine_info"]["rnnperf"].update(claims=sorted(costs), check_costs=costs)
+        path = tmp_path / f"000{n}_run.json"
+        path.write_text(json.dumps(data))
+        runs.append(load_run(path))
+    assert runs[0].check_costs == {"test_a": 12.5}
+    stored = Stored(tuple(runs))  # newest first
+    assert (stored.check_cost("test_a"), stored.check_cost("test_b"), stored.check_cost("test_c")) == (12.5, 4.0, None)
