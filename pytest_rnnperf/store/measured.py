@@ -91,8 +91,8 @@ class Measured:
     claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     passed_by_kind: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of it passed tonight
-    # test name -> its seconds tonight (setup, call and teardown), for the claims and parity tests it passed: what a
-    # later night's budget prices them by before it runs one (``Stored.check_cost``)
+    # test name -> every rnnperf test's seconds tonight (setup, call and teardown); a stored run keeps those of the
+    # claims and parity tests that passed (``claims_meta``), which a later night's budget prices them by
     check_costs: dict[str, float] = _declared(Collection(
         UPDATE, dict, lambda d: {str(k): float(v) for k, v in d.items()}), dict)
     # case id -> what the budget left it instead of its rounds (session.budget), each worker's for the controller
