@@ -232,7 +232,7 @@ PY
          [ $# -gt 0 ] || set -- suites/ --ignore=suites/claims -k "jax or compile"
          workers=(); [ "$gpus" -gt 1 ] && workers=(-n "$gpus")
          start=$SECONDS
-         deadline python3 -m pytest -q -p no:cacheprovider "$@" "${workers[@]}" > "$OUT/fill.log" 2>&1
+         deadline python3 -m pytest -p no:cacheprovider "$@" "${workers[@]}" > "$OUT/fill.log" 2>&1  # its header names the cache
          status=$?
          echo "gpu-check: fill: exit $status in $(( SECONDS - start )) s: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$OUT/fill.log" | tail -1)"
          grep -E '^rnnperf: compile cache' "$OUT/fill.log" | cut -c1-250
