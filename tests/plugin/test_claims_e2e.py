@@ -9,6 +9,18 @@ import pytest
 from conftest import REPO, load_json, needs_a_cpu_machine_with, run
 
 
+# Two claims tests of a team's own, for the tests of what a budget defers: they end a module pytester dedents.
+TWO_CLAIMS = """
+        def test_batch_size(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
+            rnnperf_claims.check()
+
+        def test_sequence_length(rnnperf_claims):
+            rnnperf_claims.add(ClaimRow("train-speed", "mine", "6.1x [5.9, 6.3]", "as claimed"))
+            rnnperf_claims.check()
+"""
+
+
 @pytest.fixture(autouse=True)
 def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """The summary's widest: these tests match what its lines say (test_terminal_e2e.py checks the fit)."""
@@ -82,15 +94,7 @@ def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_
 
         def test_a_reference(rnnperf):
             rnnperf.check(rnnperf.reference(Case("torch", "gru", Shape(6, 3, 3, 5))))
-
-        def test_batch_size(rnnperf_claims):
-            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
-            rnnperf_claims.check()
-
-        def test_sequence_length(rnnperf_claims):
-            rnnperf_claims.add(ClaimRow("train-speed", "mine", "6.1x [5.9, 6.3]", "as claimed"))
-            rnnperf_claims.check()
-    """)
+    """ + TWO_CLAIMS)
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=5)
     monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
     short = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "--rnnperf-keep-run")
@@ -112,15 +116,7 @@ def test_a_claims_test_longer_than_the_budget_left_waits_for_a_later_night_by_it
     waits, before the budget is spent (before, it ran and overran)."""
     project.makepyfile(test_own_claims="""
         from pytest_rnnperf.judge.claims import ClaimRow
-
-        def test_batch_size(rnnperf_claims):
-            rnnperf_claims.add(ClaimRow("batch-size", "mine", "1.4x [1.3, 1.5]", "weaker here"))
-            rnnperf_claims.check()
-
-        def test_sequence_length(rnnperf_claims):
-            rnnperf_claims.add(ClaimRow("train-speed", "mine", "6.1x [5.9, 6.3]", "as claimed"))
-            rnnperf_claims.check()
-    """)
+    """ + TWO_CLAIMS)
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=4)
     (stored,) = project.path.glob("baselines/*/*/0001_baseline.json")
     data = load_json(stored)
