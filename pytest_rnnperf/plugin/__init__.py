@@ -423,19 +423,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                  [item.name for item in session.items if _answers_once(item)])
 
 
+def _params(item: pytest.Item) -> dict[str, Any]:
+    """The item's parametrization (empty for a test that has none)."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params if callspec is not None else {}
+
+
+def _checks_parity(item: pytest.Item) -> bool:
+    """The item is one of the ready suite's parity tests (a reference or cross-framework case), which times nothing."""
+    return any(name in _params(item) for name in ("reference_case", "cross_case"))
+
+
 def _answers_once(item: pytest.Item) -> bool:
     """The item is a claims test or a parity test of the ready suite: a stored answer stands for it (``claims_reason``)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return "rnnperf_claims" in getattr(item, "fixturenames", ()) or any(p in params for p in ("reference_case",
-                                                                                                "cross_case"))
+    return "rnnperf_claims" in getattr(item, "fixturenames", ()) or _checks_parity(item)
 
 
 def _times_cudnn(item: pytest.Item) -> bool:
     """The item times a cuDNN side: a matrix cuDNN case, or a test that checks its own model."""
-    callspec = getattr(item, "callspec", None)
-    params = callspec.params if callspec is not None else {}
-    own_model = not any(name in params for name in ("reference_case", "cross_case"))
-    return "cudnn_case" in params or ("rnnperf" in getattr(item, "fixturenames", ()) and own_model)
+    own_model = "rnnperf" in getattr(item, "fixturenames", ()) and not _checks_parity(item)
+    return "cudnn_case" in _params(item) or own_model
 
 
 def _case_id(item: pytest.Item) -> str:
