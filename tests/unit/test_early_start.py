@@ -163,6 +163,7 @@ class _Exiting:
 
 
 def test_closing_the_pool_asks_every_subprocess_to_exit_before_waiting_for_any(tmp_path: Path) -> None:
+    """Their exits overlap: each is asked before any is awaited, and none is awaited past the shared deadline."""
     log: list[str] = []
     pool = SubprocessPool(tmp_path)
     pool.subprocesses.update({name: _Exiting(name, log) for name in ("keras_jax", "jax", "torch_compile")})  # type: ignore[misc]
