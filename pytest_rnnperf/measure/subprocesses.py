@@ -92,7 +92,8 @@ class BackendSubprocess:
         ours, theirs = Pipe()
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from pytest_rnnperf.measure.subprocesses import serve; serve(int(sys.argv[1]))",
+                [sys.executable, "-c", "import sys; from pytest_rnnperf.measure.subprocesses import serve_then_exit; "
+                 "serve_then_exit(int(sys.argv[1]))",
                  str(theirs.fileno())],
                 env=subprocess_env(spec, env or {}), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 pass_fds=(theirs.fileno(),),
@@ -480,5 +481,15 @@ def serve(fd: int) -> None:
         conn.send(("ok", answer))
 
 
-__all__ = ["RemoteBackend", "SideResult", "BackendSubprocess", "SubprocessFailed", "SubprocessPool", "model_payload", "serve"]
+def serve_then_exit(fd: int) -> None:
+    """The subprocess's whole life: ``serve`` on ``fd``, then leave at once, without the interpreter's teardown."""
+    serve(fd)
+    # Tearing down a framework and its CUDA context at exit took seconds after a worker's last test, holding back its
+    # results; every answer has been sent and every cache written by now, and the driver frees the GPU either way.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+__all__ = ["RemoteBackend", "SideResult", "BackendSubprocess", "SubprocessFailed", "SubprocessPool", "model_payload", "serve", "serve_then_exit"]
 

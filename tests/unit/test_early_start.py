@@ -183,3 +183,31 @@ def test_a_claims_or_parity_decision_first_reads_the_frameworks_whose_fields_it_
     assert read == ["tf"]
     session.claims_reason("test_claims")
     assert read == ["tf", "torch", "tf", "jax"]
+
+
+TEARDOWN_MARKER = '''
+import atexit
+import pathlib
+
+
+class Backend:
+    name = "slowexit"
+
+
+def get_backend():
+    # A framework whose teardown at interpreter exit is slow: the marker shows whether that teardown ran.
+    atexit.register(pathlib.Path(__file__).with_name("torn-down").write_text, "yes")
+    return Backend()
+'''
+
+
+def test_a_subprocess_asked_to_exit_leaves_without_its_frameworks_teardown(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The subprocess skips interpreter teardown (seconds for a framework and its CUDA context) once it has answered."""
+    (tmp_path / "slowexit_backend.py").write_text(TEARDOWN_MARKER)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the subprocess imports what this process can
+    pool = SubprocessPool(tmp_path / "logs")
+    proc = pool.get(BackendSpec(name="slowexit", title="x", module="slowexit_backend", cudnn_cells=()))
+    pool.close()
+    assert proc.process.returncode == 0
+    assert not (tmp_path / "torn-down").exists()
