@@ -232,7 +232,9 @@ class FakeBackend:
         info = {"torch.version": "fake-1.0", "torch.cudnn_version": knob("CUDNN_VERSION", "9.19.0")}
         if knob("LOADED"):  # when and where a framework was read: a worker reads it at its first test that needs it
             with open(knob("LOADED"), "a") as loaded:
-                loaded.write(f"{self.name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
+                # the subprocess backend (FAKE_WORKER_BACKEND) is the torch fake in another environment: name it
+                name = "faraway" if os.environ.get("RNNPERF_FAKE_WORKER") else self.name
+                loaded.write(f"{name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
         if knob("MAPS"):
             from pytest_rnnperf.backends.base import loaded_libraries
 

@@ -118,3 +118,34 @@ def test_a_worker_reads_a_framework_at_its_first_test_that_needs_it_not_before_i
     loaded.unlink()
     run(project).assert_outcomes(passed=3)
     assert sorted(loaded.read_text().split()) == ["main", "main", "tf", "torch"]
+
+
+FARAWAY_TEST = """
+import pytest
+from pytest_rnnperf.model.cases import Case, Shape
+
+CASE = Case("faraway", "lstm", Shape(4, 2, 3, 5), floor=2.0)
+
+@pytest.mark.parametrize("case", [CASE], ids=[CASE.id])
+def test_faraway_pair(case, rnnperf):
+    rnnperf.check(rnnperf.measure(case))
+"""
+
+
+def test_a_worker_starts_a_frameworks_subprocess_only_once_one_of_its_tests_needs_it(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under -n 2 the subprocess of the one test that needs its own environment starts in the worker that runs it
+    only: started at collection, it imported its framework in both workers. One process still starts it at once."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    monkeypatch.setenv("FAKE_WORKER_BACKEND", "1")
+    loaded, seen = project.path / "loaded.txt", project.path / "seen.txt"
+    monkeypatch.setenv("FAKE_LOADED", str(loaded))
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    project.makepyfile(test_faraway=FARAWAY_TEST)
+    run(project, "-p", "xdist", "-n", "2").assert_outcomes(passed=3)
+    ran = {line.split()[1] for line in seen.read_text().splitlines() if line.startswith("faraway-")}
+    started = {line.split()[1] for line in loaded.read_text().splitlines() if line.startswith("faraway ")}
+    assert len(ran) == 1 and started == ran, (ran, loaded.read_text())
+    loaded.unlink()
+    run(project).assert_outcomes(passed=3)
+    assert "faraway main" in loaded.read_text().splitlines()
