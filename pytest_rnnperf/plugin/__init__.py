@@ -434,11 +434,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     # A worker learns its tests one at a time: started at collection, every collected framework's subprocess imported
     # its framework and made a CUDA context in each worker, most of them for tests another worker then ran.
-    from pytest_rnnperf.plugin.schedule import frameworks, keras_groups, starts  # xdist's, present in a worker
+    from pytest_rnnperf.plugin.schedule import frameworks, keras_groups, needs  # xdist's, present in a worker
 
     known, keras = frameworks(), keras_groups()
-    groups = [starts(i.nodeid, known, keras) for i in (item, nextitem) if i is not None]
-    _session(config).backends.start([group for group in groups if group])
+    _session(config).backends.start([f for i in (item, nextitem) if i is not None for f in needs(i.nodeid, known, keras)])
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:

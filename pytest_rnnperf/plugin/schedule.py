@@ -58,10 +58,23 @@ def frameworks() -> frozenset[str]:
 
 
 def group_of(nodeid: str, known: AbstractSet[str]) -> str:
-    """The framework a test's case starts (its case id up to the first ``-``, where ``known``), else ""."""
+    """The framework a test's case starts (its case id up to the first ``-``, where ``known``; of a cross check
+    ``a-vs-b-...``, ``b``), else ""."""
     # A bare framework name is no case id: the ready suite's Keras tests are parametrized ``[torch]``, ``[jax]``.
-    first, dash, _ = case_id(nodeid).partition("-")
-    return first if dash and first in known else ""
+    first, dash, rest = case_id(nodeid).partition("-")
+    if not dash or first not in known:
+        return ""
+    # A cross check starts both frameworks. Its first is torch, in this process; its second (TensorFlow, a Keras or
+    # JAX subprocess) costs most to start: grouped by the first, the checks started each second in torch's worker too.
+    other = rest.partition("-")[2].partition("-")[0] if rest.startswith("vs-") else ""
+    return other if other in known else first
+
+
+def needs(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str]) -> tuple[str, ...]:
+    """Every framework a test starts in its worker: ``starts``'s, and the first of a cross check's two."""
+    first = case_id(nodeid).partition("-")[0]
+    group = starts(nodeid, known, keras)
+    return tuple(dict.fromkeys(f for f in (first if group and first in known else "", group) if f))
 
 
 def keras_groups() -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from factories import record as make_record
 from pytest_rnnperf.plugin import schedule
 from pytest_rnnperf.plugin.schedule import (
-    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, keras_groups, longest_first, pick,
+    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, keras_groups, longest_first, needs, pick,
     record_cost, starts, workers_line,
 )
 
@@ -48,16 +48,20 @@ class Simulated:
     ended: dict[str, float]
 
 
-def _started(nodeid: str) -> str:
-    """The framework a test really starts in its worker, whatever the scheduler is told (tests patch what it sees)."""
+def _started(nodeid: str) -> list[str]:
+    """The frameworks a test really starts in its worker, whatever the scheduler is told (tests patch what it sees):
+    its case's, both of a cross check (``torch-vs-tf-...``), or the one running Keras for a ``[tensorflow]`` test."""
     param = case_id(nodeid)
-    first, dash, _ = param.partition("-")
-    return first if dash and first in frameworks() else keras_groups().get(param, "")
+    first, dash, rest = param.partition("-")
+    if not (dash and first in frameworks()):
+        return [keras_groups().get(param, "")]
+    return [first] + ([rest.split("-")[1]] if rest.startswith("vs-") else [])
 
 
-def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], start: float = 0.0) -> Simulated:
+def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float],
+              start: float | dict[str, float] = 0.0) -> Simulated:
     """Run ``nodeids`` taking ``costs`` seconds on two workers, ``known`` their stored costs; a worker's first test
-    of a framework (``starts``) takes ``start`` seconds more.
+    of a framework (``starts``) takes ``start`` seconds more (or ``start[framework]``).
 
     A worker starts a test only once it holds the next (or is told to stop), as pytest-xdist's workers do.
     """
@@ -72,10 +76,10 @@ def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float], s
     while ready := [n for n in nodes if sched.node2pending[n] and (len(sched.node2pending[n]) > 1 or n.shutting_down)]:
         node = min(ready, key=lambda n: out.ended[n.gateway.id])  # the worker that frees up first takes its next test
         name, index = node.gateway.id, sched.node2pending[node][0]
-        group = _started(nodeids[index])
-        if group not in out.frameworks[name]:
-            out.frameworks[name].append(group)
-            out.ended[name] += start
+        for group in _started(nodeids[index]):
+            if group not in out.frameworks[name]:
+                out.frameworks[name].append(group)
+                out.ended[name] += start.get(group, 0.0) if isinstance(start, dict) else start
         out.ended[name] += costs[index]
         out.ran[name].append(costs[index])
         sched.mark_test_complete(node, index, costs[index])
@@ -177,6 +181,32 @@ def test_a_costly_keras_test_no_longer_starts_tensorflow_in_the_second_worker(mo
                                                                                      ("ungrouped", ungrouped)]}
     assert tf_in == {"grouped": 1, "ungrouped": 2}, (grouped.frameworks, ungrouped.frameworks)
     assert max(grouped.ended.values()) <= max(ungrouped.ended.values())
+
+
+def test_a_cross_check_goes_where_its_costlier_framework_started_and_its_worker_starts_both() -> None:
+    """Two H200s ran the cross checks 46 s longer sharded than in one process: grouped as torch, each started
+    TensorFlow or a Keras subprocess wherever it went. Grouped by its second framework, on a night shaped like the
+    H100's stored 0037, each of those starts in one worker and the night ends earlier; a worker starts both for it."""
+    known, keras = frameworks(), keras_groups()
+    cross = "suites/test_cross.py::test_same_weights_same_results[torch-vs-{}-lstm-train-fp32-T{}-B128-I28-H128-L1]"
+    assert group_of(cross.format("keras_torch", 28), known) == "keras_torch"
+    assert needs(cross.format("tf", 28), known, keras) == ("torch", "tf")
+    assert needs("t[torch-lstm-train]", known, keras) == ("torch",) and needs("t[tensorflow]", known, keras) == ("tf",)
+    assert group_of("t[torch-vs-unknown-lstm]", known) == "torch" and needs("t_plain", known, keras) == ()
+    shape = {"torch": [6.4, 3.0, 2.5, 2.0] + [1.2] * 26, "tf": [21.4, 4.9, 4.1, 2.6] + [2.1] * 26,
+             "keras_torch": [7.9, 1.5] + [3.0] * 12, "keras_jax": [2.9, 1.2] + [1.5] * 6, "jax": [2.1] + [1.2] * 5}
+    tests = [(f"t[{fw}-{i}]", cost) for fw, costs in shape.items() for i, cost in enumerate(costs)]
+    tests += [(cross.format(fw, t), 0.3) for fw in ("tf", "keras_torch", "keras_jax", "jax") for t in (28, 50)]
+    nodeids, costs = [n for n, _ in tests], [c for _, c in tests]
+    stored = {case_id(n): c for n, c in tests if "-vs-" not in n}  # no record is stored for a cross check
+    start = {"tf": 9.0, "keras_torch": 10.0, "keras_jax": 8.0, "jax": 3.0, "torch": 2.0}
+    by_second = _simulate(nodeids, costs, stored, start=start)
+    with pytest.MonkeyPatch.context() as patch:  # grouped by the first framework, as before
+        patch.setattr(schedule, "starts", lambda nodeid, known, keras: case_id(nodeid).partition("-")[0])
+        by_first = _simulate(nodeids, costs, stored, start=start)
+    starts_of = [sum(len(f) for f in run.frameworks.values()) for run in (by_second, by_first)]
+    assert starts_of[0] < starts_of[1], (by_second.frameworks, by_first.frameworks)
+    assert max(by_second.ended.values()) < max(by_first.ended.values())
 
 
 def test_a_test_without_a_stored_cost_counts_as_the_median() -> None:
