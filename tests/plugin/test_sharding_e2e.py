@@ -88,14 +88,15 @@ def test_under_two_workers_the_budget_that_cannot_hold_or_foresee_says_so_before
     assert "rnnperf: --rnnperf-budget" not in run(project, "-p", "xdist", "-n", "2", "--rnnperf-budget=5").stdout.str()
 
 
-TF_TEST = """
+# A test file of one case of FRAMEWORK.
+ONE_CASE_TEST = """
 import pytest
 from pytest_rnnperf.model.cases import Case, Shape
 
-CASE = Case("tf", "lstm", Shape(4, 2, 3, 5), floor=2.0)
+CASE = Case("FRAMEWORK", "lstm", Shape(4, 2, 3, 5), floor=2.0)
 
 @pytest.mark.parametrize("case", [CASE], ids=[CASE.id])
-def test_tf_pair(case, rnnperf):
+def test_pair(case, rnnperf):
     rnnperf.check(rnnperf.measure(case))
 """
 
@@ -109,7 +110,7 @@ def test_a_worker_reads_a_framework_at_its_first_test_that_needs_it_not_before_i
     monkeypatch.setenv("FAKE_GPU_COUNT", "2")
     loaded = project.path / "loaded.txt"
     monkeypatch.setenv("FAKE_LOADED", str(loaded))
-    project.makepyfile(test_tf=TF_TEST)
+    project.makepyfile(test_tf=ONE_CASE_TEST.replace("FRAMEWORK", "tf"))
     run(project, "-p", "xdist", "-n", "2").assert_outcomes(passed=3)
     reads = [tuple(line.split()) for line in loaded.read_text().splitlines()]
     workers = {framework: {w for f, w in reads if f == framework} for framework in ("torch", "tf")}
@@ -118,18 +119,6 @@ def test_a_worker_reads_a_framework_at_its_first_test_that_needs_it_not_before_i
     loaded.unlink()
     run(project).assert_outcomes(passed=3)
     assert sorted(loaded.read_text().split()) == ["main", "main", "tf", "torch"]
-
-
-FARAWAY_TEST = """
-import pytest
-from pytest_rnnperf.model.cases import Case, Shape
-
-CASE = Case("faraway", "lstm", Shape(4, 2, 3, 5), floor=2.0)
-
-@pytest.mark.parametrize("case", [CASE], ids=[CASE.id])
-def test_faraway_pair(case, rnnperf):
-    rnnperf.check(rnnperf.measure(case))
-"""
 
 
 def test_a_worker_starts_a_frameworks_subprocess_only_once_one_of_its_tests_needs_it(
@@ -141,7 +130,7 @@ def test_a_worker_starts_a_frameworks_subprocess_only_once_one_of_its_tests_need
     loaded, seen = project.path / "loaded.txt", project.path / "seen.txt"
     monkeypatch.setenv("FAKE_LOADED", str(loaded))
     monkeypatch.setenv("FAKE_SEEN", str(seen))
-    project.makepyfile(test_faraway=FARAWAY_TEST)
+    project.makepyfile(test_faraway=ONE_CASE_TEST.replace("FRAMEWORK", "faraway"))
     run(project, "-p", "xdist", "-n", "2").assert_outcomes(passed=3)
     ran = {line.split()[1] for line in seen.read_text().splitlines() if line.startswith("faraway-")}
     started = {line.split()[1] for line in loaded.read_text().splitlines() if line.startswith("faraway ")}
