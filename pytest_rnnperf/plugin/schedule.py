@@ -10,7 +10,8 @@ A framework's first case in a worker pays its start (imports, CUDA context, a Ke
 functions): several seconds each that a second worker would pay again. So a free worker takes the longest
 test of a framework it already started, else of one no worker started, else the longest of all
 (``pick``): every framework starts in as few workers as keeps both busy. A test parametrized by a Keras
-backend alone (``[tensorflow]``) starts the backend that runs Keras there (``starts``).
+backend alone (``[tensorflow]``) starts the backend that runs Keras there (``starts``); a cross check
+(``torch-vs-tf-...``) goes with its second framework, the costlier to start (``group_of``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def group_of(nodeid: str, known: AbstractSet[str]) -> str:
     if not dash or first not in known:
         return ""
     # A cross check starts both frameworks. Its first is torch, in this process; its second (TensorFlow, a Keras or
-    # JAX subprocess) costs most to start: grouped by the first, the checks started each second in torch's worker too.
+    # JAX subprocess) costs most to start: grouped by the first, each check started its second in torch's worker too.
     other = rest.partition("-")[2].partition("-")[0] if rest.startswith("vs-") else ""
     return other if other in known else first
 
