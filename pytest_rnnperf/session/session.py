@@ -307,8 +307,10 @@ class RnnperfSession:
                              f"hold (environment unchanged, within {days:g} days; --rnnperf-recheck-days=0 runs them "
                              f"every run)")
             if put_off := len(reused) - len(held):
+                waiting = [test for test, r in reused.items() if r.kind == "deferred"]
                 notes.append(f"{kind}: {put_off} test(s) deferred to a later night: the environment changed and the "
-                             f"run's budget (--rnnperf-budget) had no time for them; each night measures at least one")
+                             f"run's budget (--rnnperf-budget) had no time for them; each night measures at least "
+                             f"one{self._stored_cost_of(waiting)}")
         budget = self.budget
         if budget is None and self.worker_runs and self.settings.budget > 0:  # a controller: its workers' cuts
             budget = Budget(self.settings.budget * 60, 0, started=self.started, cuts=dict(self.measured.budget_cuts))
@@ -323,6 +325,18 @@ class RnnperfSession:
             self.report_rows = build_rows(self, wall_s=now - self.started, collection_s=collection_s,
                                           outside_s=outside, ending=self.ending())
             notes += write_reports(self, self.settings.report_dir, self.settings.markdown, step_summary, self.report_rows)
+
+    def _stored_cost_of(self, tests: Sequence[str]) -> str:
+        """What the claims or parity ``tests`` took together when last stored, as the clause that ends their
+        deferral's line ("" where no stored run timed any of them)."""
+        # At one a night a change's tests can take longer to work off than their answers hold: say what would fit.
+        costs = [cost for test in tests if (cost := self.stored.check_cost(test)) is not None]
+        if not costs:
+            return ""
+        total = sum(costs)
+        took = f"{total / 60:.1f} min" if total >= 60 else f"{total:.2g} s"
+        which = "they" if len(costs) == len(tests) else f"{len(costs)} of them"
+        return f" ({which} took {took} when last stored: a budget that much longer would leave them time)"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form of the run: environment, fingerprint, results, skips, verdicts and notes."""

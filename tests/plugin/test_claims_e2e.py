@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -103,6 +104,9 @@ def test_claims_a_changed_cudnn_asked_for_wait_for_later_nights_once_the_budget_
                                 "0001_baseline.json (*cudnn*); a later night runs it*"])
     short.stdout.fnmatch_lines(["*claims: 1 test(s) deferred to a later night: the environment changed and the run's "
                                 "budget (--rnnperf-budget) had no time for them; each night measures at least one*"])
+    # the baseline timed it: the line says what it took, which a longer budget would make room for
+    assert re.search(r"each night measures at least one \(they took [0-9.e-]+ s when last stored: a budget that much "
+                     r"longer would leave them time\)", " ".join(short.stdout.str().split())), short.stdout.str()
     next_night = run(project, "--rnnperf-budget=0.00001", "--rnnperf-no-fail-regression", "-v")
     next_night.assert_outcomes(passed=3, skipped=2)
     next_night.stdout.fnmatch_lines(["*test_sequence_length PASSED*"])
