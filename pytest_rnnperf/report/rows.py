@@ -620,8 +620,8 @@ def environment_changes(old: Mapping[str, str], new: Mapping[str, str], older: s
         """The change's place in ENV_RANKS (after them all where it is none of them)."""
         return next((i for i, (_, pattern) in enumerate(ENV_RANKS) if re.search(pattern, change[0])), len(ENV_RANKS))
 
-    diff, missing = unrecorded(diff_environments(dict(old), dict(new)), old) if older else (
-        diff_environments(dict(old), dict(new)), [])
+    diff = diff_environments(dict(old), dict(new))
+    diff, missing = unrecorded(diff, old) if older else (diff, [])
     lines = format_diff(sorted(diff, key=rank))  # stable: fingerprint order kept
     if missing:
         more = f" and {len(missing) - UNRECORDED_SHOWN} more" if len(missing) > UNRECORDED_SHOWN else ""

@@ -56,15 +56,15 @@ class Forecast:
         """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
         jax 54 s; parity 48 s); 2 case(s) have no stored cost", after "the compile cache is empty, so 21 case(s)
         compile from scratch: " on a first night."""
-        parts = "; ".join(f"{phase} {_span(s)}: " + ", ".join(f"{fw} {_span(t)}" for fw, t in frameworks)
+        parts = "; ".join(f"{phase} {span(s)}: " + ", ".join(f"{fw} {span(t)}" for fw, t in frameworks)
                           for phase, s, frameworks in self.phases)
         files = ", ".join(self.sources[:2]) + (f" and {len(self.sources) - 2} more" if len(self.sources) > 2 else "")
         unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
-        timed = f", and their timed rounds at the least stored {_span(self.timed_s)}" if self.timed_s else ""
+        timed = f", and their timed rounds at the least stored {span(self.timed_s)}" if self.timed_s else ""
         shared = f", shared by {self.workers} pytest-xdist workers" if self.workers > 1 else ""
         scratch = (f"the compile cache is empty, so {self.scratch} case(s) compile from scratch: " if self.scratch
                    else "")
-        return (f"{scratch}the collected cases' fixed costs come to {_span(self.fixed_s)}{shared} in {files} ({parts})"
+        return (f"{scratch}the collected cases' fixed costs come to {span(self.fixed_s)}{shared} in {files} ({parts})"
                 f"{timed}{unknown}")
 
     def line(self) -> str:
@@ -73,7 +73,7 @@ class Forecast:
                 f"cases cut to their minimum rounds while it is behind")
 
 
-def _span(seconds: float) -> str:
+def span(seconds: float) -> str:
     """Seconds as the forecast names them: minutes from one minute on, else seconds (two figures)."""
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.2g} s"
 

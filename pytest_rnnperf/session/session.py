@@ -30,7 +30,7 @@ from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Ending, Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
-from pytest_rnnperf.session.budget import Budget, fixed_of, forecast, timed_of
+from pytest_rnnperf.session.budget import Budget, fixed_of, forecast, span, timed_of
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
@@ -333,10 +333,8 @@ class RnnperfSession:
         costs = [cost for test in tests if (cost := self.stored.check_cost(test)) is not None]
         if not costs:
             return ""
-        total = sum(costs)
-        took = f"{total / 60:.1f} min" if total >= 60 else f"{total:.2g} s"
         which = "they" if len(costs) == len(tests) else f"{len(costs)} of them"
-        return f" ({which} took {took} when last stored: a budget that much longer would leave them time)"
+        return f" ({which} took {span(sum(costs))} when last stored: a budget that much longer would leave them time)"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form of the run: environment, fingerprint, results, skips, verdicts and notes."""
