@@ -553,7 +553,8 @@ class StoredRun:
     # The tests this run measured and passed whose answer the environment alone decides (claims, cross-framework and
     # reference parity), by name, for store.rechecks.
     claims: tuple[str, ...] = ()
-    # Test name -> its seconds in this run, for the claims and parity tests of ``claims`` that were timed.
+    # Test name -> its seconds in this run, for the claims and parity tests of ``claims`` that were timed and the
+    # tests that failed as marked (xfail), which store no record.
     check_costs: Mapping[str, float] = field(default_factory=dict)
     # Case id -> the nights running its regression showed on, for the cases this kept run left out as suspect
     # (``confirm_nights``): what the next night reads to tell a first violation from a repeated one.

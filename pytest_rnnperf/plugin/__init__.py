@@ -423,7 +423,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not hasattr(config, "workerinput"):  # a pytest-xdist worker starts them as its tests come
         _session(config).backends.start(frameworks)
     _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)],
-                                 [item.name for item in session.items if _answers_once(item)])
+                                 {item.name: "parity" if _checks_parity(item) else "claims"
+                                  for item in session.items if _answers_once(item)})
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,7 +4,9 @@ Only the timed phases can give: building a pair, proving its path and checking p
 Before each cuDNN case the budget sets the time left against the cases still to come: their fixed phases priced at
 what their stored records say (``RnnperfSession.stored_cost``: a first night's builds as stored from scratch),
 scaled, once three cases have run, by how tonight's cases compare with theirs, or at the mean of the cases so far
-where nothing is stored, and their timed ones at the mean of the cases so far.
+where nothing is stored, and their timed ones at the mean of the cases so far. Once a case's full check is due
+to a change (``owe``), the claims and parity tests after the cases owe one test of each kind that no budget defers:
+the time left to the cases keeps back what such a test took when last stored (``owed_s``).
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
@@ -130,13 +132,19 @@ class Budget:
     cuts: dict[str, str] = field(default_factory=dict)  # case id -> what it got instead of its rounds
     forecast: Forecast | None = None  # the stored fixed costs, where they alone exceed the budget (``forecast``)
     stored_fixed: Mapping[str, float] = field(default_factory=dict)  # collected case id -> its stored fixed seconds
-    ran: set[str] = field(default_factory=set)  # the cases counted so far (``spent``)
+    # The cases begun so far (``allowance``) or counted (``spent``): a known issue (xfail) that ends without a record
+    # is not priced again for the cases after it.
+    ran: set[str] = field(default_factory=set)
     ratios: list[float] = field(default_factory=list)  # tonight's fixed seconds over the stored, by case counted
     collected: int = 0  # cuDNN cases collected (every worker's), for ``ahead``
     unpriced: int = 0  # of those, the cases no stored record gives a cost
     cache_empty: bool = False  # the compile cache was empty when the run started
     # Collected claims and parity tests no stored run holds an answer for: they run whatever the budget.
     unanswered: int = 0
+    # Seconds of one claims and one parity test as last stored: a change makes each night run one of each after the
+    # cases, whatever the budget, so the cases leave them that time once a change shows (``owe``).
+    owed_s: float = 0.0
+    owing: bool = False
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
@@ -177,6 +185,12 @@ class Budget:
         Before the first case has cost anything there is nothing to price the rest by: it gets ``cap_s``, unless the
         forecast already knows the fixed phases alone overrun the budget.
         """
+        given = self._allowance(case_id, steady, cap_s)
+        self.ran.add(case_id)  # priced as to come while its allowance is set, not after
+        return given
+
+    def _allowance(self, case_id: str, steady: bool, cap_s: float) -> float:
+        """``allowance``, before ``case_id`` counts as begun."""
         if not self.behind():
             return cap_s
         if self.done == 0:
@@ -202,14 +216,21 @@ class Budget:
         spent, or the cases still to come already need what is left (``behind``)."""
         return self.left() <= 0 or self.behind()
 
+    def owe(self) -> None:
+        """A case's full check is due to a change (or its age): so are the claims and parity tests after the cases,
+        one of each kind whatever the budget, and the cases still to come leave them ``owed_s``."""
+        self.owing = True
+
     def fits(self, seconds: float | None) -> bool:
         """Whether work priced at ``seconds`` (None: not priced) ends within what is left of the budget."""
         return seconds is None or seconds <= self.left()
 
     def _share(self) -> float:
-        """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases."""
+        """Seconds of timed rounds each case still to come may spend, once each has paid its fixed phases and the
+        tests owed after the cases theirs."""
         to_come = max(1, self.cases - self.done)
-        return (self.left() - self._fixed_each() * to_come) / to_come
+        owed = self.owed_s if self.owing and self.done < self.cases else 0.0
+        return (self.left() - owed - self._fixed_each() * to_come) / to_come
 
     def _fixed_each(self) -> float:
         """Fixed seconds a case still to come is priced at: the mean stored cost of the collected cases not yet run

@@ -26,7 +26,7 @@ from pytest_rnnperf.session.budget import Budget
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import put_off, recheck
+from pytest_rnnperf.store.rechecks import DEFERRABLE, put_off, recheck
 from pytest_rnnperf.store.stored import Stored
 
 
@@ -114,6 +114,8 @@ class Measurer:
         found = recheck(list(self.stored.runs), case.id, self.run.environment(self.measured.runtime),
                         datetime.now(timezone.utc), settings.recheck_days, recording=self.run.settings.update_baseline,
                         framework=case.framework)
+        if self.budget is not None and found.kind in DEFERRABLE:  # the claims and parity tests are due as well
+            self.budget.owe()
         found = put_off(found, self.budget is not None and self.budget.short(),
                         any(r.full for r in self.measured.rechecks.values()))
         self.measured.rechecks[case.id] = found

@@ -109,13 +109,14 @@ class Measured:
         self.passed_by_kind[kind] = self.passed_by_kind.get(kind, 0) + 1
 
     def claims_meta(self) -> dict[str, Any]:
-        """What a stored run keeps of the claims and parity tests passed tonight: their names (``claims``) and the
-        seconds of those that were timed (``check_costs``); empty where none passed."""
-        if not self.claim_tests:
-            return {}
+        """What a stored run keeps of the claims and parity tests passed tonight: their names (``claims``), and the
+        seconds of those that were timed and of the tests that failed as marked (xfail), which store no record to
+        price them by (``check_costs``); empty where there are none."""
         passed = sorted(set(self.claim_tests))
-        costs = {test: round(self.check_costs[test], 3) for test in passed if test in self.check_costs}
-        return {"claims": passed, **({"check_costs": costs} if costs else {})}
+        # A matrix test is named by its case (``test_x[case-id]``); a known issue's seconds are its whole test's.
+        known = {test for test in self.check_costs if test.partition("[")[2][:-1] in set(self.expected)}
+        costs = {test: round(self.check_costs[test], 3) for test in sorted(set(passed) | known) if test in self.check_costs}
+        return {**({"claims": passed} if passed else {}), **({"check_costs": costs} if costs else {})}
 
     def has_cases(self) -> bool:
         """Whether any case was measured, checked or skipped (the run has a report to write)."""

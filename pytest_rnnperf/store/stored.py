@@ -45,6 +45,13 @@ class Stored:
         """The seconds the claims or parity test ``test`` took in the newest stored run that timed it, or None."""
         return next((run.check_costs[test] for run in self.runs if test in run.check_costs), None)
 
+    def unrecorded_cost(self, case_id: str) -> float | None:
+        """The seconds the test of ``case_id`` took in the newest stored run that timed it without storing its record
+        (a known issue, xfail: ``Measured.claims_meta``), or None."""
+        suffix = f"[{case_id}]"
+        return next((seconds for run in self.runs for test, seconds in run.check_costs.items()
+                     if test.endswith(suffix)), None)
+
     def stored_record(self, case_id: str) -> CaseRecord | None:
         """The newest stored record of ``case_id``, or None."""
         run = self.stored_run(case_id)

@@ -41,3 +41,22 @@ def test_a_parity_test_a_change_asked_for_waits_where_the_forecast_owes_the_time
     reason = _session(Budget(60.0, cases=10, clock=FakeClock(), forecast=known)).claims_reason(TESTS[0], kind="parity")
     assert reason is not None and reason.startswith("parity deferred by --rnnperf-budget: environment changed since "
                                                     "0039_run.json (gpu.driver_version);")
+
+
+def test_a_case_whose_full_check_a_change_asked_for_makes_the_budget_owe_the_claims_and_parity_tests() -> None:
+    """The case's stored full check ran under another driver: the claims and parity tests are due too, and the cases
+    leave them their stored seconds; a case never checked fully asks for no such thing."""
+    from factories import record
+
+    from pytest_rnnperf.model.cases import ModelCase
+
+    budget = Budget(60.0, cases=10, clock=FakeClock(), owed_s=9.0)
+    session = _session(budget)
+    changed, first = ModelCase(id="torch-lstm-a", framework="torch"), ModelCase(id="torch-lstm-b", framework="torch")
+    [stored] = session.stored.runs
+    session.stored = Stored(runs=(replace(stored, records={changed.id: record(case=changed, checks="full")}),))
+    measurer, settings = session.measurer(), session.settings
+    measurer._checks_for(first, measurer.run_config(settings), settings)
+    assert not budget.owing
+    measurer._checks_for(changed, measurer.run_config(settings), settings)
+    assert budget.owing and session.measured.rechecks[changed.id].kind == "changed"
