@@ -2,11 +2,12 @@
 
 Only the timed phases can give: building a pair, proving its path and checking parity cost what they cost.
 Before each cuDNN case the budget sets the time left against the cases still to come: their fixed phases priced at
-what their stored records say (``RnnperfSession.stored_cost``: a first night's builds as stored from scratch),
-scaled, once three cases have run, by how tonight's cases compare with theirs, or at the mean of the cases so far
-where nothing is stored, and their timed ones at the mean of the cases so far. Once a case's full check is due
-to a change (``owe``), the claims and parity tests after the cases owe one test of each kind that no budget defers:
-the time left to the cases keeps back what such a test took when last stored (``owed_s``).
+what their stored records say (``RnnperfSession.stored_cost``: a first night's builds as stored from scratch), each
+scaled, once three cases of its framework have run, by how tonight's compare with theirs (the mean of the cases so
+far where nothing is stored); their timed rounds as configured, as stored; and the time the cases so far spent
+outside their phases. Once a case's full check is due to a change (``owe``), the claims and parity tests after the
+cases owe one test of each kind that no budget defers: the cases keep back what such a test took when last stored
+(``owed_s``).
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
@@ -25,8 +26,8 @@ from typing import Callable, Iterable, Mapping
 # The phases of a case's ``cost_s`` that the budget can shorten; the rest are fixed.
 TIMED = ("wall", "energy", "device", "remeasure")
 FIXED = ("build", "proof", "parity")
-# Cases run before tonight's fixed costs are compared with their stored ones: a process's first case of each
-# framework pays its import and CUDA context, which the stored run paid in whichever case came first there.
+# Cases of a framework run before tonight's fixed costs of its cases are compared with their stored ones: a process's
+# first case of each framework pays its import and CUDA context, which the stored run paid in whichever case came first.
 SCALE_AFTER = 3
 
 
@@ -135,7 +136,15 @@ class Budget:
     # The cases begun so far (``allowance``) or counted (``spent``): a known issue (xfail) that ends without a record
     # is not priced again for the cases after it.
     ran: set[str] = field(default_factory=set)
-    ratios: list[float] = field(default_factory=list)  # tonight's fixed seconds over the stored, by case counted
+    counted: set[str] = field(default_factory=set)  # the cases ``spent`` counted
+    # Tonight's fixed seconds over the stored, by framework, case by case counted: a night's torch cases say nothing of
+    # how its TF builds compare with theirs.
+    ratios: dict[str, list[float]] = field(default_factory=dict)
+    # Collected case id -> its framework, where its id does not start with it (a model test, named by its test id).
+    frameworks: Mapping[str, str] = field(default_factory=dict)
+    # Collected case id -> its timed rounds as configured, as stored (``RnnperfSession.full_timed``).
+    stored_timed: Mapping[str, float] = field(default_factory=dict)
+    first: float | None = None  # when the first case began: the time since, less the cases' phases, lies outside them
     collected: int = 0  # cuDNN cases collected (every worker's), for ``ahead``
     unpriced: int = 0  # of those, the cases no stored record gives a cost
     cache_empty: bool = False  # the compile cache was empty when the run started
@@ -185,6 +194,8 @@ class Budget:
         Before the first case has cost anything there is nothing to price the rest by: it gets ``cap_s``, unless the
         forecast already knows the fixed phases alone overrun the budget.
         """
+        if self.first is None:
+            self.first = self.clock()
         given = self._allowance(case_id, steady, cap_s)
         self.ran.add(case_id)  # priced as to come while its allowance is set, not after
         return given
@@ -205,11 +216,17 @@ class Budget:
         return given
 
     def behind(self) -> bool:
-        """The cases still to come, each priced at what the cases so far cost, do not fit what is left (before the
-        first case: the forecast already found the fixed phases alone too long)."""
+        """The cases still to come, their timed rounds as configured, do not fit what is left (before the first case:
+        the forecast already found the fixed phases alone too long)."""
         if self.done == 0:
             return self.forecast is not None
-        return self._share() < self.timed_s / self.done
+        return self._share() < self._timed_each()
+
+    def _timed_each(self) -> float:
+        """Seconds of timed rounds a case still to come takes as configured: the mean stored of the collected cases
+        not yet begun; the mean of the cases so far where nothing is stored."""
+        left = [s for case, s in self.stored_timed.items() if case not in self.ran]
+        return sum(left) / len(left) if left else self.timed_s / self.done
 
     def short(self) -> bool:
         """Work a change asked for (full checks, parity and claims tests) waits for a later night: the budget is
@@ -230,18 +247,35 @@ class Budget:
         tests owed after the cases theirs."""
         to_come = max(1, self.cases - self.done)
         owed = self.owed_s if self.owing and self.done < self.cases else 0.0
-        return (self.left() - owed - self._fixed_each() * to_come) / to_come
+        return (self.left() - owed - (self._fixed_each() + self._outside_each()) * to_come) / to_come
 
     def _fixed_each(self) -> float:
         """Fixed seconds a case still to come is priced at: the mean stored cost of the collected cases not yet run
-        here, scaled by tonight's median ratio to the stored once ``SCALE_AFTER`` cases have one; the mean of the
-        cases so far where nothing is stored. A pytest-xdist worker does not know which cases it gets: the mean
-        stands for its share."""
-        left = [s for case, s in self.stored_fixed.items() if case not in self.ran]
+        here, each scaled by its framework's median ratio to the stored tonight once ``SCALE_AFTER`` of its cases
+        have one; the mean of the cases so far where nothing is stored. A pytest-xdist worker does not know which
+        cases it gets: the mean stands for its share."""
+        left = [s * self._scale(case) for case, s in self.stored_fixed.items() if case not in self.ran]
         if not left:
             return self.fixed_s / self.done
-        scale = statistics.median(self.ratios) if len(self.ratios) >= SCALE_AFTER else 1.0
-        return sum(left) / len(left) * scale
+        return sum(left) / len(left)
+
+    def _scale(self, case_id: str) -> float:
+        """Tonight's median ratio of fixed seconds to the stored for ``case_id``'s framework; 1 until it has
+        ``SCALE_AFTER``."""
+        ratios = self.ratios.get(self._framework(case_id), [])
+        return statistics.median(ratios) if len(ratios) >= SCALE_AFTER else 1.0
+
+    def _framework(self, case_id: str) -> str:
+        """The framework of ``case_id``: as given, else its id up to the first ``-``."""
+        return self.frameworks.get(case_id) or case_id.split("-", 1)[0]
+
+    def _outside_each(self) -> float:
+        """Seconds a case to come spends outside its phases (its test's setup, teardown and checks), at tonight's mean
+        so far; a known issue that stored no record counts at its stored price, not as time outside."""
+        if self.first is None or not self.ran:
+            return 0.0
+        unrecorded = sum(self.stored_fixed.get(case, 0.0) for case in self.ran - self.counted)
+        return max(0.0, self.clock() - self.first - self.fixed_s - self.timed_s - unrecorded) / len(self.ran)
 
     def spent(self, cost_s: Mapping[str, float], case_id: str = "") -> None:
         """Count one finished cuDNN case's phases (its record's ``cost_s``)."""
@@ -250,8 +284,9 @@ class Budget:
         self.fixed_s += fixed
         self.timed_s += timed_of(cost_s)
         self.ran.add(case_id)
+        self.counted.add(case_id)
         if self.stored_fixed.get(case_id, 0.0) > 0:
-            self.ratios.append(fixed / self.stored_fixed[case_id])
+            self.ratios.setdefault(self._framework(case_id), []).append(fixed / self.stored_fixed[case_id])
 
     def line(self, wall_s: float) -> str:
         """e.g. "budget 6 min: 43 case(s) cut to their minimum rounds, 5 to fewer rounds (steadiest first); run 5:41"."""

@@ -47,7 +47,8 @@ class UsageProblem(Exception):
 
 
 # A warm night prices a build at the least of this many newest stored ones: one first night among them, compiling
-# from scratch, is not what a warm cache costs.
+# from scratch, is not what a warm cache costs; and a case's rounds as configured at the most of them, as a budget
+# may have cut some.
 WARM_BUILDS = 3
 
 
@@ -214,10 +215,11 @@ class RnnperfSession:
         # A known issue (xfail) stores no record: its whole test, as last timed, is what it costs (none of it cut).
         stored_fixed.update({case_id: seconds for case_id in case_ids if case_id not in stored_fixed
                              and (seconds := self.stored.unrecorded_cost(case_id)) is not None})
+        frameworks = self._frameworks(case_ids)
         return Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
-                      forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids),
-                                        self._frameworks(case_ids)),
-                      stored_fixed=stored_fixed, collected=len(case_ids),
+                      forecast=forecast(costs, total_s, workers, scratch, self.least_timed(case_ids), frameworks),
+                      stored_fixed=stored_fixed, stored_timed=self.full_timed(case_ids), frameworks=frameworks,
+                      collected=len(case_ids),
                       # without a GPU no case is timed, so there is nothing to foresee
                       unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
                       cache_empty=self.run.compile_cache_empty, unanswered=len(self.unanswered(checks)),
@@ -247,6 +249,17 @@ class RnnperfSession:
                 if spent > 0:
                     least[case_id] = min(spent, least.get(case_id, spent))
         return least
+
+    def full_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
+        """Case id -> its timed rounds as configured: the most seconds of them among its ``WARM_BUILDS`` newest stored
+        records that timed any (a budget may have cut the newest); cases with none left out."""
+        most: dict[str, float] = {}
+        for case_id in case_ids:
+            timed = [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
+                     and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
+            if timed:
+                most[case_id] = max(timed)
+        return most
 
     def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
         """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, but its

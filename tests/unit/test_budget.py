@@ -144,9 +144,9 @@ def test_once_three_cases_ran_their_median_ratio_to_the_stored_costs_scales_the_
     """Three cases built in 3 s where 1 s was stored: the seven to come are priced at 3 s each, which 30 s left
     cannot hold with 2 s of rounds each (at their stored 1 s it could)."""
     clock = Clock()
-    budget = Budget(45.0, cases=10, clock=clock, stored_fixed={f"c{k}": 1.0 for k in range(10)})
+    budget = Budget(45.0, cases=10, clock=clock, stored_fixed={f"torch-{k}": 1.0 for k in range(10)})
     for k in range(3):
-        budget.spent({"build": 3.0, "wall": 2.0}, f"c{k}")
+        budget.spent({"build": 3.0, "wall": 2.0}, f"torch-{k}")
         clock.now += 5.0
     assert budget.behind()
     budget.ratios.clear()  # the same night before any case was compared: the stored costs alone
@@ -237,3 +237,41 @@ def test_a_case_that_began_and_stored_no_record_is_not_priced_again_for_the_case
     budget.allowance("known", steady=False, cap_s=60.0)
     clock.now += 30.0  # it raised: no record, nothing spent
     assert budget.allowance("c", steady=False, cap_s=60.0) == 60.0 and not budget.cuts
+
+
+def test_a_framework_not_yet_run_tonight_is_priced_as_stored_not_at_another_frameworks_ratio() -> None:
+    """Three torch cases built in 3 s where 1 s was stored; the seven TF cases to come are priced at their stored 1 s,
+    which 30 s left holds with 2 s of rounds each. Priced at torch's ratio (3 s each), as one ratio did, it would not."""
+    clock = Clock()
+    stored = {**{f"torch-{k}": 1.0 for k in range(3)}, **{f"tf-{k}": 1.0 for k in range(7)}}
+    budget = Budget(45.0, cases=10, clock=clock, stored_fixed=stored)
+    for k in range(3):
+        budget.spent({"build": 3.0, "wall": 2.0}, f"torch-{k}")
+        clock.now += 5.0
+    assert not budget.behind()
+    budget.ratios["tf"] = budget.ratios["torch"]  # had the TF cases built as slowly
+    assert budget.behind()
+
+
+def test_the_cases_to_come_are_priced_at_their_stored_rounds_not_at_the_cheaper_rounds_of_the_cases_so_far() -> None:
+    """On a lent H100 a warm night's first 30 torch cases timed 0.9 s of rounds each; the TF and Keras cases after
+    them took 1.8 s. 40 s left for 9 cases at 3 s fixed leaves 1.4 s each: on time at tonight's 1 s, behind at the
+    stored 2 s."""
+    budget = _after_one_case(49.0, cases=10, elapsed_s=9.0)
+    budget.timed_s = 1.0  # the first case timed 1 s of rounds
+    assert not budget.behind()
+    budget.stored_timed = {f"tf-{k}": 2.0 for k in range(9)}
+    assert budget.behind()
+
+
+def test_time_the_cases_so_far_spent_outside_their_phases_is_priced_for_the_cases_to_come() -> None:
+    """The first case's test spent 5 s outside its 9 s of phases (setup, teardown, checks): the 9 cases to come at 3 s
+    fixed, 5 s outside and 6 s of rounds do not fit the 86 s left; at their phases alone they would."""
+    clock = Clock()
+    budget = Budget(100.0, cases=10, clock=clock, stored_timed={f"torch-{k}": 6.0 for k in range(10)})
+    budget.allowance("torch-0", steady=False, cap_s=60.0)
+    budget.spent(COST, "torch-0")
+    clock.now += 9.0
+    assert budget._outside_each() == 0.0 and not budget.behind()  # 91 s left: 9 cases at 9 s
+    clock.now += 5.0  # the case's test took 14 s in all, 5 s of them outside its phases
+    assert budget._outside_each() == 5.0 and budget.behind()
