@@ -9,8 +9,8 @@ lives in ``measuring.py``, baselines in ``baselines.py``, the pytest-xdist merge
 from __future__ import annotations
 
 import math
-import statistics
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field, replace

@@ -115,7 +115,8 @@ class Measured:
         passed = sorted(set(self.claim_tests))
         # A matrix test is named by its case (``test_x[case-id]``); a known issue's seconds are its whole test's.
         known = {test for test in self.check_costs if test.partition("[")[2][:-1] in set(self.expected)}
-        costs = {test: round(self.check_costs[test], 3) for test in sorted(set(passed) | known) if test in self.check_costs}
+        costs = {test: round(self.check_costs[test], 3) for test in sorted(set(passed) | known)
+                 if test in self.check_costs}
         return {**({"claims": passed} if passed else {}), **({"check_costs": costs} if costs else {})}
 
     def has_cases(self) -> bool:
