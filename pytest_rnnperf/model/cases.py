@@ -119,3 +119,11 @@ Subject = Union[Case, ModelCase]  # what a measured record is about
 def cross_id(case: Case, other: str) -> str:
     """Id of the cross-framework check of ``case`` against framework ``other``, e.g. ``torch-vs-tf-lstm-...``."""
     return f"{case.framework}-vs-{other}-" + case.id.split("-", 1)[1]
+
+
+def param_id(name: str) -> str:
+    """The parameter id a test's name or node id ends with (``test_x[torch-lstm-...]`` -> ``torch-lstm-...``), else
+    "": the ready suite names each matrix test by its case."""
+    _, bracket, param = name.partition("[")
+    return param[:-1] if bracket and param.endswith("]") else ""
+

@@ -27,6 +27,7 @@ from xdist.workermanage import WorkerController
 
 from pytest_rnnperf.backends import keras_specs, specs
 from pytest_rnnperf.measure.placement import worker_number
+from pytest_rnnperf.model.cases import param_id
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.report.text import fit, terminal_width
 
@@ -35,8 +36,7 @@ AHEAD = 2  # tests a worker holds: the one it runs and the next, which it must k
 
 def case_id(nodeid: str) -> str:
     """The case a test measures: its parameter id (``test_x[torch-lstm-...]`` -> ``torch-lstm-...``), else ""."""
-    _, bracket, param = nodeid.partition("[")
-    return param[:-1] if bracket and param.endswith("]") else ""
+    return param_id(nodeid)
 
 
 def costs_of(nodeids: Sequence[str], stored: Callable[[str], float | None]) -> list[float]:

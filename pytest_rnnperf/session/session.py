@@ -192,7 +192,7 @@ class RnnperfSession:
             return
         # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
         workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
-        self.budget = self.budget_for(case_ids, workers, checks or {})
+        self.budget = self.budget_for(case_ids, workers, checks)
 
     def unanswered(self, checks: Iterable[str]) -> list[str]:
         """Those of the claims and parity tests ``checks`` (by name) that no stored run holds an answer for: no

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from pytest_rnnperf.judge.claims import ClaimRow
 from pytest_rnnperf.judge.verdicts import CaseVerdict
+from pytest_rnnperf.model.cases import param_id
 from pytest_rnnperf.model.process import ProcessSummary
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.store.rechecks import Recheck
@@ -114,7 +115,8 @@ class Measured:
         price them by (``check_costs``); empty where there are none."""
         passed = sorted(set(self.claim_tests))
         # A matrix test is named by its case (``test_x[case-id]``); a known issue's seconds are its whole test's.
-        known = {test for test in self.check_costs if test.partition("[")[2][:-1] in set(self.expected)}
+        expected = set(self.expected)
+        known = {test for test in self.check_costs if param_id(test) in expected}
         costs = {test: round(self.check_costs[test], 3) for test in sorted(set(passed) | known)
                  if test in self.check_costs}
         return {**({"claims": passed} if passed else {}), **({"check_costs": costs} if costs else {})}

@@ -8,6 +8,7 @@ from typing import Mapping
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.noise import Noise
+from pytest_rnnperf.model.cases import param_id
 from pytest_rnnperf.model.cold import MISS
 from pytest_rnnperf.model.records import BaselineError, CaseRecord, StoredRun
 from pytest_rnnperf.store.accepts import Accepted
@@ -48,9 +49,8 @@ class Stored:
     def unrecorded_cost(self, case_id: str) -> float | None:
         """The seconds the test of ``case_id`` took in the newest stored run that timed it without storing its record
         (a known issue, xfail: ``Measured.claims_meta``), or None."""
-        suffix = f"[{case_id}]"
         return next((seconds for run in self.runs for test, seconds in run.check_costs.items()
-                     if test.endswith(suffix)), None)
+                     if param_id(test) == case_id), None)
 
     def stored_record(self, case_id: str) -> CaseRecord | None:
         """The newest stored record of ``case_id``, or None."""
