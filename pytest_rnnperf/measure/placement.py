@@ -67,6 +67,7 @@ class Placement:
     pin: str = ""  # this worker's CUDA_VISIBLE_DEVICES: the GPU's UUID, its entry where the UUID cannot be read
     index: int | None = None  # NVML index of that GPU, for telemetry and the fingerprint
     uncounted: str = ""  # why the GPUs could not be counted
+    cpus: str = ""  # the CPUs the worker pinned itself to (``0-15``), empty where it did not
 
     def shared_reason(self) -> str | None:
         """Why cuDNN cases cannot be timed in this run (more workers than GPUs); None when each has its own."""
@@ -97,7 +98,7 @@ class Placement:
         return cls(worker=str(data.get("worker", "")), workers=int(data.get("workers", 0)),
                    gpus=None if gpus is None else int(gpus), entry=str(data.get("entry", "")),
                    pin=str(data.get("pin", "")), index=None if index is None else int(index),
-                   uncounted=str(data.get("uncounted", "")))
+                   uncounted=str(data.get("uncounted", "")), cpus=str(data.get("cpus", "")))
 
 
 def usable_gpus(environ: Mapping[str, str], nvml: Any = None) -> tuple[list[str] | None, str]:

@@ -7,6 +7,11 @@ while the GPUs idled. A worker gets ``CPUs // workers`` threads (its affinity wi
 variables before any framework is imported, the share reaches this process's frameworks and the backend
 subprocesses, which inherit the environment. A variable the user set keeps the user's value.
 
+A worker with a GPU of its own is also pinned to its own CPUs (``own_cpus``, ``pin_process``): thread counts
+alone let the other worker's compile threads (XLA's, Inductor's), which no variable limits, preempt the thread
+that launches the timed kernels, and the launch gaps showed as cuDNN device time regressed on one worker only.
+Threads and subprocesses started later inherit the pin.
+
 XLA's CPU pool is left alone: JAX hashes XLA_FLAGS into its persistent compile cache's keys, so a worker's thread
 flags made every JAX and Keras-on-JAX program compiled under ``-n`` miss in one process and on a host of another
 core count (the suite's JAX work on the CPU is small; its float64 references run on NumPy, limited here).
@@ -18,7 +23,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, MutableMapping
+from typing import Any, Callable, Collection, Mapping, MutableMapping, Sequence
 
 
 WORKER_COUNT = "PYTEST_XDIST_WORKER_COUNT"  # pytest-xdist sets it in each worker before pytest reads a conftest
@@ -96,3 +101,50 @@ def limit_imported(threads: int, modules: Mapping[str, Any] = sys.modules) -> No
         torch.set_num_interop_threads(threads)
     except RuntimeError:  # torch allows it once, before its inter-op pool starts: that pool stays as it is
         pass
+
+
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (every one the host counts where the platform has no affinity)."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+
+
+def own_cpus(allowed: Collection[int], worker: int, share: int) -> list[int]:
+    """Worker ``worker``'s own CPUs: the ``worker``-th run of ``share`` among the ``allowed`` ones in order (wrapping
+    round where the workers outnumber them)."""
+    ordered = sorted(allowed)
+    if not ordered:
+        return []
+    start = worker * share
+    return sorted({ordered[(start + k) % len(ordered)] for k in range(min(share, len(ordered)))})
+
+
+def cpu_ranges(cpus: Collection[int]) -> str:
+    """e.g. ``0-15,32`` for CPUs 0 to 15 and 32, as taskset and /proc write them."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def pin_process(cpus: Collection[int], tasks: Path = Path("/proc/self/task"),
+                setaffinity: Callable[[int, Collection[int]], None] | None = None) -> int:
+    """Pin every thread of this process to ``cpus`` (threads and subprocesses started later inherit it); how many
+    threads were pinned (0 where the platform has no affinity)."""
+    setaffinity = setaffinity or getattr(os, "sched_setaffinity", None)
+    if setaffinity is None or not cpus:
+        return 0
+    try:
+        ids: Sequence[int] = [int(t.name) for t in tasks.iterdir() if t.name.isdigit()]
+    except OSError:  # no /proc: the calling thread alone, which starts the frameworks' pools
+        ids = [0]
+    pinned = 0
+    for tid in ids:
+        try:
+            setaffinity(tid, cpus)
+            pinned += 1
+        except OSError:  # a thread that ended meanwhile, or CPUs this container may not use
+            continue
+    return pinned

@@ -25,8 +25,9 @@ from pytest_rnnperf.backends.compile_cache import folder_problem, resolved
 from pytest_rnnperf.backends.keras_layers import keras_backend_choice
 from pytest_rnnperf.measure.environment import software_info
 from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_gpu_info
-from pytest_rnnperf.measure.placement import place, plan, usable_gpus
-from pytest_rnnperf.measure.threads import ThreadShare, limit_imported, limit_worker
+from pytest_rnnperf.measure.placement import Placement, place, plan, usable_gpus, worker_number
+from pytest_rnnperf.measure.threads import (ThreadShare, allowed_cpus, cpu_ranges, limit_imported, limit_worker,
+                                            own_cpus, pin_process)
 from pytest_rnnperf.model.cases import Case
 from pytest_rnnperf.plugin import hooks
 from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchmark_session, compare_fail_problems,
@@ -299,8 +300,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: pin its GPU before any framework is imported
         placement = place(config.workerinput["workerid"], int(config.workerinput["workercount"]), os.environ)
         placement.apply(os.environ)
-        if THREADS_KEY in config.stash:  # torch imported before the environment was set (by another plugin)
-            limit_imported(config.stash[THREADS_KEY].threads)
+        if THREADS_KEY in config.stash:
+            placement = _take_share(placement, config.stash[THREADS_KEY])
 
     # This process's frameworks read the folder when they are imported; its subprocesses get it in their environment.
     cache = compile_cache_folder(settings)
@@ -344,6 +345,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     bs = benchmark_session(session.config)
     if bs is not None and not hasattr(session.config, "workerinput") and (problems := compare_fail_problems(bs)):
         raise pytest.UsageError("\n".join(problems))
+
+
+def _take_share(placement: Placement, share: ThreadShare) -> Placement:
+    """Limit the pools started before the worker's share was set, and pin a worker with a GPU of its own to its own
+    CPUs (named in its placement); a worker without one times nothing, and its tests may use every core."""
+    limit_imported(share.threads)  # torch imported before the environment was set (by another plugin)
+    if not placement.pin:
+        return placement
+    cpus = own_cpus(allowed_cpus(), worker_number(placement.worker), share.threads)
+    return replace(placement, cpus=cpu_ranges(cpus)) if pin_process(cpus) else placement
 
 
 def _extra_environment(config: pytest.Config, run: Run) -> dict[str, str]:

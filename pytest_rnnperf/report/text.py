@@ -418,7 +418,8 @@ def time_lines(spent: TimeSpent | None) -> list[str]:
 
 
 def xdist_line(run: RunView) -> str:
-    """e.g. "pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (GPU-1234abcd), ..." (empty without workers)."""
+    """e.g. "pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (GPU-1234abcd) on CPUs 0-15, ..." (empty without
+    workers)."""
     workers = run.workers() or run.plan  # what they reported, else (in the header) what the controller foresees
     if not workers:
         return ""
@@ -428,7 +429,9 @@ def xdist_line(run: RunView) -> str:
     shared = run.parallel_reason()
     if shared is not None:
         return f"pytest-xdist: {shared}"
-    return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, one GPU each: " + ", ".join(w.gpu_label() for w in workers)
+    # A worker pinned to its own CPUs says which (once it reported): another worker's threads could not delay it.
+    labels = (w.gpu_label() + (f" on CPUs {w.placement.cpus}" if w.placement.cpus else "") for w in workers)
+    return f"pytest-xdist: {n} worker{'s' if n != 1 else ''}, one GPU each: " + ", ".join(labels)
 
 
 def model_title(run: RunView, view: RunView) -> str:

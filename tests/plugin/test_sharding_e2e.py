@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
 from conftest import run, unwrapped
-from pytest_rnnperf.measure.threads import THREAD_VARIABLES
+from pytest_rnnperf.measure.threads import THREAD_VARIABLES, allowed_cpus, host_cpus, own_cpus, thread_share
 
 # A test that writes what its worker's environment and torch's pools say (torch only where installed).
 THREADS_TEST = """
-import importlib.util, json, os
+import importlib.util, json, os, subprocess, sys
 
 def test_threads():
     seen = {name: os.environ.get(name) for name in (NAMES)}
+    seen["cpus"] = sorted(os.sched_getaffinity(0))
+    child = "import os; print(sorted(os.sched_getaffinity(0)))"  # what a backend subprocess inherits
+    seen["child cpus"] = json.loads(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True).stdout)
     if importlib.util.find_spec("torch") is not None:
         import torch
         seen["torch"] = torch.get_num_threads()
@@ -40,9 +42,14 @@ def test_each_worker_takes_its_share_of_the_cpu_threads_and_the_summary_says_wha
     result = run(project, "-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=3)
 
-    share = str(max(1, (os.cpu_count() or 1) // 2))
+    share = str(thread_share(host_cpus(), 2))
     threads = json.loads(seen.read_text())
     assert threads.pop("torch", int(share)) == int(share)
+    # Pinned to its own share of the CPUs (the other worker's threads cannot delay its launches), and so are the
+    # subprocesses it starts.
+    ran_on = threads.pop("cpus")
+    assert threads.pop("child cpus") == ran_on and len(ran_on) == int(share)
+    assert ran_on in [own_cpus(allowed_cpus(), k, int(share)) for k in (0, 1)]
     # XLA_FLAGS unset as before: JAX's compile cache keys must match those of a run in one process.
     assert threads == {**{name: share for name in THREAD_VARIABLES}, "OPENBLAS_NUM_THREADS": "7", "XLA_FLAGS": None}
     [line] = [line for line in unwrapped(result.stdout.str()) if line.startswith("workers: ")]

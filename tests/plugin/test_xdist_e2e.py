@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKE_GPU_CONFTEST, load_json, run
+from pytest_rnnperf.measure.threads import allowed_cpus, cpu_ranges, host_cpus, own_cpus, thread_share
 
 LSTM = "torch-lstm-train-fp32-T4-B2-I3-H5-L1"
 GRU = "torch-gru-train-fp32-T4-B2-I3-H5-L1"
@@ -34,8 +35,12 @@ def test_two_workers_on_two_gpus_time_every_case_and_merge_it(project: pytest.Py
                  "--rnnperf-update-baseline")
     result.assert_outcomes(passed=2)
     gpus = f"gw0 NVIDIA H200 ({UUID.format(0)[:12]}), gw1 NVIDIA H200 ({UUID.format(1)[:12]})"
+    # Each worker pinned itself to its own CPUs, and the summary (which hears the workers) says which.
+    cpus = [sorted(own_cpus(allowed_cpus(), k, thread_share(host_cpus(), 2))) for k in (0, 1)]
+    pinned = f"gw0 NVIDIA H200 ({UUID.format(0)[:12]}) on CPUs {cpu_ranges(cpus[0])}, " \
+             f"gw1 NVIDIA H200 ({UUID.format(1)[:12]}) on CPUs {cpu_ranges(cpus[1])}"
     result.stdout.fnmatch_lines([f"rnnperf: pytest-xdist: 2 workers, one GPU each: {gpus}",
-                                 "*rnnperf summary*", f"pytest-xdist: 2 workers, one GPU each: {gpus}",
+                                 "*rnnperf summary*", f"pytest-xdist: 2 workers, one GPU each: {pinned}",
                                  "cuDNN vs generic*", "*baseline recorded: *0001_baseline.json*"])
     assert "SKIPPED" not in result.stdout.str()
 
@@ -117,7 +122,7 @@ def test_workers_on_two_gpu_models_record_one_baseline_file_per_model(project: p
     monkeypatch.setenv("FAKE_GPU_NAME", f"NVIDIA H200,{H100}")
     result = run(project, "-n", "2", "--dist", "each", "--rnnperf-update-baseline", "--rnnperf-report-dir=out")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (*), gw1 NVIDIA H100 80GB HBM3 (*)",
+    result.stdout.fnmatch_lines(["pytest-xdist: 2 workers, one GPU each: gw0 NVIDIA H200 (*) on CPUs *, gw1 NVIDIA H100 80GB HBM3 (*) on CPUs *",
                                  "", "GPU model NVIDIA H200 (gw0):", "cuDNN vs generic*", "baseline: none for NVIDIA_H200 yet; record one with*",
                                  "", f"GPU model {H100} (gw1):", "cuDNN vs generic*",
                                  "baseline: none for NVIDIA_H100_80GB_HBM3 yet; record one with*",

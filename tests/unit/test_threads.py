@@ -98,3 +98,36 @@ def test_numpys_blas_loaded_before_the_share_is_limited_all_the_same() -> None:
         assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == [1] * len(blas)
     finally:
         threadpool_limits(limits=before)
+
+
+@pytest.mark.parametrize(("allowed", "worker", "share", "own"), [
+    (range(32), 0, 16, list(range(16))), (range(32), 1, 16, list(range(16, 32))),
+    ({8, 2, 4, 6}, 1, 2, [6, 8]),  # in order, whatever order the affinity came in
+    (range(2), 2, 1, [0]),  # more workers than CPUs: round again
+    ((), 0, 4, [])])
+def test_each_worker_owns_its_run_of_the_allowed_cpus(allowed: range | set[int] | tuple[()], worker: int, share: int,
+                                                      own: list[int]) -> None:
+    """Worker k of n takes the k-th run of its share: no two workers of a host share a CPU while there are enough."""
+    assert threads.own_cpus(allowed, worker, share) == own
+
+
+def test_cpus_are_named_as_taskset_names_them() -> None:
+    """Runs as ranges, lone CPUs alone, in order."""
+    assert threads.cpu_ranges({3, 0, 1, 2, 7, 9, 10}) == "0-3,7,9-10"
+    assert threads.cpu_ranges(set()) == ""
+
+
+def test_every_thread_of_the_process_is_pinned_and_a_thread_that_ended_is_passed_over(tmp_path: Path) -> None:
+    """Pools started before the pin (NumPy's BLAS) are moved too; a thread gone by now is no error."""
+    for tid in ("101", "102", "103"):
+        (tmp_path / tid).mkdir()
+    pinned: dict[int, set[int]] = {}
+
+    def setaffinity(tid: int, cpus: set[int]) -> None:
+        if tid == 102:
+            raise ProcessLookupError(3, "No such process")
+        pinned[tid] = set(cpus)
+
+    assert threads.pin_process({4, 5}, tmp_path, setaffinity) == 2
+    assert pinned == {101: {4, 5}, 103: {4, 5}}
+    assert threads.pin_process(set(), tmp_path, setaffinity) == 0  # nothing to pin to: nothing changes
