@@ -35,15 +35,15 @@ def test_an_injected_first_call_delay_fails_the_case_naming_the_first_call_while
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     stored = [b for b in load_json(_baseline(project))["benchmarks"] if b["params"]["side"] == "cudnn"]
     assert all(p["metrics"]["cudnn/first_call"] > 0 for b in stored for p in b["extra_info"]["rnnperf_processes"])
-    monkeypatch.setenv("RNNPERF_INJECT_COLD_DELAY_MS", "torch-lstm-*=450")  # past the 0.2 s cold floor
+    monkeypatch.setenv("RNNPERF_INJECT_COLD_DELAY_MS", "torch-lstm-*=950")  # past the 0.5 s cold floor
     result = run(project)
     result.assert_outcomes(passed=1, failed=1)
     whole_lines(result).fnmatch_lines([
         # The failure's block, one line once unwrapped: the first call regressed, the device time held.
         f"{LSTM}: cudnn first call regressed (steady time unchanged) against its history of 3 processes *"
         "cudnn device time +0.0% * against 3 processes *: unchanged *"
-        "cudnn first call +900.0% * against 3 processes (* threshold 100%): regressed *",
-        f"{LSTM}*cudnn first call*+900.0%*100.0%*first call regressed*",
+        "cudnn first call +1900.0% * against 3 processes (* threshold 100%): regressed *",
+        f"{LSTM}*cudnn first call*+1900.0%*100.0%*first call regressed*",
         "verdicts: 1 first call regressed, 1 unchanged",
     ])
     verdicts = {v["case"]: v for v in load_json(project.path / "rnnperf-report" / "rnnperf.json")["verdicts"]}
