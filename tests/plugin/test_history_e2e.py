@@ -52,7 +52,7 @@ def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Py
     whole_lines(result).fnmatch_lines(["*device x3*", "*; drift check off (pip install ruptures)*"])
 
 
-@pytest.mark.parametrize("knob, value", [("FAKE_CUDNN_DEV_MS", "0.75"), ("FAKE_FIRST_CALL_MS", "500,20")],
+@pytest.mark.parametrize("knob, value", [("FAKE_CUDNN_DEV_MS", "0.75"), ("FAKE_FIRST_CALL_MS", "900,20")],
                          ids=["device time", "first call"])
 def test_a_run_whose_every_case_regressed_is_kept_as_reports_only(project: pytest.Pytester,
                                                                    monkeypatch: pytest.MonkeyPatch, knob: str,
