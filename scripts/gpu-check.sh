@@ -225,6 +225,8 @@ PY
          grep -E '^(rnnperf: (all|regress)|verdicts|budget|checks:|claims:|parity:)' "$OUT/cenv.log" | cut -c1-250
          grep -A1 '^where the time went' "$OUT/cenv.log" | cut -c1-250
          gzip -f "$OUT/cenv.xml" 2>/dev/null
+         # Every case's phases, for replaying what the budget believed against what the cases took.
+         [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/cenv.rnnperf.json.gz"
          exit "$status" ;;
   fill)  # Programs compiled once serve every later night (the workflow restores the folder): without this, the
          # first of two runs compared pays for both. One worker per GPU: the cache is on disk, shared by all.
