@@ -7,14 +7,14 @@ while the GPUs idled. A worker gets ``CPUs // workers`` threads (its affinity wi
 variables before any framework is imported, the share reaches this process's frameworks and the backend
 subprocesses, which inherit the environment. A variable the user set keeps the user's value.
 
-A worker with a GPU of its own is also pinned to its own CPUs (``own_cpus``, ``pin_process``): thread counts
-alone let the other worker's compile threads (XLA's, Inductor's), which no variable limits, preempt the thread
-that launches the timed kernels, and the launch gaps showed as cuDNN device time regressed on one worker only.
-Threads and subprocesses started later inherit the pin.
+A worker with a GPU of its own is also pinned to its own CPUs (``own_cpus``, ``pin_process``). Thread counts alone
+leave the other worker's compile threads (XLA's, Inductor's), which no variable limits, free to preempt the thread
+that launches the timed kernels: sharded nights failed cases on one worker only with busy time up and the kernels'
+work down, as gaps between launches would. Threads and subprocesses started later inherit the pin.
 
-XLA's CPU pool is left alone: JAX hashes XLA_FLAGS into its persistent compile cache's keys, so a worker's thread
-flags made every JAX and Keras-on-JAX program compiled under ``-n`` miss in one process and on a host of another
-core count (the suite's JAX work on the CPU is small; its float64 references run on NumPy, limited here).
+XLA's thread flags are left alone (the pin bounds its pool all the same): JAX hashes XLA_FLAGS into its persistent
+compile cache's keys, so a worker's thread flags made every JAX and Keras-on-JAX program compiled under ``-n`` miss
+in one process and on a host of another core count.
 """
 
 from __future__ import annotations
