@@ -410,11 +410,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     """Start the subprocesses a module's cases need as soon as it is collected, so that their framework imports
-    overlap the collection of the modules after it (which imports this process's frameworks)."""
+    overlap the collection of the modules after it (which imports this process's frameworks) and the first tests.
+
+    A pytest-xdist worker starts them too, though another worker may run their tests: started only when a test came,
+    a Keras subprocess held that test 13 s on two H200s (0.3 s in one process), and since a subprocess exits without
+    its framework's teardown, one left unused costs the worker 0.2 s at its end."""
     items = [item for item in (report.result or ()) if isinstance(item, pytest.Item)]
     if not items or not report.passed or items[0].config.option.collectonly or SESSION_KEY not in items[0].config.stash:
-        return
-    if hasattr(items[0].config, "workerinput"):  # a pytest-xdist worker starts them as its tests come
         return
     _session(items[0].config).backends.start(_collected_frameworks(items)[0])
 
@@ -431,25 +433,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _session(config).backends.stop(keep=())
         return
     _session(config).backends.stop(keep=frameworks)
-    if not hasattr(config, "workerinput"):  # a pytest-xdist worker starts them as its tests come
-        _session(config).backends.start(frameworks)
+    _session(config).backends.start(frameworks)
     _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)],
                                  {item.name: "parity" if _checks_parity(item) else "claims"
                                   for item in session.items if _answers_once(item)})
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """A pytest-xdist worker starts the subprocesses of this test and the next while this one runs."""
-    config = item.config
-    if not hasattr(config, "workerinput") or SESSION_KEY not in config.stash:
-        return
-    # A worker learns its tests one at a time: started at collection, every collected framework's subprocess imported
-    # its framework and made a CUDA context in each worker, most of them for tests another worker then ran.
-    from pytest_rnnperf.plugin.schedule import frameworks, keras_groups, needs  # xdist's, present in a worker
-
-    known, keras = frameworks(), keras_groups()
-    _session(config).backends.start([f for i in (item, nextitem) if i is not None for f in needs(i.nodeid, known, keras)])
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:

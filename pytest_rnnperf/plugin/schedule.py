@@ -6,12 +6,12 @@ stored run that holds them (every phase of the record's ``cost_s``; a test with 
 the median) and keeps each worker at the one test it runs plus the next (a worker starts a test only
 once it knows the next one): longest first, each free worker taking the next.
 
-A framework's first case in a worker pays its start (imports, CUDA context, a Keras subprocess, compiled
-functions): several seconds each that a second worker would pay again. So a free worker takes the longest
-test of a framework it already started, else of one no worker started, else the longest of all
-(``pick``): every framework starts in as few workers as keeps both busy. A test parametrized by a Keras
-backend alone (``[tensorflow]``) starts the backend that runs Keras there (``starts``); a cross check
-(``torch-vs-tf-...``) goes with its second framework, the costlier to start (``group_of``).
+A framework's first case in a worker pays its start (imports, CUDA context, compiled functions; a Keras
+subprocess starts at collection, behind the first tests): several seconds each that a second worker would pay
+again. So a free worker takes the longest test of a framework it already started, else of one no worker
+started, else the longest of all (``pick``): every framework starts in as few workers as keeps both busy. A test
+parametrized by a Keras backend alone (``[tensorflow]``) starts the backend that runs Keras there (``starts``); a
+cross check (``torch-vs-tf-...``) goes with its second framework, the costlier to start (``group_of``).
 """
 
 from __future__ import annotations
@@ -69,13 +69,6 @@ def group_of(nodeid: str, known: AbstractSet[str]) -> str:
     # JAX subprocess) costs most to start: grouped by the first, each check started its second in torch's worker too.
     other = rest.partition("-")[2].partition("-")[0] if rest.startswith("vs-") else ""
     return other if other in known else first
-
-
-def needs(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str]) -> tuple[str, ...]:
-    """Every framework a test starts in its worker: ``starts``'s, and the first of a cross check's two."""
-    first = case_id(nodeid).partition("-")[0]
-    group = starts(nodeid, known, keras)
-    return tuple(dict.fromkeys(f for f in (first if group and first in known else "", group) if f))
 
 
 def keras_groups() -> dict[str, str]:

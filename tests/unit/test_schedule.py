@@ -13,7 +13,7 @@ import pytest
 from factories import record as make_record
 from pytest_rnnperf.plugin import schedule
 from pytest_rnnperf.plugin.schedule import (
-    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, keras_groups, longest_first, needs, pick,
+    CostScheduling, Sharding, WorkerCost, case_id, costs_of, frameworks, group_of, keras_groups, longest_first, pick,
     record_cost, starts, workers_line,
 )
 
@@ -186,13 +186,12 @@ def test_a_costly_keras_test_no_longer_starts_tensorflow_in_the_second_worker(mo
 def test_a_cross_check_goes_where_its_costlier_framework_started_and_its_worker_starts_both() -> None:
     """Two H200s ran the cross checks 46 s longer sharded than in one process: grouped as torch, each started
     TensorFlow or a Keras subprocess wherever it went. Grouped by its second framework, on a night shaped like the
-    H100's stored 0037, each of those starts in one worker and the night ends earlier; a worker starts both for it."""
-    known, keras = frameworks(), keras_groups()
+    H100's stored 0037, each of those starts in one worker and the night ends earlier."""
+    known = frameworks()
     cross = "suites/test_cross.py::test_same_weights_same_results[torch-vs-{}-lstm-train-fp32-T{}-B128-I28-H128-L1]"
     assert group_of(cross.format("keras_torch", 28), known) == "keras_torch"
-    assert needs(cross.format("tf", 28), known, keras) == ("torch", "tf")
-    assert needs("t[torch-lstm-train]", known, keras) == ("torch",) and needs("t[tensorflow]", known, keras) == ("tf",)
-    assert group_of("t[torch-vs-unknown-lstm]", known) == "torch" and needs("t_plain", known, keras) == ()
+    assert group_of(cross.format("tf", 28), known) == "tf"
+    assert group_of("t[torch-vs-unknown-lstm]", known) == "torch" and group_of("t_plain", known) == ""
     shape = {"torch": [6.4, 3.0, 2.5, 2.0] + [1.2] * 26, "tf": [21.4, 4.9, 4.1, 2.6] + [2.1] * 26,
              "keras_torch": [7.9, 1.5] + [3.0] * 12, "keras_jax": [2.9, 1.2] + [1.5] * 6, "jax": [2.1] + [1.2] * 5}
     tests = [(f"t[{fw}-{i}]", cost) for fw, costs in shape.items() for i, cost in enumerate(costs)]
