@@ -58,13 +58,18 @@ def quota_cpus(cpu_max: str) -> int | None:
     return max(1, -(-int(parts[0]) // int(parts[1])))
 
 
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (every one the host counts where the platform has no affinity)."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+
+
 def host_cpus(cgroup_cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
     """The CPUs this process may run on: its affinity, within its container's CPU quota.
 
     ``os.cpu_count()`` counts the whole host: a 32-core slice of a larger machine would hand each worker more
     threads than it has cores.
     """
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = len(allowed_cpus())
     try:
         quota = quota_cpus(cgroup_cpu_max.read_text(encoding="ascii"))
     except (OSError, UnicodeDecodeError):
@@ -101,11 +106,6 @@ def limit_imported(threads: int, modules: Mapping[str, Any] = sys.modules) -> No
         torch.set_num_interop_threads(threads)
     except RuntimeError:  # torch allows it once, before its inter-op pool starts: that pool stays as it is
         pass
-
-
-def allowed_cpus() -> set[int]:
-    """The CPUs this process may run on (every one the host counts where the platform has no affinity)."""
-    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
 
 
 def own_cpus(allowed: Collection[int], worker: int, share: int) -> list[int]:

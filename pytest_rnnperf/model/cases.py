@@ -126,4 +126,3 @@ def param_id(name: str) -> str:
     "": the ready suite names each matrix test by its case."""
     _, bracket, param = name.partition("[")
     return param[:-1] if bracket and param.endswith("]") else ""
-
