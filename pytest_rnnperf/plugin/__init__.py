@@ -318,14 +318,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(LiveFailures(config), LIVE_FAILURES)
         config.pluginmanager.register(TestSpan(session), TEST_SPAN)
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
-        from pytest_rnnperf.plugin.schedule import Sharding, record_cost
+        from pytest_rnnperf.plugin.schedule import Sharding, record_cost, record_framework
 
         def ahead(cases: list[str]) -> str | None:
             """The line the workers' budgets start with, foreseen here (None without a budget)."""
             return session.budget_for(cases, len(session.plan)).ahead() if session.settings.budget > 0 else None
 
-        config.pluginmanager.register(Sharding(lambda case: record_cost(session.stored.stored_record(case)), ahead),
-                                      SHARDING)
+        stored = session.stored.stored_record
+        config.pluginmanager.register(Sharding(lambda key: record_cost(stored(key)), ahead,
+                                               lambda key: record_framework(stored(key))), SHARDING)
     problem = storage_problem(config, session)
     if problem:
         raise pytest.UsageError(problem)

@@ -76,12 +76,21 @@ def keras_groups() -> dict[str, str]:
     return {name: spec.name for name, spec in keras_specs().items()}
 
 
-def starts(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str]) -> str:
-    """The framework a test starts in its worker: its case's (``group_of``), or for a test parametrized by a Keras
-    backend alone (the ready suite's ``test_...[tensorflow]``), the backend that runs Keras there; else ""."""
+def no_framework(nodeid: str) -> str:
+    """What ``starts`` knows of a test's stored record without one: no framework."""
+    return ""
+
+
+def starts(nodeid: str, known: AbstractSet[str], keras: Mapping[str, str],
+           stored: Callable[[str], str] = no_framework) -> str:
+    """The framework a test starts in its worker: its case's (``group_of``), for a test parametrized by a Keras
+    backend alone (the ready suite's ``test_...[tensorflow]``) the backend that runs Keras there, else the one its
+    stored record names (``stored`` of its node id: a model test), where ``known``; else ""."""
     # Such a test is no matrix case (the budget does not count it), but it starts its framework all the same: left
-    # without a group, the costliest of them started TensorFlow in both workers where one would have done.
-    return group_of(nodeid, known) or keras.get(case_id(nodeid), "")
+    # without a group, the costliest of them started TensorFlow in both workers where one would have done, and the
+    # torch model tests started torch on the GPU of a worker that had none (5 s each on two H200s).
+    found = group_of(nodeid, known) or keras.get(case_id(nodeid), "")
+    return found or (framework if (framework := stored(nodeid)) in known else "")
 
 
 def pick(pending: Sequence[int], costs: Sequence[float], groups: Sequence[str], mine: AbstractSet[str],
@@ -110,9 +119,11 @@ class CostScheduling(LoadScheduling):
 
     collection: list[str] | None  # xdist's: the tests every worker collected, once they agree
 
-    def __init__(self, config: pytest.Config, log: Producer | None, stored: Callable[[str], float | None]) -> None:
+    def __init__(self, config: pytest.Config, log: Producer | None, stored: Callable[[str], float | None],
+                 framework: Callable[[str], str] = no_framework) -> None:
         super().__init__(config, log)
         self._stored = stored
+        self._framework = framework  # the framework a test's stored record names (``starts``)
         self._groups: list[str] = []  # the framework each collected test starts (``starts``)
         self._costs: list[float] = []  # each collected test's stored cost (``costs_of``)
         self._started: dict[WorkerController, set[str]] = {}  # the frameworks each worker was sent
@@ -126,7 +137,7 @@ class CostScheduling(LoadScheduling):
         collection: list[str] = collections[0]
         self.collection = collection
         known, keras = frameworks(), keras_groups()
-        self._groups = [starts(nodeid, known, keras) for nodeid in collection]
+        self._groups = [starts(nodeid, known, keras, self._framework) for nodeid in collection]
         self._costs = costs_of(collection, self._stored)
         self.pending[:] = longest_first(self._costs)
         for _ in range(AHEAD):
@@ -206,9 +217,11 @@ class Sharding:
     own lines never reach the terminal), and what each worker's tests took."""
 
     def __init__(self, stored: Callable[[str], float | None],
-                 ahead: Callable[[list[str]], str | None] = lambda cases: None) -> None:
+                 ahead: Callable[[list[str]], str | None] = lambda cases: None,
+                 framework: Callable[[str], str] = no_framework) -> None:
         self.stored = stored
         self.ahead = ahead  # the budget's line for these cases (``Budget.ahead``), or None
+        self.framework = framework  # the framework a test's stored record names (``starts``)
         self.costs: dict[str, WorkerCost] = {}
         self.known = frameworks()
         self.keras = keras_groups()
@@ -228,7 +241,7 @@ class Sharding:
     @pytest.hookimpl(tryfirst=True)  # before xdist's own (trylast), and only for its default mode
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> CostScheduling | None:
         """``--dist load`` (what ``-n`` gives): the costliest tests first; any other mode stays xdist's."""
-        return CostScheduling(config, log, self.stored) if config.getvalue("dist") == "load" else None
+        return CostScheduling(config, log, self.stored, self.framework) if config.getvalue("dist") == "load" else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count a worker's report (xdist names the worker in ``report.node``); a test counts once, at its setup."""
@@ -237,7 +250,7 @@ class Sharding:
             return
         worker = str(node.gateway.id)
         old = self.costs.get(worker, WorkerCost())
-        group = starts(report.nodeid, self.known, self.keras)
+        group = starts(report.nodeid, self.known, self.keras, self.framework)
         frameworks = old.frameworks + ((group,) if group and group not in old.frameworks else ())
         self.costs[worker] = WorkerCost(old.seconds + report.duration, old.tests + (report.when == "setup"), frameworks)
 
@@ -249,3 +262,8 @@ class Sharding:
 def record_cost(record: CaseRecord | None) -> float | None:
     """A stored record's seconds over every phase; None without one (or one stored before phases were timed)."""
     return sum(record.cost_s.values()) if record is not None and record.cost_s else None
+
+
+def record_framework(record: CaseRecord | None) -> str:
+    """The framework a stored record's case or model ran on; "" without one."""
+    return record.case.framework if record is not None else ""

@@ -48,9 +48,12 @@ class Simulated:
     ended: dict[str, float]
 
 
-def _started(nodeid: str) -> list[str]:
+def _started(nodeid: str, models: dict[str, str] | None = None) -> list[str]:
     """The frameworks a test really starts in its worker, whatever the scheduler is told (tests patch what it sees):
-    its case's, both of a cross check (``torch-vs-tf-...``), or the one running Keras for a ``[tensorflow]`` test."""
+    its case's, both of a cross check (``torch-vs-tf-...``), the one running Keras for a ``[tensorflow]`` test, or a
+    model test's own (``models``: node id -> framework)."""
+    if models and nodeid in models:
+        return [models[nodeid]]
     param = case_id(nodeid)
     first, dash, rest = param.partition("-")
     if not (dash and first in frameworks()):
@@ -59,13 +62,16 @@ def _started(nodeid: str) -> list[str]:
 
 
 def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float],
-              start: float | dict[str, float] = 0.0) -> Simulated:
+              start: float | dict[str, float] = 0.0, models: dict[str, str] | None = None,
+              told: bool = True) -> Simulated:
     """Run ``nodeids`` taking ``costs`` seconds on two workers, ``known`` their stored costs; a worker's first test
-    of a framework (``starts``) takes ``start`` seconds more (or ``start[framework]``).
+    of a framework (``starts``) takes ``start`` seconds more (or ``start[framework]``). ``models``: the framework
+    each model test runs on, which its stored record tells the scheduler where ``told``.
 
     A worker starts a test only once it holds the next (or is told to stop), as pytest-xdist's workers do.
     """
-    sched = CostScheduling(_config(), None, known.get)
+    told_of: dict[str, str] = (models or {}) if told else {}
+    sched = CostScheduling(_config(), None, known.get, lambda nodeid: told_of.get(nodeid, ""))
     nodes = [FakeNode("gw0"), FakeNode("gw1")]
     for node in nodes:
         sched.add_node(node)
@@ -76,7 +82,7 @@ def _simulate(nodeids: list[str], costs: list[float], known: dict[str, float],
     while ready := [n for n in nodes if sched.node2pending[n] and (len(sched.node2pending[n]) > 1 or n.shutting_down)]:
         node = min(ready, key=lambda n: out.ended[n.gateway.id])  # the worker that frees up first takes its next test
         name, index = node.gateway.id, sched.node2pending[node][0]
-        for group in _started(nodeids[index]):
+        for group in _started(nodeids[index], models):
             if group not in out.frameworks[name]:
                 out.frameworks[name].append(group)
                 out.ended[name] += start.get(group, 0.0) if isinstance(start, dict) else start
@@ -175,12 +181,35 @@ def test_a_costly_keras_test_no_longer_starts_tensorflow_in_the_second_worker(mo
     nodeids, costs = [n for n, _ in shape], [c for _, c in shape]
     known_costs = {(case_id(n) if group_of(n, frameworks()) else n): c for n, c in shape}
     grouped = _simulate(nodeids, costs, known_costs, start=4.0)
-    monkeypatch.setattr(schedule, "starts", lambda nodeid, known, keras: group_of(nodeid, known))  # as before
+    monkeypatch.setattr(schedule, "starts", lambda nodeid, known, keras, stored: group_of(nodeid, known))  # as before
     ungrouped = _simulate(nodeids, costs, known_costs, start=4.0)
     tf_in = {name: sum("tf" in f for f in run.frameworks.values()) for name, run in [("grouped", grouped),
                                                                                      ("ungrouped", ungrouped)]}
     assert tf_in == {"grouped": 1, "ungrouped": 2}, (grouped.frameworks, ungrouped.frameworks)
     assert max(grouped.ended.values()) <= max(ungrouped.ended.values())
+
+
+def test_a_model_test_goes_where_the_framework_its_stored_record_names_started() -> None:
+    """On two H200s the ready suite's torch model tests (no framework in their ids) took 5 s each in the worker that
+    ran TensorFlow and JAX, which started torch on its GPU for them. Told their stored record's framework, they go
+    to torch's worker, the workers start fewer frameworks, and the night ends earlier."""
+    known, keras = frameworks(), keras_groups()
+    model = "suites/test_models.py::test_{}_on_cudnn"
+    assert starts(model.format("char_lm"), known, keras, lambda nodeid: "torch") == "torch"
+    assert starts(model.format("char_lm"), known, keras, lambda nodeid: "mxnet") == ""  # no framework it knows
+    assert starts(model.format("char_lm"), known, keras) == ""  # no stored record: goes in its turn, as before
+    assert starts("t[tf-lstm-a]", known, keras, lambda nodeid: "torch") == "tf"  # a case's own id comes first
+    tests = [(f"t[torch-{i}]", cost) for i, cost in enumerate([3.0, 2.0] + [1.0] * 20)]
+    tests += [(f"t[tf-{i}]", cost) for i, cost in enumerate([4.0, 3.0] + [1.0] * 14)]
+    tests += [(model.format("char_lm"), 2.0), (model.format("bigru_classifier"), 0.5)]
+    nodeids, costs = [n for n, _ in tests], [c for _, c in tests]
+    stored = {(case_id(n) or n): c for n, c in tests}
+    models = {model.format("char_lm"): "torch", model.format("bigru_classifier"): "torch"}
+    runs = {told: _simulate(nodeids, costs, stored, start={"torch": 5.0, "tf": 8.0}, models=models, told=told)
+            for told in (True, False)}
+    starts_of = {told: sum(len(f) for f in run.frameworks.values()) for told, run in runs.items()}
+    assert starts_of == {True: 3, False: 4}, {told: run.frameworks for told, run in runs.items()}
+    assert max(runs[True].ended.values()) < max(runs[False].ended.values())
 
 
 def test_a_cross_check_goes_where_its_costlier_framework_started_and_its_worker_starts_both() -> None:
@@ -201,7 +230,7 @@ def test_a_cross_check_goes_where_its_costlier_framework_started_and_its_worker_
     start = {"tf": 9.0, "keras_torch": 10.0, "keras_jax": 8.0, "jax": 3.0, "torch": 2.0}
     by_second = _simulate(nodeids, costs, stored, start=start)
     with pytest.MonkeyPatch.context() as patch:  # grouped by the first framework, as before
-        patch.setattr(schedule, "starts", lambda nodeid, known, keras: case_id(nodeid).partition("-")[0])
+        patch.setattr(schedule, "starts", lambda nodeid, known, keras, stored: case_id(nodeid).partition("-")[0])
         by_first = _simulate(nodeids, costs, stored, start=start)
     starts_of = [sum(len(f) for f in run.frameworks.values()) for run in (by_second, by_first)]
     assert starts_of[0] < starts_of[1], (by_second.frameworks, by_first.frameworks)
