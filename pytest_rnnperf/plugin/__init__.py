@@ -29,6 +29,7 @@ from pytest_rnnperf.measure.placement import Placement, place, plan, usable_gpus
 from pytest_rnnperf.measure.threads import (ThreadShare, allowed_cpus, cpu_ranges, limit_imported, limit_worker,
                                             own_cpus, pin_process)
 from pytest_rnnperf.model.cases import Case
+from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.plugin import hooks
 from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchmark_session, compare_fail_problems,
                                              compare_without_our_section, configure, machine_id, move_tables,
@@ -324,7 +325,10 @@ def pytest_configure(config: pytest.Config) -> None:
             """The line the workers' budgets start with, foreseen here (None without a budget)."""
             return session.budget_for(cases, len(session.plan)).ahead() if session.settings.budget > 0 else None
 
-        stored = session.stored.stored_record
+        def stored(key: str) -> CaseRecord | None:
+            """The newest stored record of a case or test, read when asked: the history loads after this hook."""
+            return session.stored.stored_record(key)
+
         config.pluginmanager.register(Sharding(lambda key: record_cost(stored(key)), ahead,
                                                lambda key: record_framework(stored(key))), SHARDING)
     problem = storage_problem(config, session)

@@ -147,3 +147,40 @@ def test_every_worker_starts_a_collected_frameworks_subprocess_at_collection_as_
     loaded.unlink()
     run(project).assert_outcomes(passed=3)
     assert "faraway main" in loaded.read_text().splitlines()
+
+
+# Conftest hooks that write the controller's scheduler as the run left it: each collected test's stored cost and group.
+SCHEDULER_SEEN = """
+
+import json, os
+
+SEEN = {}
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_xdist_make_scheduler(config, log):
+    outcome = yield
+    SEEN["scheduler"] = outcome.get_result()
+
+def pytest_sessionfinish(session):
+    scheduler = SEEN.get("scheduler")
+    if scheduler is not None:
+        with open(os.environ["FAKE_SCHEDULER_SEEN"], "w") as out:
+            json.dump({"costs": scheduler._costs, "groups": scheduler._groups}, out)
+"""
+
+
+def test_the_controller_orders_the_tests_by_the_costs_and_frameworks_of_the_history_it_loaded(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history loads after the scheduler is made: it must read the costs when the workers have collected, not
+    the empty store before (on two H200s every test counted as the median and the night ran in collection order,
+    each worker starting every framework)."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    seen = project.path / "scheduler.json"
+    monkeypatch.setenv("FAKE_SCHEDULER_SEEN", str(seen))
+    run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
+    conftest = project.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + SCHEDULER_SEEN)
+    run(project, "-p", "xdist", "-n", "2").assert_outcomes(passed=2)
+    scheduler = json.loads(seen.read_text())
+    assert len(scheduler["costs"]) == 2 and all(cost > 0 for cost in scheduler["costs"]), scheduler  # stored ones
+    assert scheduler["groups"] == ["torch", "torch"], scheduler
