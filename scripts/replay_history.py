@@ -9,6 +9,8 @@ and every kernel with the kernel rule (nearest mode, reports included as the plu
 half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
 name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
+``--steady NOISE`` also judges each held-out process on its steady kernels: the sum of the kernels every other
+process ran, each within NOISE between them (the logs' deviation, so a minority speed counts), at the device floor.
 ``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
@@ -95,6 +97,43 @@ def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Poli
     return caught
 
 
+def steady_kernels(processes: Sequence[ProcessSummary], limit: float) -> list[str]:
+    """The kernels every one of ``processes`` ran, each within ``limit`` between them (``tails``: a kernel at two
+    speeds, one of them in a few processes, is no steady kernel however small its median deviation)."""
+    names = dict.fromkeys(n for s in processes for n in s.kernels)
+    return [n for n in names if all(s.kernels.get(n, 0.0) > 0 for s in processes)
+            and xp.spread([s.kernels[n] for s in processes], tails=True).noise <= limit]
+
+
+def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
+                  policy: Policy) -> tuple[float, float, float] | None:
+    """``now``'s steady-kernel time against ``rest``'s (kernels chosen from ``rest`` alone): its change, the threshold
+    and the share of the step they cover; None where ``rest`` has no steady kernel ``now`` ran."""
+    names = [n for n in steady_kernels(rest, limit) if now.kernels.get(n, 0.0) > 0]
+    if not names:
+        return None
+    sp = xp.spread([sum(s.kernels[n] for n in names) for s in rest])
+    mine = sum(now.kernels[n] for n in names)
+    share = mine / sum(v for v in now.kernels.values())
+    return mine / sp.center - 1, sp.threshold(policy.device_effect, policy.history_k), share
+
+
+def steady_replay(processes: list[ProcessSummary], limit: float, policy: Policy,
+                  slower: float = 1.03) -> tuple[list[float], int, int]:
+    """Each held-out process against the rest on its steady kernels: the alarms (changes beyond the threshold), how
+    many would fail with the whole step ``slower``, and how many could be judged at all."""
+    alarms, caught, judged = [], 0, 0
+    for i, now in enumerate(processes):
+        found = steady_change(processes[:i] + processes[i + 1:], now, limit, policy)
+        if found is None:
+            continue
+        change, threshold, _ = found
+        judged += 1
+        alarms += [change] if change > threshold else []
+        caught += (1 + change) * slower - 1 > threshold
+    return alarms, caught, judged
+
+
 def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k: float) -> list[float]:
     """The held-out processes' changes beyond their threshold (toward slower), one per alarm."""
     values = [s.get(metric) for s in processes]
@@ -145,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("gpu_folder", type=Path)
     parser.add_argument("--extra", type=Path, nargs="*", default=[], help="rnnperf.json reports of runs not kept")
     parser.add_argument("--host-floor", type=float, default=Policy().host_effect)
+    parser.add_argument("--steady", type=float, default=None, metavar="NOISE",
+                        help="also judge each process on its kernels within NOISE (e.g. 0.01) between the others")
     args = parser.parse_args(argv)
     if not find_all(args.gpu_folder.parent, args.gpu_folder.name, None):
         print(f"error: {args.gpu_folder}: no stored runs", file=sys.stderr)
@@ -177,7 +218,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     timed = [h for h in cases.values() if all(s.get(BALANCED) for s in h)]
     print(f"a whole step 3% slower failed by device or balanced time in "
           f"{sum(slowdown_caught(h, 1.03, policy) for h in timed)} of {sum(len(h) for h in timed)}")
+    if args.steady is not None:
+        print_steady(cases, args.steady, policy)
     return 0
+
+
+def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: Policy) -> None:
+    """The steady-kernel replay: its alarms, the slowdowns it fails, and each case's threshold and share of the step
+    on its whole history."""
+    # Processes stored before kernel tables were kept have none: the rest of the case's history is replayed.
+    timed = {c: k for c, h in cases.items() if len(k := [s for s in h if s.get(BUSY) and s.kernels]) >= 4}
+    runs = {c: steady_replay(h, limit, policy) for c, h in timed.items()}
+    alarms = [(c, a) for c, (found, _, _) in runs.items() for a in found]
+    print(f"steady kernels (within {limit:.1%}): {len(alarms)} held-out process(es) beyond the threshold"
+          + "".join(f"\n  {c}: {a:+.1%}" for c, a in alarms))
+    print(f"a whole step 3% slower failed on its steady kernels in {sum(r[1] for r in runs.values())} of "
+          f"{sum(r[2] for r in runs.values())} judged ({sum(len(h) for h in timed.values())} held out)")
+    for case_id, h in timed.items():
+        names = steady_kernels(h, limit)
+        sums = [sum(s.kernels[n] for n in names) for s in h] if names else []
+        threshold = xp.spread(sums).threshold(policy.device_effect, policy.history_k) if names else None
+        share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, h)])) if names else 0.0
+        print(f"  {case_id}: {len(names)} steady kernel(s), {share:.0%} of the summed kernel time, "
+              + ("no threshold" if threshold is None else f"threshold {threshold:.1%}"))
 
 
 if __name__ == "__main__":

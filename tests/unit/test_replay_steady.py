@@ -1,0 +1,44 @@
+"""scripts/replay_history.py --steady: which kernels count as steady, and a held-out process judged on them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from pytest_rnnperf.judge.policy import Policy
+from pytest_rnnperf.model.process import ProcessSummary
+
+
+def _replay() -> ModuleType:
+    """The script, loaded as a module (scripts/ is no package)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "replay_history.py"
+    spec = importlib.util.spec_from_file_location("replay_history", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _process(source: str, gemm: float, cell: float, busy: float = 0.010) -> ProcessSummary:
+    """A process of a step with a GEMM and a cuDNN cell kernel (seconds per step)."""
+    return ProcessSummary("case", source, {"busy": busy, "kernel/gemm": gemm, "kernel/cell": cell})
+
+
+def test_a_kernel_at_two_speeds_in_a_few_processes_is_no_steady_kernel_however_small_its_median_deviation() -> None:
+    """As the H100 history's GRU GEMM: 2.7 ms in most processes, 3.1-3.5 ms in a third of them. Its median deviation
+    reads under 1%; the logs' deviation does not, so only the cell kernel is steady."""
+    replay = _replay()
+    history = [_process(f"p{i}", 0.0032 if i % 3 == 0 else 0.0027, 0.0050 * (1 + 0.001 * (i % 2))) for i in range(12)]
+    assert replay.steady_kernels(history, 0.01) == ["cell"]
+
+
+def test_a_held_out_process_is_judged_on_the_steady_kernels_of_the_others_alone() -> None:
+    """Its own two-speed GEMM moves nothing; its cell kernel 5% slower is beyond the 3% threshold, 1% is not."""
+    replay = _replay()
+    rest = [_process(f"p{i}", 0.0032 if i % 3 == 0 else 0.0027, 0.0050) for i in range(12)]
+    change, threshold, share = replay.steady_change(rest, _process("now", 0.0040, 0.0050 * 1.05), 0.01, Policy())
+    assert round(change, 3) == 0.05 and threshold == Policy().device_effect and 0.5 < share < 0.6
+    assert replay.steady_change(rest, _process("now", 0.0040, 0.0050 * 1.01), 0.01, Policy())[0] < threshold
+    assert replay.steady_replay(rest, 0.01, Policy(), slower=1.05) == ([], 12, 12)  # no alarm, every slowdown failed
+    assert replay.steady_replay(rest, 0.01, Policy(), slower=1.01) == ([], 0, 12)
