@@ -9,8 +9,8 @@ and every kernel with the kernel rule (nearest mode, reports included as the plu
 half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
 name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
-``--steady NOISE`` also judges each held-out process on its steady kernels: the sum of the kernels every other
-process ran, each within NOISE between them (the logs' deviation, so a minority speed counts), at the device floor.
+``--steady NOISE`` also judges each held-out process on its steady kernels (``across.steady_kernels`` of the others
+at NOISE; the plugin's ``rules.SteadyTime`` uses 1%), at the device floor.
 ``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
@@ -97,19 +97,11 @@ def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Poli
     return caught
 
 
-def steady_kernels(processes: Sequence[ProcessSummary], limit: float) -> list[str]:
-    """The kernels every one of ``processes`` ran, each within ``limit`` between them (``tails``: a kernel at two
-    speeds, one of them in a few processes, is no steady kernel however small its median deviation)."""
-    names = dict.fromkeys(n for s in processes for n in s.kernels)
-    return [n for n in names if all(s.kernels.get(n, 0.0) > 0 for s in processes)
-            and xp.spread([s.kernels[n] for s in processes], tails=True).noise <= limit]
-
-
 def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
                   policy: Policy) -> tuple[float, float, float] | None:
     """``now``'s steady-kernel time against ``rest``'s (kernels chosen from ``rest`` alone): its change, the threshold
     and the share of the step they cover; None where ``rest`` has no steady kernel ``now`` ran."""
-    names = [n for n in steady_kernels(rest, limit) if now.kernels.get(n, 0.0) > 0]
+    names = [n for n in xp.steady_kernels(rest, limit) if now.kernels.get(n, 0.0) > 0]
     if not names:
         return None
     sp = xp.spread([sum(s.kernels[n] for n in names) for s in rest])
@@ -235,7 +227,7 @@ def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: P
     print(f"a whole step 3% slower failed on its steady kernels in {sum(r[1] for r in runs.values())} of "
           f"{sum(r[2] for r in runs.values())} judged ({sum(len(h) for h in timed.values())} held out)")
     for case_id, h in timed.items():
-        names = steady_kernels(h, limit)
+        names = xp.steady_kernels(h, limit)
         sums = [sum(s.kernels[n] for n in names) for s in h] if names else []
         threshold = xp.spread(sums).threshold(policy.device_effect, policy.history_k) if names else None
         share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, h)])) if names else 0.0

@@ -112,11 +112,14 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
 
 
 def _why_noisy(case_id: str, processes: Sequence[ProcessSummary]) -> list[str]:
-    """What limits the case where its own noise does, one line per cause (``judge.sensitivity.noise_causes``)."""
+    """What limits the case where its own noise does, or spreads its busy time where its steady kernels resolve the
+    floor instead, one line per cause (``judge.sensitivity.noise_causes``)."""
     s = sensitivity(case_id, processes, DEFAULT)
-    if s.smallest is None or s.smallest <= s.floor:
+    if s.smallest is None or (s.smallest <= s.floor and s.metric != "steady"):
         return [s.status]
     causes = noise_causes(processes)
+    if s.smallest <= s.floor:
+        return [s.status] + (["what spreads its busy time:"] + [f"  - {cause}" for cause in causes] if causes else [])
     head = f"its own noise ({s.noise:.1%}) limits it to {s.smallest:.1%}"
     if not causes:
         return [head + "; no single cause stands out in its history"]

@@ -40,6 +40,9 @@ NOISE_FLOOR = 0.005
 SMALL_HISTORY = 5
 # A kernel belongs to a process's mode when it takes at least this share of the step.
 MODE_SHARE = 0.02
+# A kernel every stored process ran within this of each other (the logs' deviation) is steady (``steady_kernels``):
+# over the H100 history such kernels' sum resolved 3% in 39 of 42 torch cases, 1 null alarm in 2,063 processes.
+STEADY_NOISE = 0.01
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,17 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
     return Comparison(metric=metric, baseline_median=sp.center, current_median=iv.estimate, ratio=ratio,
                       p_value=None, min_effect=t, verdict=verdict, higher_is_better=higher_is_better,
                       processes=sp.n, noise=sp.noise)
+
+
+def steady_kernels(history: Sequence[ProcessSummary], limit: float = STEADY_NOISE) -> list[str]:
+    """The kernels every process of ``history`` ran, each within ``limit`` between them.
+
+    The logs' deviation decides, not the median one: a GEMM at 2.7 ms in 19 H100 processes and 3.1-3.5 ms in 10
+    read 0.8% by its median deviation, and its sum with the others raised 10 false alarms in a replay.
+    """
+    names = dict.fromkeys(n for s in history for n in s.kernels if n != FOLDED)
+    return [n for n in names if all(s.kernels.get(n, 0.0) > 0 for s in history)
+            and spread([s.kernels[n] for s in history], tails=True).noise <= limit]
 
 
 def shares(summary: ProcessSummary) -> dict[str, float]:

@@ -21,7 +21,7 @@ from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
-from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, OVERLAP, metric, side_tag
+from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, OVERLAP, STEADY, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.model.stats import Interval
@@ -286,6 +286,47 @@ class BalancedTime:
         if len(past) < ctx.policy.min_processes or not now:
             return None
         return xp.across(METRICS[BALANCED].name, past, now, **ctx.across_options(ctx.policy.device_effect))
+
+
+def steady_rounds(kernel_rounds: Mapping[str, Sequence[float]], summary: ProcessSummary,
+                  names: Sequence[str]) -> list[float]:
+    """The summed time of ``names`` in each traced round, where every one has its rounds alike; else their medians'
+    sum (``summary``: a record stored before rounds were kept), as one sample."""
+    rounds = [kernel_rounds.get(n) or () for n in names]
+    if all(rounds) and len({len(r) for r in rounds}) == 1:
+        return [float(sum(values)) for values in zip(*rounds)]
+    return [sum(summary.kernels[n] for n in names)]
+
+
+@dataclass(frozen=True)
+class SteadyTime:
+    """The summed time of the cuDNN side's steady kernels (``across.steady_kernels``), judged across processes only.
+
+    A kernel that runs at two speeds by process (a cuBLAS GEMM under cuDNN) spreads the step's busy time beyond what
+    a 3% regression moves it, and so its balanced time too; the kernels beside it often hold within 1%. Their sum
+    sees a slowdown of those kernels at the 3% floor (a uniform one of the whole step, a release that slows cuDNN's
+    own elementwise kernels), where busy time could not; the two-speed kernels stay judged through busy time and the
+    kernel rule. It fails a case beside busy time, never instead.
+    """
+
+    name: str = "steady_time"
+    params: tuple[Threshold, ...] = (DEVICE_EFFECT,)
+
+    def compare(self, ctx: Context) -> Comparison | None:
+        """Per traced round, the summed time of the kernels steady across the history that this process ran too."""
+        dev = ctx.current.cudnn_device
+        if not ctx.across or dev is None or len(ctx.processes) < ctx.policy.min_processes:
+            return None
+        now_kernels = ctx.summary.kernels
+        names = [n for n in xp.steady_kernels(ctx.processes) if now_kernels.get(n, 0.0) > 0]
+        if not names:
+            return None
+        past = [sum(s.kernels[n] for n in names) for s in ctx.processes]
+        found = xp.across(METRICS[STEADY].name, past, steady_rounds(dev.kernel_rounds, ctx.summary, names),
+                          **ctx.across_options(ctx.policy.device_effect))
+        share = sum(now_kernels[n] for n in names) / (sum(now_kernels.values()) or 1.0)
+        return replace(found, why=f"{len(names)} steady kernel{'s' if len(names) != 1 else ''}, "
+                                  f"{share:.0%} of the summed kernel time")
 
 
 @dataclass(frozen=True)
@@ -564,8 +605,8 @@ def mix_changes(found: Sequence[Comparison], floor: float) -> list[Comparison]:
 
 
 # Order matters only for reading: the speedup first, then the time that decides, then what explains it.
-RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), BalancedTime(), KernelOverlap(),
-                           HostOverhead(), *COLD_RULES)
+RULES: tuple[Rule, ...] = (Speedup(), DeviceTime(), WallTime(), KernelTime(), BalancedTime(), SteadyTime(),
+                           KernelOverlap(), HostOverhead(), *COLD_RULES)
 FINDINGS: tuple[Finding, ...] = (Overlap(), HostSlowed())
 
 

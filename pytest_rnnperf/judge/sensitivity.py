@@ -27,25 +27,28 @@ class Sensitivity:
 
     case_id: str
     processes: int
-    metric: str  # "device" or "wall" (no device time in the history)
+    metric: str  # "device", "steady" (its steady kernels tell the smallest) or "wall" (no device time in the history)
     noise: float | None  # relative, between processes (None with fewer than min_processes)
     smallest: float | None  # the threshold a new process is judged at (None: judged against one record)
     floor: float
+    steady_share: float | None = None  # where the steady kernels decide: their share of the summed kernel time
 
     @property
     def status(self) -> str:
         """One phrase: resolves the floor, is limited by its noise, or needs more processes."""
         if self.smallest is None:
             return "judged against one record: record more processes (--rnnperf-record-processes) or keep nightly runs"
+        on = "" if self.steady_share is None else f" on its steady kernels ({self.steady_share:.0%} of its kernel time)"
         if self.smallest <= self.floor:
-            return f"resolves {self.floor:.0%}"
-        return (f"its own noise ({self.noise:.1%} between processes) limits it to {self.smallest:.1%}; a new kernel "
-                f"of {self.floor:.0%} of the step is still caught")
+            return f"resolves {self.floor:.0%}{on}"
+        return (f"its own noise ({self.noise:.1%} between processes) limits it to {self.smallest:.1%}{on}; a new "
+                f"kernel of {self.floor:.0%} of the step is still caught")
 
 
 def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> Sensitivity:
     """The smallest device-time (or wall-time) regression ``history`` lets a new process be failed for: on busy
-    time, or on busy and kernel time together (``rules.BalancedTime``), whichever tells the smaller one."""
+    time, on busy and kernel time together (``rules.BalancedTime``), or on its steady kernels (``rules.SteadyTime``,
+    with the share of the kernel time they cover), whichever tells the smallest."""
     busy = [v for s in history if (v := s.get(BUSY))]
     metric, values, floor = ("device", busy, policy.device_effect) if busy else (
         "wall", [v for s in history if (v := s.get(WALL))], policy.min_effect)
@@ -56,7 +59,24 @@ def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy)
     if metric == "device" and len(both) >= policy.min_processes:
         spreads.append(xp.spread(both))
     sp = min(spreads, key=lambda one: one.threshold(floor, policy.history_k))
-    return Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
+    found = Sensitivity(case_id, sp.n, metric, sp.noise, sp.threshold(floor, policy.history_k), floor)
+    steady = _steady(case_id, history, policy) if metric == "device" else None
+    return steady if steady is not None and steady.smallest is not None and found.smallest is not None \
+        and steady.smallest < found.smallest else found
+
+
+def _steady(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> Sensitivity | None:
+    """What the history's steady kernels tell (``rules.SteadyTime``), over the processes that kept kernel tables;
+    None where fewer than ``min_processes`` did or no kernel is steady."""
+    tabled = [s for s in history if s.kernels and (s.get(BUSY) or 0) > 0]
+    names = xp.steady_kernels(tabled) if len(tabled) >= policy.min_processes else []
+    if not names:
+        return None
+    sums = [sum(s.kernels[n] for n in names) for s in tabled]
+    sp = xp.spread(sums)
+    share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, tabled)]))
+    return Sensitivity(case_id, sp.n, "steady", sp.noise,
+                       sp.threshold(policy.device_effect, policy.history_k), policy.device_effect, share)
 
 
 # Causes are read only off a history this long: a few processes show no shape.

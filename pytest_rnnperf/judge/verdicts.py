@@ -159,6 +159,16 @@ class CaseVerdict:
         return self.balanced is not None and self.balanced.verdict is Verdict.REGRESSED
 
     @property
+    def steady(self) -> Comparison | None:
+        """The summed time of the kernels steady across the history, where judged (``SteadyTime``)."""
+        return self.comparisons.get("steady_time")
+
+    @property
+    def steady_regressed(self) -> bool:
+        """The kernels that every stored process ran alike got slower together, whatever the busy time did."""
+        return self.steady is not None and self.steady.verdict is Verdict.REGRESSED
+
+    @property
     def overlap(self) -> Comparison | None:
         """How many kernels ran at once against the least of the history's processes (``KernelOverlap``)."""
         return self.comparisons.get("kernel_overlap")
@@ -170,9 +180,10 @@ class CaseVerdict:
 
     @property
     def verdict(self) -> Verdict:
-        """The cuDNN-time verdict, or regressed where a kernel, busy and kernel time together, or the kernels'
-        overlap regressed: another kernel's speedup excuses nothing."""
-        if self.regressed_kernels or self.drift or self.balanced_regressed or self.overlap_regressed:
+        """The cuDNN-time verdict, or regressed where a kernel, busy and kernel time together, the steady kernels or
+        the kernels' overlap regressed: another kernel's speedup excuses nothing."""
+        if (self.regressed_kernels or self.drift or self.balanced_regressed or self.steady_regressed
+                or self.overlap_regressed):
             return Verdict.REGRESSED
         return self.time.verdict
 

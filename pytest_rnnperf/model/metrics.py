@@ -81,7 +81,7 @@ class Metric:
 WALL, BUSY, WORK, HOST, KERNEL, PROBE = "wall", "busy", "work", "host", "kernel/", "host_probe"
 # Judged, never stored: the geometric mean of busy and work, per round (``judge.rules.BalancedTime``), and their
 # ratio, how many kernels ran at once (``judge.rules.KernelOverlap``).
-BALANCED, OVERLAP = "balanced", "overlap"
+BALANCED, OVERLAP, STEADY = "balanced", "overlap", "steady"
 SPEEDUP, WALL_SPEEDUP, DEVICE_SPEEDUP, FLOOR = "speedup", "wall_speedup", "device_speedup", "floor"
 TFLOPS, ENERGY_PER_STEP, GPU_BUSY, PARITY, LAUNCHES, COST = (
     "tflops", "energy_per_step_j", "gpu_busy", "parity", "launches_per_step", "cost_s")
@@ -94,6 +94,8 @@ METRICS: Mapping[str, Metric] = {m.tag: m for m in (
     Metric(WORK, "cudnn kernel time", "cuDNN summed kernel time per step", "s", DURATION),
     Metric(BALANCED, "cudnn balanced time", "cuDNN device time with its overlap balanced out: the geometric mean of "
            "busy and summed kernel time per step", "s", DURATION),
+    Metric(STEADY, "cudnn steady time", "the summed time per step of the cuDNN side's kernels that ran within 1% "
+           "in every stored process (a kernel at two speeds left out)", "s", DURATION),
     Metric(OVERLAP, "cudnn kernel overlap", "how many of the cuDNN side's kernels ran at once: summed kernel time over "
            "busy time per step", "x", RATIO, higher_is_better=True),
     Metric(HOST, "cudnn host overhead", "cuDNN host overhead per step (wall minus device time)", "s", DURATION),

@@ -505,12 +505,15 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
 
 def deciding(v: CaseVerdict) -> Comparison:
     """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else busy and kernel time
-    together (``balanced_time``), else the kernels' overlap, else the host overhead."""
+    together (``balanced_time``), else the steady kernels (``steady_time``), else the kernels' overlap, else the host
+    overhead."""
 
     if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
         return v.regressed_kernels[0]
     if v.time.verdict is not Verdict.REGRESSED and v.balanced_regressed and v.balanced is not None:
         return v.balanced
+    if v.time.verdict is not Verdict.REGRESSED and v.steady_regressed and v.steady is not None:
+        return v.steady
     if v.time.verdict is not Verdict.REGRESSED and v.overlap_regressed and v.overlap is not None:
         return v.overlap
     if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
@@ -643,6 +646,33 @@ def record_kernel_lines(base: CaseRecord | None, now: CaseRecord | None, rows: i
         return []
     changes = kernel_changes(base.cudnn_device.kernels, now.cudnn_device.kernels)
     return [c.describe() for c in changes[:rows]] or ["no kernel moved by more than 5% of its time"]
+
+
+def finest_threshold(v: CaseVerdict) -> tuple[float, bool] | None:
+    """The smallest change a case judged across processes on device time could fail for (busy, balanced or steady
+    time, whichever tells the smallest), and whether its steady kernels tell it; None for any other case."""
+    if not v.processes or v.basis != "device":
+        return None
+    judged = [c for c in (v.time, v.balanced, v.steady) if c is not None]
+    finest = min(judged, key=lambda c: c.min_effect)
+    return finest.min_effect, finest is v.steady and v.time.min_effect > finest.min_effect
+
+
+def resolution_line(verdicts: Iterable[CaseVerdict]) -> str:
+    """e.g. "sensitivity: 39 of 42 case(s) judged across processes see 3.0% (18 of them on their steady kernels);
+    the rest 3.3-4.0% ...", empty where no case was judged across processes on device time."""
+    found = [f for v in verdicts if (f := finest_threshold(v)) is not None]
+    if not found:
+        return ""
+    finest = min(t for t, _ in found)
+    seen = [steady for t, steady in found if t <= finest + 1e-9]
+    rest = sorted(t for t, _ in found if t > finest + 1e-9)
+    line = (f"sensitivity: {len(seen)} of {len(found)} case(s) judged across processes see {finest:.1%} "
+            f"({sum(seen)} of them on their steady kernels)")
+    if not rest:
+        return line
+    span = f"{rest[0]:.1%}" if f"{rest[0]:.1%}" == f"{rest[-1]:.1%}" else f"{rest[0]:.1%}-{rest[-1]:.1%}"
+    return line + f"; the rest {span} (python -m pytest_rnnperf sensitivity says why)"
 
 
 def verdict_counts(verdicts: Any) -> str:

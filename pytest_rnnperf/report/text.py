@@ -22,7 +22,7 @@ from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIM
                                         UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, below_floor,
                                         build_rows, comparison_cells, env_diff_lines, kernel_lines, not_run)
 from pytest_rnnperf.report.rows import shown as _v
-from pytest_rnnperf.report.rows import time_spent, verdict_counts
+from pytest_rnnperf.report.rows import resolution_line, time_spent, verdict_counts
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -284,6 +284,7 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
             else f"cuDNN {verdict.basis} time regressed" if verdict.time.verdict is Verdict.REGRESSED
             else "a cuDNN-side kernel regressed" if verdict.regressed_kernels
             else "cuDNN busy and kernel time together regressed" if verdict.balanced_regressed
+            else "cuDNN steady kernels regressed" if verdict.steady_regressed
             else "cuDNN kernels overlapped less than in any stored process" if verdict.overlap_regressed
             else "cuDNN device time drifted")
     processes = verdict.processes or (verdict.cold_regressed[0].processes if cold else 0)  # cold: its own history
@@ -295,7 +296,8 @@ def regression_failure(verdict: CaseVerdict, run: RunView) -> str:
         + (f" [{verdict.host_bound}; threshold {verdict.time.min_effect:.0%}]" if verdict.host_bound else ""),
         f"  {'metric':<19} {'baseline':>12} {'now':>12} {'ratio [95% CI]':>24} {'p':>8}  verdict",
     ]
-    judged = [c for c in (verdict.time, verdict.work, verdict.balanced, verdict.overlap, verdict.host) if c is not None]
+    judged = [c for c in (verdict.time, verdict.work, verdict.balanced, verdict.steady, verdict.overlap, verdict.host)
+              if c is not None]
     lines += [_comparison_row(c) for c in (*judged, *([verdict.speedup] if verdict.speedup is not None else []))]
     if verdict.host_regressed:
         lines.append(f"  {verdict.host_line()}")
@@ -366,6 +368,8 @@ def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
                  "device time decides, wall time where either has none; see docs/judging.md:"]
     lines += text_table(VERDICT_HEADER, [row.cells for row in rows.verdicts], right={2, 3, 4}, width=width)
     lines.append("verdicts: " + verdict_counts(row.verdict for row in rows.verdicts))
+    resolution = resolution_line(row.verdict for row in rows.verdicts)
+    lines += [resolution] if resolution else []
     lines += unjudged
     for row in rows.verdicts:
         v = row.verdict

@@ -577,3 +577,87 @@ def test_a_host_slow_enough_for_the_history_s_slope_to_explain_the_drop_passes_a
     alike = _overlap_now(1.07, 4.51, _overlap_history(tuple((2.0, ov) for ov in (1.3, 1.4, 1.25, 1.45))))
     assert alike.overlap.verdict is Verdict.AMBIGUOUS and not alike.fails
     assert "too few stored probes to say how much less it overlaps" in alike.overlap.why
+
+
+def _two_kernels(seed: int, gemm_ms: float, cell_ms: float, n: int = 8) -> CaseRecord:
+    """A record whose step runs a GEMM and a cuDNN cell kernel one after the other (busy = their sum), each round
+    0.2% apart, with the kernels' own rounds kept."""
+    from pytest_rnnperf.model.timing import DeviceTiming, Measurement
+
+    rng = np.random.default_rng(seed + 500)
+    gemm = tuple(gemm_ms / 1e3 * rng.lognormal(0, 0.002, n))
+    cell = tuple(cell_ms / 1e3 * rng.lognormal(0, 0.002, n))
+    step = tuple(g + c for g, c in zip(gemm, cell))
+    dev = DeviceTiming(busy=Measurement("cudnn", step, 4, timer="device"),
+                       work=Measurement("cudnn", step, 4, timer="device-work"), launches_per_step=2.0,
+                       kernels=(KernelStat("sgemm_128x128", gemm_ms, 1.0), KernelStat("LSTM_elementWise_fp", cell_ms, 1.0)),
+                       kernel_rounds={"sgemm_128x128": gemm, "LSTM_elementWise_fp": cell})
+    return record("a", 9.0, seed=seed, cudnn_device=dev)
+
+
+def _two_speed_gemm(n: int = 15) -> list[ProcessSummary]:
+    """As the H100's T60-B4700 LSTM: a GEMM at 3.2, 3.7 or 4.5 ms by process, the cell kernel within 0.3% (3.0 ms)."""
+    return [summarize(_two_kernels(i, (3.2, 3.7, 4.5)[i % 3], 3.0 * (1 + 0.003 * ((i % 5) - 2) / 2)), f"process {i}")
+            for i in range(n)]
+
+
+def test_a_slowdown_of_the_steady_kernels_fails_where_a_two_speed_gemm_hides_it_in_the_busy_time() -> None:
+    """The cell kernel 5% slower moves the step 2%, inside the busy time's 14% spread: the steady kernels regress,
+    the case fails, and the failure says so with what they cover."""
+    from pytest_rnnperf.report.rows import deciding
+
+    history = _two_speed_gemm()
+    slower = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(90, 3.7, 3.0 * 1.05), history=history)
+    assert slower is not None and slower.time.verdict is not Verdict.REGRESSED and slower.time.min_effect > 0.1
+    assert slower.steady is not None and slower.steady.verdict is Verdict.REGRESSED and slower.fails
+    assert slower.steady.min_effect == 0.03 and deciding(slower) is slower.steady
+    assert slower.steady.metric == "cudnn steady time" and slower.steady.why.startswith("1 steady kernel, 4")
+
+
+def test_the_two_speed_gemm_at_its_slowest_speed_fails_nothing_on_the_steady_kernels() -> None:
+    """The GEMM at the speed a third of the history ran: the steady kernels held, and so the case passes."""
+    quiet = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(91, 4.5, 3.0), history=_two_speed_gemm())
+    assert quiet is not None and quiet.steady is not None and quiet.steady.verdict is Verdict.UNCHANGED
+    assert not quiet.fails
+
+
+def test_steady_kernels_are_judged_across_processes_only_and_the_sensitivity_says_what_they_cover() -> None:
+    """One record against one: no such comparison. The history above resolves 3% on its steady kernels, not on
+    its busy time, and says what share of the kernel time those are."""
+    from pytest_rnnperf.judge.policy import Policy as Thresholds
+    from pytest_rnnperf.judge.sensitivity import sensitivity
+
+    one = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(2, 3.7, 3.0 * 1.05))
+    assert one is not None and one.steady is None
+    found = sensitivity("a", _two_speed_gemm(), Thresholds())
+    assert (found.metric, found.smallest) == ("steady", 0.03)
+    assert found.status == "resolves 3% on its steady kernels (45% of its kernel time)"
+
+
+def test_a_kernel_at_two_speeds_in_a_few_processes_is_no_steady_kernel_however_small_its_median_deviation() -> None:
+    """As the H100 history's GRU GEMM: 2.7 ms in most processes, 3.2 ms in a third. Its median deviation reads
+    under 1%; the logs' deviation does not, so only the cell kernel is steady (a folded row never is)."""
+    from pytest_rnnperf.judge.across import steady_kernels
+    from pytest_rnnperf.model.process import FOLDED
+
+    history = [ProcessSummary("a", f"p{i}", {"kernel/gemm": 0.0032 if i % 3 == 0 else 0.0027,
+                                             "kernel/cell": 0.0050 * (1 + 0.001 * (i % 2)), "kernel/" + FOLDED: 1e-4})
+               for i in range(12)]
+    assert steady_kernels(history) == ["cell"]
+
+
+def test_the_summary_counts_the_cases_that_see_the_floor_and_how_many_on_their_steady_kernels() -> None:
+    """Two cases judged across processes see 3% (one on its steady kernels, one on busy and kernel time together);
+    one judged against a single record is not counted; one whose busy time alone decides at 3.3% is the rest."""
+    from pytest_rnnperf.report.rows import resolution_line
+
+    steady = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(92, 3.7, 3.0), history=_two_speed_gemm())
+    together = judge(record("a", 9.0, seed=1, cudnn_dev_ms=5.5, cudnn_work_ms=7.0),
+                     record("a", 9.0, seed=41, cudnn_dev_ms=5.5, cudnn_work_ms=7.0), history=_overlapping())
+    single = judge(record("a", 1.0, seed=5, cudnn_dev_ms=0.8), record("a", 1.0, seed=6, cudnn_dev_ms=0.8))
+    assert steady is not None and together is not None and single is not None
+    coarse = replace(steady, comparisons={"cudnn_time": replace(steady.time, min_effect=0.033)})
+    assert resolution_line([steady, together, single, coarse]) == (
+        "sensitivity: 2 of 3 case(s) judged across processes see 3.0% (1 of them on their steady kernels); the rest "
+        "3.3% (python -m pytest_rnnperf sensitivity says why)")
+    assert resolution_line([single]) == ""
