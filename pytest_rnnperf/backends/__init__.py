@@ -51,8 +51,12 @@ INJECT_NO_TENSOR_OP_ENV = "RNNPERF_INJECT_NO_TENSOR_OP"
 # layer and direction, one after the other (torch: backends/torch_common.py), as a release that gave up running
 # the two directions concurrently would; the same kernels' work, less overlap.
 INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
+# "<case-id glob>=<percent>": the torch cuDNN side of the matching cases runs each timed step over that many percent
+# more timesteps (the sequence's last ones again; parity still checks the case's own inputs): the same kernels do
+# more work, as a release that slows them all would, where a spin adds a kernel of its own.
+INJECT_LONGER_ENV = "RNNPERF_INJECT_LONGER_STEP"
 INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
-                                INJECT_COLD_ENV)
+                                INJECT_COLD_ENV, INJECT_LONGER_ENV)
 # The variables of globs alone (a case has the fault or not), and why they take no =<amount>.
 GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without tensor-op math or not",
                                INJECT_SERIALIZE_ENV: "the case runs its directions one after the other or not"}
@@ -63,7 +67,8 @@ GLOBS_ALONE: dict[str, str] = {INJECT_NO_TENSOR_OP_ENV: "the case runs without t
 MAX_INJECT_US = 1_000_000
 # Each variable's unit and largest value: a first call's cold cost is seconds, a minute is beyond any use.
 INJECT_UNITS: Mapping[str, tuple[str, float, str]] = {
-    INJECT_COLD_ENV: ("milliseconds", 60_000, "milliseconds is more than 60000 (a minute in one first call)")}
+    INJECT_COLD_ENV: ("milliseconds", 60_000, "milliseconds is more than 60000 (a minute in one first call)"),
+    INJECT_LONGER_ENV: ("percent", 100, "percent is more than 100 (twice the sequence)")}
 _PER_STEP = ("microseconds", MAX_INJECT_US, f"microseconds per step is more than {MAX_INJECT_US} (1 s)")
 
 

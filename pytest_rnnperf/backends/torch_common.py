@@ -9,6 +9,7 @@ torch is imported only when one of these is called, never when this module loads
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import warnings
 from collections import Counter
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
-                                     BackendUnavailable, injection_for)
+from pytest_rnnperf.backends import (INJECT_ENV, INJECT_HOST_ENV, INJECT_LONGER_ENV, INJECT_NO_TENSOR_OP_ENV,
+                                     INJECT_SERIALIZE_ENV, BackendUnavailable, injection_for)
 from pytest_rnnperf.backends.cold import once_per_process
 from pytest_rnnperf.backends.base import (FrameworkBackend, format_cudnn_version, get_value, loaded_libraries,
                                           runtime_info)
@@ -126,6 +127,25 @@ def injected_no_tensor_op(case_id: str, environ: dict[str, str] | None = None) -
 def injected_serial(case_id: str, environ: dict[str, str] | None = None) -> bool:
     """``case_id`` matches RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL: its cuDNN side runs its directions one by one."""
     return injection_for(case_id, INJECT_SERIALIZE_ENV, environ) is not None
+
+
+def longer_steps(case_id: str, steps: int, environ: dict[str, str] | None = None) -> int:
+    """Timesteps RNNPERF_INJECT_LONGER_STEP adds to each timed cuDNN step of ``case_id`` (0: none; at least one where
+    it names the case)."""
+    percent = injection_for(case_id, INJECT_LONGER_ENV, environ)
+    return 0 if not percent else max(1, math.ceil(steps * percent / 100))
+
+
+def lengthened(x: Any, grads: tuple[Any, ...], extra: int) -> tuple[Any, tuple[Any, ...]]:
+    """Time-major ``x`` and its upstream gradients with their last ``extra`` timesteps again (the final states'
+    gradients as they are): one more stretch of the same sequence for the same kernels."""
+    torch = import_torch()
+
+    def longer(t: Any) -> Any:
+        return torch.cat([t, t[-extra:]], dim=0)
+
+    x_long = longer(x.detach()).requires_grad_(x.requires_grad)
+    return x_long, (longer(grads[0]), *grads[1:])
 
 
 def serialized_forward(module: Any, x: Any, passes: dict[tuple[int, str], Any] | None = None) -> tuple[Any, Any]:
@@ -333,14 +353,20 @@ class TorchImpl:
     _inject_host_s: float = 0.0
     _inject_serial: bool = False
     _passes: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)  # the serialized fault's modules
+    # The timed step's inputs: the timing inputs, or a longer sequence where RNNPERF_INJECT_LONGER_STEP names the case.
+    _step_x: Any = field(default=None, repr=False)
+    _step_grads: tuple[Any, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
         self._x, self._grads = self._device_inputs(self.inputs)
+        self._step_x, self._step_grads = self._x, self._grads
         if self.name == "cudnn" and self.device.startswith("cuda"):
             self._inject_cycles = injected_cycles(self.case.id)
             self._inject_host_s = injected_us(self.case.id, INJECT_HOST_ENV) / 1e6
             self._inject_serial = self.case.shape.bidirectional and injected_serial(self.case.id)
+        if self.name == "cudnn" and (extra := longer_steps(self.case.id, int(self._x.shape[0]))):
+            self._step_x, self._step_grads = lengthened(self._x, self._grads, extra)
 
     def _forward(self, x: Any) -> tuple[Any, Any]:
         """The module on ``x``: at once, or direction by direction where the serializing fault is injected."""
@@ -382,7 +408,7 @@ class TorchImpl:
 
     def step(self) -> None:
         """One timed step; nothing is copied to the host and the device is not synchronized here."""
-        self._run(self._x, self._grads, want_grads=self.case.mode == "train")
+        self._run(self._step_x, self._step_grads, want_grads=self.case.mode == "train")
         if self._inject_cycles:
             import_torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
         if self._inject_host_s:  # injected host-side delay: a busy wait, as slower dispatch would be

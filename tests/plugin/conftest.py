@@ -134,6 +134,7 @@ def make_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("RNNPERF_INJECT_HOST_DELAY_US", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_NO_TENSOR_OP", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", raising=False)
+    monkeypatch.delenv("RNNPERF_INJECT_LONGER_STEP", raising=False)
     monkeypatch.delenv("RNNPERF_INJECT_COLD_DELAY_MS", raising=False)
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(test_cases=TEST_FILE.replace("FLOOR", "2.0"))

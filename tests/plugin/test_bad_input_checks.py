@@ -173,7 +173,8 @@ def test_a_report_folder_written_before_reports_were_marked_is_still_a_report_fo
 @pytest.mark.parametrize("option", ["--rnnperf-update-baseline", "--rnnperf-keep-run"])
 @pytest.mark.parametrize("name, value", [("RNNPERF_INJECT_CUDNN_DELAY_US", "torch-*=30"),
                                          ("RNNPERF_INJECT_HOST_DELAY_US", "torch-*=30"),
-                                         ("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", "torch-*-bi")])
+                                         ("RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL", "torch-*-bi"),
+                                         ("RNNPERF_INJECT_LONGER_STEP", "torch-*=3")])
 def test_storing_a_run_with_a_fault_injected_is_refused_before_the_run(project: pytest.Pytester,
                                                                        monkeypatch: pytest.MonkeyPatch, option: str,
                                                                        name: str, value: str) -> None:

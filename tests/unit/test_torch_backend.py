@@ -184,3 +184,30 @@ def test_the_serializing_fault_takes_case_id_globs_alone() -> None:
     assert not injected_serial("torch-lstm-train-fp32-T28-B128-I28-H128-L1", env)
     with pytest.raises(ValueError, match="'torch-\\*=1' is not a <case-id glob>"):
         parse_injection("torch-*=1", INJECT_SERIALIZE_ENV)
+
+
+def test_the_longer_step_injection_lengthens_only_the_named_cudnn_sides_timed_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNNPERF_INJECT_LONGER_STEP='torch-lstm-*=10': the cuDNN side's timed step runs 10% more timesteps (the last
+    ones again, at least one), its parity inputs stay the case's own, and the generic side is untouched."""
+    from pytest_rnnperf.backends import INJECT_ENVS, INJECT_LONGER_ENV
+    from pytest_rnnperf.backends.torch_common import TorchImpl, longer_steps
+
+    monkeypatch.setenv(INJECT_LONGER_ENV, "torch-lstm-*=10")
+    case = Case("torch", "lstm", Shape(12, 2, 3, 4))
+    weights = reference.init_weights("lstm", 3, 4)
+    inputs = reference.make_inputs(case)
+    sides = {impl: TorchImpl(impl, case, build_module(case, weights, "cpu"), "cpu", inputs, weights)
+             for impl in ("cudnn", "generic")}
+    cudnn, generic = sides["cudnn"], sides["generic"]
+    assert cudnn._step_x.shape[0] == 14 and cudnn._step_grads[0].shape[0] == 14  # ceil(12 * 10%) = 2 more
+    torch.testing.assert_close(cudnn._step_x[12:], cudnn._x[10:])
+    assert cudnn._step_grads[1] is cudnn._grads[1]  # the final state's gradient keeps its shape
+    assert generic._step_x is generic._x and cudnn._x.shape[0] == 12
+    cudnn.step()
+    torch.testing.assert_close(cudnn.result().output, generic.result().output)  # parity: the case's own inputs
+    assert longer_steps("torch-gru-train", 12) == 0 and longer_steps("torch-lstm-x", 50) == 5
+    assert longer_steps("torch-lstm-x", 3, {INJECT_LONGER_ENV: "torch-*=1"}) == 1  # at least one timestep
+    assert INJECT_LONGER_ENV in INJECT_ENVS
+    with pytest.raises(ValueError, match="percent is more than 100"):
+        parse_injection("torch-*=150", INJECT_LONGER_ENV)
