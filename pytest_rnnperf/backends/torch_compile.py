@@ -211,8 +211,9 @@ class CompiledImpl(TorchImpl):
     _config: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        """Move the timing inputs to the device once; no injected delays (the spec says can_inject=False)."""
+        """Move the timing inputs to the device once; no injected faults (the spec says can_inject=False)."""
         self._x, self._grads = self._device_inputs(self.inputs)
+        self._step_x, self._step_grads = self._x, self._grads  # a longer step would compile again
 
     def _run(self, x: Any, grads: tuple[Any, ...], want_grads: bool) -> tuple[Any, Any, Any, tuple[Any, ...]]:
         """The torch backend's forward (+ backward) under this side's dynamo config."""
