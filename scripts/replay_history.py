@@ -104,8 +104,8 @@ def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
     names = [n for n in xp.steady_kernels(rest, limit) if now.kernels.get(n, 0.0) > 0]
     if not names:
         return None
-    sp = xp.spread([sum(s.kernels[n] for n in names) for s in rest])
-    mine = sum(now.kernels[n] for n in names)
+    sp = xp.spread([xp.steady_time(s, names) for s in rest])
+    mine = xp.steady_time(now, names)
     share = mine / sum(v for v in now.kernels.values())
     return mine / sp.center - 1, sp.threshold(policy.device_effect, policy.history_k), share
 
@@ -228,7 +228,7 @@ def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: P
           f"{sum(r[2] for r in runs.values())} judged ({sum(len(h) for h in timed.values())} held out)")
     for case_id, h in timed.items():
         names = xp.steady_kernels(h, limit)
-        sums = [sum(s.kernels[n] for n in names) for s in h] if names else []
+        sums = [xp.steady_time(s, names) for s in h] if names else []
         threshold = xp.spread(sums).threshold(policy.device_effect, policy.history_k) if names else None
         share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, h)])) if names else 0.0
         print(f"  {case_id}: {len(names)} steady kernel(s), {share:.0%} of the summed kernel time, "

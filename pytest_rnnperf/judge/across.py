@@ -118,6 +118,11 @@ def steady_kernels(history: Sequence[ProcessSummary], limit: float = STEADY_NOIS
             and spread([s.kernels[n] for s in history], tails=True).noise <= limit]
 
 
+def steady_time(summary: ProcessSummary, names: Sequence[str]) -> float:
+    """A process's summed time per step of the kernels ``names`` (``steady_kernels``, each of which it ran)."""
+    return sum(summary.kernels[n] for n in names)
+
+
 def shares(summary: ProcessSummary) -> dict[str, float]:
     """Each kernel's share of this process's step (its summed kernel time, else its busy time)."""
     step = summary.get("work") or summary.get("busy") or 0.0

@@ -295,7 +295,7 @@ def steady_rounds(kernel_rounds: Mapping[str, Sequence[float]], summary: Process
     rounds = [kernel_rounds.get(n) or () for n in names]
     if all(rounds) and len({len(r) for r in rounds}) == 1:
         return [float(sum(values)) for values in zip(*rounds)]
-    return [sum(summary.kernels[n] for n in names)]
+    return [xp.steady_time(summary, names)]
 
 
 @dataclass(frozen=True)
@@ -321,10 +321,10 @@ class SteadyTime:
         names = [n for n in xp.steady_kernels(ctx.processes) if now_kernels.get(n, 0.0) > 0]
         if not names:
             return None
-        past = [sum(s.kernels[n] for n in names) for s in ctx.processes]
+        past = [xp.steady_time(s, names) for s in ctx.processes]
         found = xp.across(METRICS[STEADY].name, past, steady_rounds(dev.kernel_rounds, ctx.summary, names),
                           **ctx.across_options(ctx.policy.device_effect))
-        share = sum(now_kernels[n] for n in names) / (sum(now_kernels.values()) or 1.0)
+        share = xp.steady_time(ctx.summary, names) / (sum(now_kernels.values()) or 1.0)
         return replace(found, why=f"{len(names)} steady kernel{'s' if len(names) != 1 else ''}, "
                                   f"{share:.0%} of the summed kernel time")
 

@@ -72,7 +72,7 @@ def _steady(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> 
     names = xp.steady_kernels(tabled) if len(tabled) >= policy.min_processes else []
     if not names:
         return None
-    sums = [sum(s.kernels[n] for n in names) for s in tabled]
+    sums = [xp.steady_time(s, names) for s in tabled]
     sp = xp.spread(sums)
     share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, tabled)]))
     return Sensitivity(case_id, sp.n, "steady", sp.noise,

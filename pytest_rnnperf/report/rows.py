@@ -655,7 +655,7 @@ def finest_threshold(v: CaseVerdict) -> tuple[float, bool] | None:
         return None
     judged = [c for c in (v.time, v.balanced, v.steady) if c is not None]
     finest = min(judged, key=lambda c: c.min_effect)
-    return finest.min_effect, finest is v.steady and v.time.min_effect > finest.min_effect
+    return finest.min_effect, finest is v.steady  # the first of equals: steady only where it tells less
 
 
 def resolution_line(verdicts: Iterable[CaseVerdict]) -> str:
