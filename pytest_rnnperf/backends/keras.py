@@ -38,8 +38,8 @@ from pytest_rnnperf.backends.keras_layers import (
 from pytest_rnnperf.backends.keras_model_steps import build_pair
 from pytest_rnnperf.backends.padding import padded_f32, padding_for
 from pytest_rnnperf.backends.torch_common import (
-    TorchFramework, build_on_device, dispatched_ops, import_torch, injected_cycles, precision_flags,
-    restore_thread_count, torch_dtype, torch_runtime_info, warm_cuda,
+    TorchFramework, build_on_device, dispatched_ops, import_torch, injected_cycles, lengthened, longer_steps,
+    precision_flags, restore_thread_count, torch_dtype, torch_runtime_info, warm_cuda,
 )
 from pytest_rnnperf.model.cold import ColdCost
 from pytest_rnnperf.model.reference import CaseInputs
@@ -129,13 +129,19 @@ class KerasTorchImpl:
     _args: tuple[Any, ...] = field(default=(), repr=False)
     _variables: list[list[list[Any]]] = field(default_factory=list, repr=False)
     _inject_cycles: int = 0  # RNNPERF_INJECT_CUDNN_DELAY_US: a device spin after each cuDNN step
+    # The timed step's inputs: the timing inputs, or a longer sequence where RNNPERF_INJECT_LONGER_STEP names the case.
+    _step_args: tuple[Any, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         """Move the timing inputs to the device once, so no step copies from the host."""
         self._variables = [layer_variables(layer, self.case.shape.directions) for layer in self.layers]
-        self._args = self._device_inputs(self.inputs)
+        self._args = self._step_args = self._device_inputs(self.inputs)
         if self.name == "cudnn" and self.device.startswith("cuda"):
             self._inject_cycles = injected_cycles(self.case.id)
+        x, d_out, d_h, d_c = self._args
+        if self.name == "cudnn" and (extra := longer_steps(self.case.id, int(x.shape[1]))):
+            x_long, (d_out_long,) = lengthened(x, (d_out,), extra, dim=1)  # batch-major: time is axis 1
+            self._step_args = (x_long, d_out_long, d_h, d_c)
 
     @property
     def _train(self) -> bool:
@@ -175,7 +181,7 @@ class KerasTorchImpl:
 
     def step(self) -> None:
         """One timed step; nothing is copied to the host and the device is not synchronized here."""
-        self._run(self._args, want_grads=self._train)
+        self._run(self._step_args, want_grads=self._train)
         if self._inject_cycles:
             import_torch().cuda._sleep(self._inject_cycles)  # injected device-side delay (testing the detector)
 

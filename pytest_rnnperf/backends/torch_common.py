@@ -136,13 +136,14 @@ def longer_steps(case_id: str, steps: int, environ: dict[str, str] | None = None
     return 0 if not percent else max(1, math.ceil(steps * percent / 100))
 
 
-def lengthened(x: Any, grads: tuple[Any, ...], extra: int) -> tuple[Any, tuple[Any, ...]]:
-    """Time-major ``x`` and its upstream gradients with their last ``extra`` timesteps again (the final states'
-    gradients as they are): one more stretch of the same sequence for the same kernels."""
+def lengthened(x: Any, grads: tuple[Any, ...], extra: int, dim: int = 0) -> tuple[Any, tuple[Any, ...]]:
+    """``x`` and its upstream output gradient (``grads[0]``) with their last ``extra`` timesteps (along ``dim``: 0
+    time-major, 1 batch-major) again, the final states' gradients as they are: one more stretch of the same sequence
+    for the same kernels."""
     torch = import_torch()
 
     def longer(t: Any) -> Any:
-        return torch.cat([t, t[-extra:]], dim=0)
+        return torch.cat([t, t.narrow(dim, t.shape[dim] - extra, extra)], dim=dim)
 
     x_long = longer(x.detach()).requires_grad_(x.requires_grad)
     return x_long, (longer(grads[0]), *grads[1:])

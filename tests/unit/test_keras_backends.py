@@ -132,6 +132,35 @@ def test_keras_on_jax_runs_a_batch_slice_padded_through_the_timed_trace(tmp_path
     assert done.stdout.strip().splitlines()[-1] == "(5, 8, 12) (4, 8, 6) 1 2 True"
 
 
+_LONGER_SCRIPT = """
+import dataclasses, os
+from pytest_rnnperf.backends.keras import torch_backend
+from pytest_rnnperf.model import reference
+from pytest_rnnperf.model.cases import Case, Shape
+
+case = Case("keras_torch", "gru", Shape(12, 3, 4, 5, 2, bidirectional=True))
+weights = reference.init_weights("gru", 4, 5, 2, True, seed=3)
+inputs = reference.make_inputs(case, seed=4)
+side = torch_backend().build(case, weights, inputs, impls=("generic",)).generic
+os.environ["RNNPERF_INJECT_LONGER_STEP"] = "keras_torch-gru-*=10"
+named = dataclasses.replace(side, name="cudnn")  # the side the injection names, its layers as built
+named.step()
+print(tuple(side._step_args[0].shape), tuple(named._step_args[0].shape), tuple(named._step_args[1].shape),
+      named._step_args[2] is named._args[2], tuple(named.result().output.shape))
+"""
+
+
+def test_the_longer_step_injection_lengthens_a_keras_on_torch_step_along_its_time_axis(tmp_path: Path) -> None:
+    """RNNPERF_INJECT_LONGER_STEP names a Keras-on-torch case: its cuDNN side's timed step runs 2 more timesteps of
+    12 (batch-major), the layers take the longer sequence, and the result is still the case's own 12 timesteps."""
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("Keras on torch needs keras and torch installed")
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    done = subprocess.run([sys.executable, "-c", _LONGER_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(3, 12, 4) (3, 14, 4) (3, 14, 10) True (12, 3, 10)"
+
+
 def test_importing_the_keras_backends_imports_no_framework() -> None:
     """The module loads without Keras, torch or JAX being imported."""
     code = ("import sys, pytest_rnnperf.backends.keras, pytest_rnnperf.backends.keras_layers; "

@@ -211,3 +211,15 @@ def test_the_longer_step_injection_lengthens_only_the_named_cudnn_sides_timed_st
     assert INJECT_LONGER_ENV in INJECT_ENVS
     with pytest.raises(ValueError, match="percent is more than 100"):
         parse_injection("torch-*=150", INJECT_LONGER_ENV)
+
+
+def test_a_batch_major_sequence_is_lengthened_along_its_time_axis() -> None:
+    """Keras on torch keeps its inputs batch-major: the longer step repeats the last timesteps along axis 1, and
+    the final states' gradients stay as they are."""
+    from pytest_rnnperf.backends.torch_common import lengthened
+
+    x = torch.arange(2 * 5 * 3, dtype=torch.float32).reshape(2, 5, 3)
+    d_out, d_h = torch.ones(2, 5, 4), torch.zeros(2, 4)
+    x_long, (d_out_long, d_h_same) = lengthened(x, (d_out, d_h), 2, dim=1)
+    assert x_long.shape == (2, 7, 3) and d_out_long.shape == (2, 7, 4) and d_h_same is d_h
+    torch.testing.assert_close(x_long[:, 5:], x[:, 3:])
