@@ -26,13 +26,14 @@
 # A run kept on the machine (--rnnperf-keep-run) is not in the next call's tree: `suite` keeps a copy in /tmp for the
 # calls after it on the same machine and puts one in $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py
-# <baseline> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
+# <stored run or GPU folder> 0.05) spins 5% of each case's cuDNN device time; RNNPERF_INJECT_HOST_DELAY_US='torch-*=500' waits on the host.
 # Tensor-op math dropped: RNNPERF_INJECT_NO_TENSOR_OP='torch-lstm-*fp16*' runs the torch cuDNN side of the matching
 # fp16/bf16/tf32 cases in IEEE fp32 (labelled as before), so the precision gate must fail them by their kernel names.
 # RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL='torch-*-bi' runs the matching bidirectional torch cases' cuDNN side one
 # direction after the other (same weights, same outputs): busy time up, kernels' work the same; it must fail.
-# RNNPERF_INJECT_LONGER_STEP='torch-*=3' runs each timed step of the matching torch cases' cuDNN side over 3% more
-# timesteps: the same kernels 3% busier, no kernel of its own; cudnn steady time must fail them.
+# RNNPERF_INJECT_LONGER_STEP='*torch-*=3' runs each timed step of the matching torch and Keras-on-torch cases' cuDNN
+# side over 3% more timesteps: the same cuDNN kernels busier, no kernel of its own (what it did to the step: the H100
+# evidence README, 2026-11-27, nineteenth).
 # RNNPERF_INJECT_COLD_DELAY_MS='torch-lstm-*=1500' sleeps 1.5 s inside the cuDNN side's first call after build of the
 # matching cases (never in a timed step): their first call regresses and fails them, their steady verdict holds.
 # Timings on an H100 (evidence README, 2026-11-25): the whole nightly in one call, with the compile cache warm and the
