@@ -5,7 +5,8 @@ A case is judged against the stored baseline of this GPU model:
 - ``compare`` puts a bootstrap interval on the ratio of medians (current / baseline) and runs a two-sided
   Mann-Whitney test on the raw samples. Regressed or improved needs the whole interval beyond the threshold's
   band *and* p < ``alpha``; unchanged needs the whole interval inside the band; anything else is ambiguous,
-  and an ambiguous case is timed once more and decided on both windows' rounds (``judge_remeasuring``).
+  and an undecided case (device, balanced or steady time ambiguous) is timed once more and decided on both windows'
+  rounds (``judge_remeasuring``).
 - Where both runs have device time (CUPTI), the cuDNN side's device time decides, at ``device_effect``
   (or at the case's own between-process noise measured by null runs, where higher: ``noise``) and on its
   estimate (the whole interval on the worse side of no change is enough, see ``compare``): it is what cuDNN,
@@ -186,6 +187,14 @@ class CaseVerdict:
                 or self.overlap_regressed):
             return Verdict.REGRESSED
         return self.time.verdict
+
+    @property
+    def undecided(self) -> bool:
+        """Regressed on nothing and ambiguous on a step metric that can fail the case by itself (device, balanced or
+        steady time): another window of rounds may decide it (``judge_remeasuring``)."""
+        if self.verdict is Verdict.REGRESSED:
+            return False
+        return any(c is not None and c.verdict is Verdict.AMBIGUOUS for c in (self.time, self.balanced, self.steady))
 
     @property
     def host_regressed(self) -> bool:
@@ -374,13 +383,15 @@ def clock_checked(verdict: CaseVerdict, ctx: Context, again: Callable[[CaseRecor
 def judge_remeasuring(baseline: CaseRecord, current: CaseRecord, remeasure: Callable[[], CaseRecord],
                       policy: Policy = Policy(), history: Sequence[ProcessSummary] = ()
                       ) -> tuple[CaseRecord, CaseVerdict | None]:
-    """Judge; an ambiguous case is timed once more (``remeasure``) and both windows' rounds, pooled, decide.
+    """Judge; an undecided case (``CaseVerdict.undecided``: its device, balanced or steady time ambiguous) is timed
+    once more (``remeasure``) and both windows' rounds, pooled, decide.
 
     Pooling rather than replacing: a true shift near the threshold leaves the interval across the band edge
-    in either window alone; twice the rounds narrow it.
+    in either window alone; twice the rounds narrow it. Balanced and steady time count too: each fails a case by
+    itself, and the steady kernels' interval comes from the few traced rounds alone.
     """
     verdict = judge(baseline, current, policy, history=history)
-    if verdict is not None and verdict.verdict is Verdict.AMBIGUOUS:
+    if verdict is not None and verdict.undecided:
         current = current.pooled_with(remeasure())
         verdict = judge(baseline, current, policy, remeasured=True, history=history)
     return current, verdict

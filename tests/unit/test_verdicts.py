@@ -579,14 +579,14 @@ def test_a_host_slow_enough_for_the_history_s_slope_to_explain_the_drop_passes_a
     assert "too few stored probes to say how much less it overlaps" in alike.overlap.why
 
 
-def _two_kernels(seed: int, gemm_ms: float, cell_ms: float, n: int = 8) -> CaseRecord:
+def _two_kernels(seed: int, gemm_ms: float, cell_ms: float, n: int = 8, sigma: float = 0.002) -> CaseRecord:
     """A record whose step runs a GEMM and a cuDNN cell kernel one after the other (busy = their sum), each round
-    0.2% apart, with the kernels' own rounds kept."""
+    ``sigma`` apart (0.2%), with the kernels' own rounds kept."""
     from pytest_rnnperf.model.timing import DeviceTiming, Measurement
 
     rng = np.random.default_rng(seed + 500)
-    gemm = tuple(gemm_ms / 1e3 * rng.lognormal(0, 0.002, n))
-    cell = tuple(cell_ms / 1e3 * rng.lognormal(0, 0.002, n))
+    gemm = tuple(gemm_ms / 1e3 * rng.lognormal(0, sigma, n))
+    cell = tuple(cell_ms / 1e3 * rng.lognormal(0, sigma, n))
     step = tuple(g + c for g, c in zip(gemm, cell))
     dev = DeviceTiming(busy=Measurement("cudnn", step, 4, timer="device"),
                        work=Measurement("cudnn", step, 4, timer="device-work"), launches_per_step=2.0,
@@ -612,6 +612,27 @@ def test_a_slowdown_of_the_steady_kernels_fails_where_a_two_speed_gemm_hides_it_
     assert slower.steady is not None and slower.steady.verdict is Verdict.REGRESSED and slower.fails
     assert slower.steady.min_effect == 0.03 and deciding(slower) is slower.steady
     assert slower.steady.metric == "cudnn steady time" and slower.steady.why.startswith("1 steady kernel, 4")
+
+
+def test_steady_kernels_ambiguous_on_one_window_are_timed_once_more_and_both_windows_decide() -> None:
+    """The cell kernel 4% slower over four noisy rounds: the steady interval straddles 3% while busy time holds, so
+    the case is timed once more, and the pooled eight rounds call it regressed. Unchanged steady kernels are not."""
+    history = _two_speed_gemm()
+    first = _two_kernels(91, 3.7, 3.0 * 1.04, n=4, sigma=0.012)
+    alone = judge(_two_kernels(1, 3.7, 3.0), first, history=history)
+    assert alone is not None and alone.time.verdict is Verdict.UNCHANGED and alone.verdict is not Verdict.AMBIGUOUS
+    assert alone.steady is not None and alone.steady.verdict is Verdict.AMBIGUOUS and alone.undecided
+    windows: list[int] = []
+
+    def remeasure() -> CaseRecord:
+        windows.append(1)
+        return _two_kernels(191, 3.7, 3.0 * 1.04, n=4, sigma=0.012)
+
+    _, pooled = judge_remeasuring(_two_kernels(1, 3.7, 3.0), first, remeasure, history=history)
+    assert windows == [1] and pooled is not None and pooled.remeasured
+    assert pooled.steady is not None and pooled.steady.verdict is Verdict.REGRESSED and pooled.fails
+    held = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(91, 3.7, 3.0), history=history)
+    assert held is not None and not held.undecided
 
 
 def test_the_two_speed_gemm_at_its_slowest_speed_fails_nothing_on_the_steady_kernels() -> None:
