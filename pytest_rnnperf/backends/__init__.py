@@ -52,8 +52,9 @@ INJECT_NO_TENSOR_OP_ENV = "RNNPERF_INJECT_NO_TENSOR_OP"
 # the two directions concurrently would; the same kernels' work, less overlap.
 INJECT_SERIALIZE_ENV = "RNNPERF_INJECT_SERIALIZE_BIDIRECTIONAL"
 # "<case-id glob>=<percent>": the torch and Keras-on-torch cuDNN side of the matching cases runs each timed step over
-# that many percent more timesteps (the sequence's last ones again; parity still checks the case's own inputs): the
-# same kernels do more work, as a release that slows them all would, where a spin adds a kernel of its own.
+# that many percent more timesteps (the sequence's last ones again; parity still checks the case's own inputs):
+# cuDNN's kernels do more work, as a release that slows them all would, where a spin adds a kernel of its own (cuBLAS
+# may pick another GEMM tile for the longer sequence).
 INJECT_LONGER_ENV = "RNNPERF_INJECT_LONGER_STEP"
 INJECT_ENVS: tuple[str, ...] = (INJECT_ENV, INJECT_HOST_ENV, INJECT_NO_TENSOR_OP_ENV, INJECT_SERIALIZE_ENV,
                                 INJECT_COLD_ENV, INJECT_LONGER_ENV)
