@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script() -> ModuleType:
-    """The script, loaded as a module (scripts/ is no package)."""
-    spec = importlib.util.spec_from_file_location("injection_spec", ROOT / "scripts" / "injection_spec.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from script_modules import ROOT, load_script
 
 
 def test_a_gpu_folder_stands_for_its_newest_stored_run(tmp_path: Path) -> None:
@@ -25,14 +13,14 @@ def test_a_gpu_folder_stands_for_its_newest_stored_run(tmp_path: Path) -> None:
     for name in ("a/0002_baseline.json", "a/0010_run.json", "b/0009_run.json", "evidence/2026-11-27_null.json"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
-    assert _script().stored_run(tmp_path) == tmp_path / "a" / "0010_run.json"
-    assert _script().stored_run(tmp_path / "b" / "0009_run.json") == tmp_path / "b" / "0009_run.json"
+    assert load_script("injection_spec").stored_run(tmp_path) == tmp_path / "a" / "0010_run.json"
+    assert load_script("injection_spec").stored_run(tmp_path / "b" / "0009_run.json") == tmp_path / "b" / "0009_run.json"
 
 
 def test_a_folder_without_runs_or_a_bad_share_is_told_in_one_line(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """No traceback: exit status 2 and one line naming what is wrong."""
-    script = _script()
+    script = load_script("injection_spec")
     assert script.main([str(tmp_path), "0.03"]) == 2
     assert capsys.readouterr().err.strip() == f"injection_spec.py: {tmp_path}: no stored run (NNNN_run.json or " \
                                               "NNNN_baseline.json) under it"
@@ -40,26 +28,16 @@ def test_a_folder_without_runs_or_a_bad_share_is_told_in_one_line(tmp_path: Path
     assert "could not convert string to float: 'three'" in capsys.readouterr().err
 
 
-def test_the_stored_h200_history_gives_each_torch_case_a_spin() -> None:
+def test_the_stored_h200_history_gives_each_torch_case_a_spin(capsys: pytest.CaptureFixture[str]) -> None:
     """From the committed H200 folder (0003, recorded before Keras existed here): torch cases and torch model tests
     get a part, TF and JAX cases none."""
     folder = ROOT / "baselines" / "NVIDIA_H200"
     if not folder.is_dir():
         pytest.skip("baselines/NVIDIA_H200 is not in this checkout")
-    script = _script()
-    parts = dict(p.split("=") for p in _spin(script, folder).split(","))
+    assert load_script("injection_spec").main([str(folder), "0.03"]) == 0
+    parts = dict(p.split("=") for p in capsys.readouterr().out.strip().split(","))
     assert sum(k.startswith("torch-") for k in parts) == 30
     assert "suites/test_models.py::test_char_lm_trains_on_cudnn" in parts
     assert not any(k.startswith(("tf-", "jax-", "keras_jax-", "torch_compile")) for k in parts)
     assert all(float(v) > 0 for v in parts.values())
 
-
-def _spin(script: ModuleType, folder: Path) -> str:
-    """What the script prints for 3% of the folder's newest run."""
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert script.main([str(folder), "0.03"]) == 0
-    return out.getvalue().strip()

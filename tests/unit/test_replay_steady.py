@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
+from script_modules import load_script
 
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.model.process import ProcessSummary
-
-
-def _replay() -> ModuleType:
-    """The script, loaded as a module (scripts/ is no package)."""
-    path = Path(__file__).resolve().parents[2] / "scripts" / "replay_history.py"
-    spec = importlib.util.spec_from_file_location("replay_history", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _process(source: str, gemm: float, cell: float, busy: float = 0.010) -> ProcessSummary:
@@ -27,7 +15,7 @@ def _process(source: str, gemm: float, cell: float, busy: float = 0.010) -> Proc
 
 def test_a_held_out_process_is_judged_on_the_steady_kernels_of_the_others_alone() -> None:
     """Its own two-speed GEMM moves nothing; its cell kernel 5% slower is beyond the 3% threshold, 1% is not."""
-    replay = _replay()
+    replay = load_script("replay_history")
     rest = [_process(f"p{i}", 0.0032 if i % 3 == 0 else 0.0027, 0.0050) for i in range(12)]
     change, threshold, share = replay.steady_change(rest, _process("now", 0.0040, 0.0050 * 1.05), 0.01, Policy())
     assert round(change, 3) == 0.05 and threshold == Policy().device_effect and 0.5 < share < 0.6
