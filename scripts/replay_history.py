@@ -107,7 +107,7 @@ def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
     sp = xp.spread([xp.steady_time(s, names) for s in rest])
     mine = xp.steady_time(now, names)
     share = mine / sum(v for v in now.kernels.values())
-    return mine / sp.center - 1, sp.threshold(policy.device_effect, policy.history_k), share
+    return mine / sp.center - 1, sp.catching(policy.device_effect, policy.history_k), share
 
 
 def steady_replay(processes: list[ProcessSummary], limit: float, policy: Policy,
@@ -176,13 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("gpu_folder", type=Path)
     parser.add_argument("--extra", type=Path, nargs="*", default=[], help="rnnperf.json reports of runs not kept")
     parser.add_argument("--host-floor", type=float, default=Policy().host_effect)
+    parser.add_argument("--device-floor", type=float, default=Policy().device_effect,
+                        help="the device floor to replay at (device_effect; default the policy's)")
     parser.add_argument("--steady", type=float, default=None, metavar="NOISE",
                         help="also judge each process on its kernels within NOISE (e.g. 0.01) between the others")
     args = parser.parse_args(argv)
     if not find_all(args.gpu_folder.parent, args.gpu_folder.name, None):
         print(f"error: {args.gpu_folder}: no stored runs", file=sys.stderr)
         return 2
-    policy = Policy(host_effect=args.host_floor)
+    policy = Policy(host_effect=args.host_floor, device_effect=args.device_floor)
     cases = histories(args.gpu_folder, args.extra)
     held = sum(len(h) for h in cases.values() if all(s.get(BUSY) for s in h))
     print(f"{len(cases)} case(s) with >= 4 processes, {held} held-out processes with device time")
@@ -229,7 +231,7 @@ def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: P
     for case_id, h in timed.items():
         names = xp.steady_kernels(h, limit)
         sums = [xp.steady_time(s, names) for s in h] if names else []
-        threshold = xp.spread(sums).threshold(policy.device_effect, policy.history_k) if names else None
+        threshold = xp.spread(sums).catching(policy.device_effect, policy.history_k) if names else None
         share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, h)])) if names else 0.0
         print(f"  {case_id}: {len(names)} steady kernel(s), {share:.0%} of the summed kernel time, "
               + ("no threshold" if threshold is None else f"threshold {threshold:.1%}"))

@@ -72,10 +72,12 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
     lines = text_table(["case", "processes", "metric", "noise", "smallest", "since", "status"], rows, right={1, 3, 4},
                        width=width)
     few = [s.case_id for s in found if s.smallest is None]
-    noisy = [s.case_id for s in found if s.smallest is not None and s.smallest > s.floor]
-    lines.append(f"{len(found)} case(s): {len(found) - len(few) - len(noisy)} resolve their floor, {len(noisy)} limited by "
-                 f"their own noise, {len(few)} need {DEFAULT.min_processes} processes (record with "
-                 f"--rnnperf-record-processes, or keep nightly runs with --rnnperf-keep-run)")
+    short = [s for s in found if s.smallest is not None and not s.resolves]
+    noisy = sum(1 for s in short if s.by_noise)
+    lines.append(f"{len(found)} case(s): {len(found) - len(few) - len(short)} resolve their floor (caught 19 times in "
+                 f"20), {noisy} limited by their own noise, {len(short) - noisy} called at their floor, "
+                 f"{len(few)} need {DEFAULT.min_processes} processes (record with --rnnperf-record-processes, or keep "
+                 f"nightly runs with --rnnperf-keep-run)")
     return fit(lines, width) if width else lines
 
 
@@ -115,10 +117,10 @@ def _why_noisy(case_id: str, processes: Sequence[ProcessSummary]) -> list[str]:
     """What limits the case where its own noise does, or spreads its busy time where its steady kernels resolve the
     floor instead, one line per cause (``judge.sensitivity.noise_causes``)."""
     s = sensitivity(case_id, processes, DEFAULT)
-    if s.smallest is None or (s.smallest <= s.floor and s.metric != "steady"):
+    if s.smallest is None or (s.resolves and s.metric != "steady") or not s.by_noise:
         return [s.status]
     causes = noise_causes(processes)
-    if s.smallest <= s.floor:
+    if s.resolves:
         return [s.status] + (["what spreads its busy time:"] + [f"  - {cause}" for cause in causes] if causes else [])
     head = f"its own noise ({s.noise:.1%}) limits it to {s.smallest:.1%}"
     if not causes:

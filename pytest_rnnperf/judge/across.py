@@ -11,7 +11,10 @@ Within a process a case's rounds agree to ~0.1%, so a test on rounds finds every
   new process, never tighter than the policy's floor (3% for device time);
 - this process's value gets a bootstrap interval of its rounds' median; regressed when the whole interval lies
   beyond the threshold on the worse side, unchanged when it lies inside the band, ambiguous otherwise (then the
-  case is timed once more and decided on the pooled rounds).
+  case is timed once more and decided on the pooled rounds);
+- a change of just the threshold lands beyond it half the time. A rule that is to catch the floor itself (``catch``:
+  the steady kernels) calls at ``Z_CATCH`` noises below it, never below ``k`` noises: a change of the floor is then
+  caught 19 times in 20 where the history is quiet enough (``Spread.reach``).
 
 Each kernel of the cuDNN side is judged the same way against its own history, in absolute time per step: it
 regressed when it appeared, or grew beyond its own between-process noise, by at least ``floor`` of the step (a
@@ -43,6 +46,8 @@ MODE_SHARE = 0.02
 # A kernel every stored process ran within this of each other (the logs' deviation) is steady (``steady_kernels``):
 # over the H100 history such kernels' sum resolved 3% in 39 of 42 torch cases, 1 null alarm in 2,063 processes.
 STEADY_NOISE = 0.01
+# A change this many of its history's noises beyond the line is caught 19 times in 20 (one-sided normal quantile).
+Z_CATCH = 1.645
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,20 @@ class Spread:
 
     def threshold(self, floor: float, k: float) -> float:
         """The smallest change this history can tell from its own noise, never below ``floor``."""
-        return max(floor, k * self.noise * math.sqrt(1.0 + 1.0 / max(self.n, 1)))
+        return max(floor, self.guard(k))
+
+    def guard(self, k: float) -> float:
+        """``k`` times the noise of one new process against this history: no line is drawn nearer than this."""
+        return k * self.noise * math.sqrt(1.0 + 1.0 / max(self.n, 1))
+
+    def catching(self, floor: float, k: float) -> float:
+        """The line at which a change of ``floor`` is caught 19 times in 20: ``Z_CATCH`` noises below it, never
+        nearer than ``guard``."""
+        return max(floor - Z_CATCH * self.noise, self.guard(k))
+
+    def reach(self, line: float) -> float:
+        """The smallest change caught 19 times in 20 when called at ``line``."""
+        return line + Z_CATCH * self.noise
 
 
 def spread(values: Sequence[float], tails: bool = False) -> Spread:
@@ -85,10 +103,12 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95, seed: in
 
 
 def across(metric: str, history: Sequence[float], current: Sequence[float], *, floor: float, k: float,
-           higher_is_better: bool = False, confidence: float = 0.95, tails: bool = False) -> Comparison:
-    """This process's samples against the history's process medians (see the module's rule; ``tails``: ``spread``)."""
+           higher_is_better: bool = False, confidence: float = 0.95, tails: bool = False,
+           catch: bool = False) -> Comparison:
+    """This process's samples against the history's process medians (see the module's rule; ``tails``: ``spread``;
+    ``catch``: called at ``Spread.catching``)."""
     sp = spread(history, tails)
-    t = sp.threshold(floor, k)
+    t = sp.catching(floor, k) if catch else sp.threshold(floor, k)
     iv = median_interval(current, confidence)
     ratio = Interval(iv.estimate / sp.center, iv.low / sp.center, iv.high / sp.center, confidence)
     upper, lower = 1.0 + t, 1.0 / (1.0 + t)
@@ -105,6 +125,11 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
     return Comparison(metric=metric, baseline_median=sp.center, current_median=iv.estimate, ratio=ratio,
                       p_value=None, min_effect=t, verdict=verdict, higher_is_better=higher_is_better,
                       processes=sp.n, noise=sp.noise)
+
+
+def reach(found: Comparison) -> float:
+    """The smallest change a comparison across processes catches 19 times in 20 (``Spread.reach`` of its line)."""
+    return Spread(found.baseline_median, found.noise or 0.0, found.processes).reach(found.min_effect)
 
 
 def steady_kernels(history: Sequence[ProcessSummary], limit: float = STEADY_NOISE) -> list[str]:

@@ -33,7 +33,7 @@ def shown_path(path: Path) -> str:
 
 
 def sensitivity_line(measured: Measured, stored: Stored, policy: Policy) -> str:
-    """e.g. "; history: 28 case(s) judged across 3-6 processes, 26 resolve 3%, 2 limited by their noise"."""
+    """e.g. "; history: 28 case(s) judged across 3-6 processes, 26 resolve their floor, 2 catch only more (...)"."""
     cases = [c for c in dict.fromkeys(r.id for r in measured.results if r.cudnn is not None)]
     found = [sensitivity(c, stored.history(c).processes, policy) for c in cases]
     judged = [s for s in found if s.smallest is not None]
@@ -43,11 +43,11 @@ def sensitivity_line(measured: Measured, stored: Stored, policy: Policy) -> str:
         return f"; history: none of {len(found)} case(s) has {policy.min_processes} stored processes yet"
     counts = sorted({s.processes for s in judged})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    fine = sum(1 for s in judged if s.smallest is not None and s.smallest <= s.floor)
-    limited = [f"{s.case_id} {s.smallest:.1%}" for s in judged if s.smallest is not None and s.smallest > s.floor]
+    fine = sum(1 for s in judged if s.resolves)
+    limited = [f"{s.case_id} {s.smallest:.1%}" for s in judged if s.smallest is not None and not s.resolves]
     line = f"; history: {len(judged)} case(s) judged across {span} processes, {fine} resolve their floor"
     if limited:
-        line += f", {len(limited)} limited by their own noise ({', '.join(limited[:4])}{', ...' if len(limited) > 4 else ''})"
+        line += f", {len(limited)} catch only more ({', '.join(limited[:4])}{', ...' if len(limited) > 4 else ''})"
     if len(judged) < len(found):
         line += f", {len(found) - len(judged)} against one record"
     # Said either way: a gate that is off must not look like one that found nothing.

@@ -126,7 +126,7 @@ class Measurer:
         if self.budget is None:
             return config
         found = sensitivity(case_id, self.stored.history(case_id).processes, self.policy())
-        steady = found.smallest is not None and found.smallest <= found.floor
+        steady = found.resolves
         cap = config.timing.max_time_s
         given = self.budget.allowance(case_id, steady, cap)
         if given >= cap:

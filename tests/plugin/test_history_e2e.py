@@ -38,8 +38,9 @@ def test_a_clean_run_is_kept_and_widens_the_history(project: pytest.Pytester) ->
     assert _files(project) == ["0001_baseline.json", "0002_run.json"]
     again = run(project)
     again.assert_outcomes(passed=2)
+    # Four quiet processes draw the steady line at 4 noises (2.2%): what it catches 19 times in 20 is 3.1%, not 3%.
     again.stdout.fnmatch_lines(["*device x4*", "verdicts: 2 unchanged", "*history: 2 case(s) judged across 4 "
-                                "processes, 2 resolve their floor; drift check on*"])
+                                "processes, 0 resolve their floor, 2 catch only more*", "*3.1%*drift check on*"])
 
 
 def test_without_ruptures_the_run_says_the_drift_check_is_off(project: pytest.Pytester,

@@ -257,12 +257,39 @@ def test_a_climb_back_to_a_level_the_history_held_is_no_drift_and_the_same_step_
     assert "in device time over the history's last 2 of 13 processes" in drift(flat, 19.91 / 1e3, 0.03)
 
 def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
-    """Two processes: judged against one record; five steady: resolves 3%; noisy: limited."""
+    """Two processes: judged against one record; twelve quiet ones with a steady kernel: resolves 3%; the same without
+    kernel tables: called at the floor, which it catches half the time; noisy: limited."""
     policy = Policy()
     assert sensitivity("case", [_proc(10.0)] * 2, policy).smallest is None
-    assert sensitivity("case", [_proc(10.0 + 0.001 * i) for i in range(5)], policy).status == "resolves 3%"
+    quiet = [10.0 + 0.001 * i for i in range(12)]
+    assert sensitivity("case", [_proc(v, cell=v) for v in quiet], policy).status \
+        == "resolves 3% on its steady kernels (100% of its kernel time)"
+    floor = sensitivity("case", [_proc(v) for v in quiet], policy)
+    assert floor.status.startswith("called at its 3% floor, which it reaches half the time: 3.8% is caught 19 times")
     noisy = sensitivity("case", [_proc(v) for v in (10.0, 11.0, 9.0, 10.6, 9.4)], policy)
     assert noisy.smallest is not None and noisy.smallest > 0.03 and "limits it" in noisy.status
+
+
+def test_a_catching_line_lies_under_the_floor_by_its_noise_and_never_nearer_than_k_noises() -> None:
+    """At the 0.5% noise floor the line is 3% - 1.645 x 0.5%, and a change of 3% is caught 19 times in 20 (its reach);
+    at 0.8% noise the guard of 4 noises draws the line, and what it catches 19 times in 20 lies beyond the floor."""
+    quiet = spread([1.0 + 0.0001 * i for i in range(30)])
+    assert quiet.catching(0.03, 4.0) == pytest.approx(0.03 - 1.645 * NOISE_FLOOR)
+    assert quiet.reach(quiet.catching(0.03, 4.0)) == pytest.approx(0.03)
+    noisy = spread([1.0, 1.008, 0.992] * 10)
+    assert noisy.catching(0.03, 4.0) == pytest.approx(noisy.guard(4.0)) and noisy.guard(4.0) > 0.03 - 1.645 * noisy.noise
+    assert noisy.reach(noisy.catching(0.03, 4.0)) > 0.03
+
+
+def test_a_change_of_the_floor_regresses_on_a_catching_line_and_stays_ambiguous_on_the_floor() -> None:
+    """Thirty quiet processes, this one 3% slower with rounds 0.1% apart: the steady kernels' line calls it, the
+    floor's line (busy time's) leaves it ambiguous."""
+    history = [1.0 + 0.0001 * (i % 7) for i in range(30)]
+    now = [1.0303 * (1 + 0.001 * (i % 5 - 2)) for i in range(20)]
+    assert across("t", history, now, floor=0.03, k=4.0, catch=True).verdict is Verdict.REGRESSED
+    assert across("t", history, now, floor=0.03, k=4.0).verdict is Verdict.AMBIGUOUS
+    assert across("t", history, [v * 1.0 for v in history[:20]], floor=0.03, k=4.0, catch=True).verdict \
+        is Verdict.UNCHANGED
 
 
 def _stored(name: str, kind: str, case_ids: tuple[str, ...], reported: tuple[str, ...] = ()) -> StoredRun:

@@ -96,7 +96,7 @@ def test_sensitivity_of_one_case_says_what_spreads_it_in_the_stored_history(
     assert limited[head].endswith("; what spreads it:")
     assert "how its kernels overlap varies by process" in " ".join(limited[head + 1:])
     _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T60-B500-I32-H256-L1")
-    assert quiet[-1] == "resolves 3%"
+    assert quiet[-1] == "resolves 3% on its steady kernels (100% of its kernel time)"  # and nothing spreads it
 
 
 def test_compare_names_the_fields_an_older_format_did_not_record_apart_from_the_changes(
