@@ -233,9 +233,10 @@ def test_host_bound_slowdown_of_both_sides_is_reported_not_failed(project: pytes
 
 def test_ambiguous_case_is_timed_once_more_on_the_same_pair(project: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A device-time shift straddling the 3% band gets a second window on the pair already built; both count."""
+    """A shift straddling the steady kernels' line gets a second window on the pair already built; both count."""
     _record(project)
-    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.5148")  # +3.0%: the interval straddles the band edge
+    # +2.3%: the interval straddles the line of the steady kernels (4 noises of 0.5% at three processes: 2.31%).
+    monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.5115")
     result = run(project, "--benchmark-json=again.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*(re-measured)*", "*(re-measured)*"])
@@ -249,8 +250,9 @@ def test_ambiguous_case_is_timed_once_more_on_the_same_pair(project: pytest.Pyte
 
 
 def test_still_ambiguous_after_remeasure_does_not_fail(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A case that stays ambiguous is reported as such and does not fail the run."""
-    _record(project)
+    """A case that stays ambiguous is reported as such and does not fail the run (judged against one record: across
+    processes the steady kernels, called below 3%, would regress where the device time straddles 3%)."""
+    _record(project, "--rnnperf-record-processes=1")
     monkeypatch.setenv("FAKE_CUDNN_DEV_MS", "0.515")
     result = run(project)
     result.assert_outcomes(passed=2)

@@ -685,3 +685,6 @@ def test_the_summary_counts_the_cases_that_catch_the_floor_and_how_many_on_their
         "sensitivity: 1 of 3 case(s) judged across processes catch 3.0% 19 times in 20 (1 of them on their steady "
         "kernels); the rest 3.8%-4.1% (python -m pytest_rnnperf sensitivity says why)")
     assert resolution_line([single]) == ""
+    close = replace(steady, comparisons={"cudnn_time": replace(steady.time, min_effect=0.0222, noise=0.005)})
+    assert "catch 3.0% 19 times in 20 (1 of them on their steady kernels); the rest 3.04%-3.8% (" in \
+        resolution_line([steady, together, close])
