@@ -68,7 +68,7 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
         s = sensitivity(case_id, history.processes, DEFAULT)
         found.append(s)
         rows.append([case_id, str(s.processes), s.metric, "-" if s.noise is None else f"{s.noise:.2%}",
-                     "-" if s.smallest is None else f"{s.smallest:.1%}", history.since, s.status])
+                     s.shown, history.since, s.status])
     lines = text_table(["case", "processes", "metric", "noise", "smallest", "since", "status"], rows, right={1, 3, 4},
                        width=width)
     few = [s.case_id for s in found if s.smallest is None]
@@ -122,7 +122,7 @@ def _why_noisy(case_id: str, processes: Sequence[ProcessSummary]) -> list[str]:
     causes = noise_causes(processes)
     if s.resolves:
         return [s.status] + (["what spreads its busy time:"] + [f"  - {cause}" for cause in causes] if causes else [])
-    head = f"its own noise ({s.noise:.1%}) limits it to {s.smallest:.1%}"
+    head = f"its own noise ({s.noise:.1%}) limits it to {s.shown}"
     if not causes:
         return [head + "; no single cause stands out in its history"]
     return [head + "; what spreads it:"] + [f"  - {cause}" for cause in causes]

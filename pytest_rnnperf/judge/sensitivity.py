@@ -40,6 +40,14 @@ class Sensitivity:
         return self.smallest is not None and self.smallest <= self.floor + 1e-9
 
     @property
+    def shown(self) -> str:
+        """``smallest`` as a percentage, with a second decimal where one would read as the floor (3.02%, not 3.0%)."""
+        if self.smallest is None:
+            return "-"
+        text = f"{self.smallest:.1%}"
+        return f"{self.smallest:.2%}" if not self.resolves and text == f"{self.floor:.1%}" else text
+
+    @property
     def status(self) -> str:
         """One phrase: resolves the floor, is limited by its noise, or needs more processes."""
         if self.smallest is None:
@@ -48,9 +56,9 @@ class Sensitivity:
         if self.resolves:
             return f"resolves {self.floor:.0%}{on}"
         if not self.by_noise:
-            return (f"called at its {self.floor:.0%} floor, which it reaches half the time: {self.smallest:.1%} is "
+            return (f"called at its {self.floor:.0%} floor, which it reaches half the time: {self.shown} is "
                     f"caught 19 times in 20; a new kernel of {self.floor:.0%} of the step is still caught")
-        return (f"its own noise ({self.noise:.1%} between processes) limits it to {self.smallest:.1%}{on}; a new "
+        return (f"its own noise ({self.noise:.1%} between processes) limits it to {self.shown}{on}; a new "
                 f"kernel of {self.floor:.0%} of the step is still caught")
 
 

@@ -44,7 +44,7 @@ def sensitivity_line(measured: Measured, stored: Stored, policy: Policy) -> str:
     counts = sorted({s.processes for s in judged})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     fine = sum(1 for s in judged if s.resolves)
-    limited = [f"{s.case_id} {s.smallest:.1%}" for s in judged if s.smallest is not None and not s.resolves]
+    limited = [f"{s.case_id} {s.shown}" for s in judged if s.smallest is not None and not s.resolves]
     line = f"; history: {len(judged)} case(s) judged across {span} processes, {fine} resolve their floor"
     if limited:
         line += f", {len(limited)} catch only more ({', '.join(limited[:4])}{', ...' if len(limited) > 4 else ''})"

@@ -270,6 +270,16 @@ def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
     assert noisy.smallest is not None and noisy.smallest > 0.03 and "limits it" in noisy.status
 
 
+def test_a_reach_just_past_the_floor_is_shown_with_a_second_decimal_so_it_never_reads_as_the_floor() -> None:
+    """3.02% is "3.02%" (it does not resolve 3%); 3.0% itself and 3.4% keep one decimal."""
+    from pytest_rnnperf.judge.sensitivity import Sensitivity
+
+    assert Sensitivity("c", 30, "steady", 0.0053, 0.0302, 0.03).shown == "3.02%"
+    assert Sensitivity("c", 30, "steady", 0.005, 0.03, 0.03).shown == "3.0%"
+    assert Sensitivity("c", 30, "steady", 0.006, 0.034, 0.03).shown == "3.4%"
+    assert Sensitivity("c", 2, "device", None, None, 0.03).shown == "-"
+
+
 def test_a_catching_line_lies_under_the_floor_by_its_noise_and_never_nearer_than_k_noises() -> None:
     """At the 0.5% noise floor the line is 3% - 1.645 x 0.5%, and a change of 3% is caught 19 times in 20 (its reach);
     at 0.8% noise the guard of 4 noises draws the line, and what it catches 19 times in 20 lies beyond the floor."""
