@@ -18,7 +18,7 @@ from pytest_rnnperf.judge.noise import load as load_noise
 from pytest_rnnperf.judge.rules import thresholds as declared
 from pytest_rnnperf.judge.verdicts import Outcome, Policy, Verdict, compare_runs, confirmed, judge
 from pytest_rnnperf.model.records import BaselineError
-from pytest_rnnperf.report.rows import environment_changes, record_kernel_lines, verdict_counts
+from pytest_rnnperf.report.rows import deciding, environment_changes, record_kernel_lines, verdict_counts
 from pytest_rnnperf.report.text import fit, terminal_width
 from pytest_rnnperf.session.settings import Setting, threshold_setting, thresholds
 from pytest_rnnperf.store.baselines import find_all, machine_folder_problem, number_of
@@ -105,7 +105,10 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
                  Outcome.AMBIGUOUS_CLOCK: "CLOCK"}.get(v.outcome, str(v.verdict).upper())
         if v.host_regressed and v.verdict is not Verdict.REGRESSED:
             label = "HOST" if v.fails else "HOST-FLAG"
+        # The step metric that decided, where another than the device time: busy and kernel time, the steady kernels.
+        step = deciding(v)
         lines.append(f"{label:<10} {v.case_id}: {v.time.explain()}"
+                     + (f"; {step.explain()}" if step in (v.balanced, v.steady) and step is not None else "")
                      + (f"; {v.host.explain()}" if v.host is not None else "")
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")

@@ -182,19 +182,20 @@ class CaseVerdict:
     @property
     def verdict(self) -> Verdict:
         """The cuDNN-time verdict, or regressed where a kernel, busy and kernel time together, the steady kernels or
-        the kernels' overlap regressed: another kernel's speedup excuses nothing."""
+        the kernels' overlap regressed: another kernel's speedup excuses nothing. Where busy and kernel time together
+        or the steady kernels, which can fail a case by themselves, are ambiguous, so is the case."""
         if (self.regressed_kernels or self.drift or self.balanced_regressed or self.steady_regressed
                 or self.overlap_regressed):
             return Verdict.REGRESSED
+        if any(c is not None and c.verdict is Verdict.AMBIGUOUS for c in (self.balanced, self.steady)):
+            return Verdict.AMBIGUOUS
         return self.time.verdict
 
     @property
     def undecided(self) -> bool:
         """Regressed on nothing and ambiguous on a step metric that can fail the case by itself (device, balanced or
         steady time): another window of rounds may decide it (``judge_remeasuring``)."""
-        if self.verdict is Verdict.REGRESSED:
-            return False
-        return any(c is not None and c.verdict is Verdict.AMBIGUOUS for c in (self.time, self.balanced, self.steady))
+        return self.verdict is Verdict.AMBIGUOUS
 
     @property
     def host_regressed(self) -> bool:

@@ -507,7 +507,7 @@ def cross_rows(cross: Sequence[CrossRecord]) -> list[list[str]]:
 def deciding(v: CaseVerdict) -> Comparison:
     """The comparison behind a verdict: the cuDNN time, else the kernel that regressed, else busy and kernel time
     together (``balanced_time``), else the steady kernels (``steady_time``), else the kernels' overlap, else the host
-    overhead."""
+    overhead, else the step metric left ambiguous."""
 
     if v.time.verdict is not Verdict.REGRESSED and v.regressed_kernels:
         return v.regressed_kernels[0]
@@ -519,6 +519,8 @@ def deciding(v: CaseVerdict) -> Comparison:
         return v.overlap
     if v.time.verdict is not Verdict.REGRESSED and v.host_regressed and v.host is not None:
         return v.host
+    if v.time.verdict is not Verdict.AMBIGUOUS and v.verdict is Verdict.AMBIGUOUS:  # ambiguous on another step metric
+        return next(c for c in (v.balanced, v.steady) if c is not None and c.verdict is Verdict.AMBIGUOUS)
     return v.time
 
 

@@ -111,3 +111,31 @@ def test_compare_names_the_fields_an_older_format_did_not_record_apart_from_the_
     assert "absent ->" not in unrecorded.split(" case(s) compared")[0]
     _, same = _run(capsys, "compare", str(baselines / MACHINE / "0039_run.json"), str(baselines / MACHINE / "0040_run.json"))
     assert not any("not recorded by" in line for line in same)
+
+
+def test_compare_shows_the_steady_kernels_beside_the_device_time_where_they_alone_regressed(
+        baselines: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0047 with one case's cuDNN kernels 4% slower in every round and its busy time as measured: the device time is
+    unchanged, the steady kernels regressed, and compare's line says both, in that order."""
+    import json
+
+    monkeypatch.setenv("COLUMNS", "400")
+    case = "torch-lstm-infer-fp32-T60-B500-I32-H256-L1"
+    run = json.loads((baselines / MACHINE / "0047_run.json").read_text())
+    for bench in run["benchmarks"]:
+        stored = bench["extra_info"].get("rnnperf") or {}
+        if bench["params"].get("side") == "cudnn" and (stored.get("case") or {}).get("id") == case:
+            for kernel in stored["cudnn_device"]["kernels"]:
+                kernel["ms_per_step"] *= 1.04
+            for name, samples in stored["metrics"].items():  # each kernel's rounds
+                if name.startswith("cudnn/kernel/"):
+                    stored["metrics"][name] = [v * 1.04 for v in samples]
+    slower = tmp_path / "0047_slower.json"
+    slower.write_text(json.dumps(run))
+    code, lines = _run(capsys, "compare", str(baselines), str(slower))
+    at = next(i for i, line in enumerate(lines) if f" {case}: " in line)
+    line = " ".join([lines[at]] + [more.strip() for more in lines[at + 1:at + 3] if more.startswith(" ")])  # wrapped
+    assert code == 1 and line.startswith("REGRESSED"), line
+    device, steady = line.index("cudnn device time"), line.index("; cudnn steady time +4.")
+    assert device < steady and line[device:steady].endswith("unchanged"), line
+    assert "): regressed (3 steady kernels" in line[steady:], line

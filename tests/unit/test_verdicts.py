@@ -617,13 +617,17 @@ def test_a_slowdown_of_the_steady_kernels_fails_where_a_two_speed_gemm_hides_it_
 
 
 def test_steady_kernels_ambiguous_on_one_window_are_timed_once_more_and_both_windows_decide() -> None:
-    """The cell kernel 4% slower over four noisy rounds: the steady interval straddles 3% while busy time holds, so
-    the case is timed once more, and the pooled eight rounds call it regressed. Unchanged steady kernels are not."""
+    """The cell kernel 4% slower over four noisy rounds: the steady interval straddles its line while busy time holds,
+    so the case is ambiguous, says so on its steady kernels, and is timed once more; the pooled eight rounds call it
+    regressed. Unchanged steady kernels are not timed again."""
+    from pytest_rnnperf.report.rows import deciding
+
     history = _two_speed_gemm()
     first = _two_kernels(91, 3.7, 3.0 * 1.04, n=4, sigma=0.012)
     alone = judge(_two_kernels(1, 3.7, 3.0), first, history=history)
-    assert alone is not None and alone.time.verdict is Verdict.UNCHANGED and alone.verdict is not Verdict.AMBIGUOUS
+    assert alone is not None and alone.time.verdict is Verdict.UNCHANGED and alone.verdict is Verdict.AMBIGUOUS
     assert alone.steady is not None and alone.steady.verdict is Verdict.AMBIGUOUS and alone.undecided
+    assert str(alone.outcome) == "ambiguous" and deciding(alone) is alone.steady and not alone.fails
     windows: list[int] = []
 
     def remeasure() -> CaseRecord:
