@@ -23,6 +23,8 @@
 # undo both with git reset -q -- baselines and deleting that line) and split the staged build into 34 MiB parts
 # (10 calls of a few seconds each); the work calls then carry .gpu/whl, .gpu/bin and .whl (23 MB):
 #   (cd .gpu/tf && rm -rf ./* && split -b 34m -d -a 2 ~/.cache/rnnperf-gpu/tf-*.tar.xz part. && for f in part.*; do mkdir "${f#part.}" && mv "$f" "${f#part.}/"; done)
+# The device tool brings back only a few files from $OUT: a call that runs several nights should end with
+#   tar -C $OUT -cf /tmp/all.tar . && rm -rf $OUT/* && mv /tmp/all.tar $OUT/
 # A run kept on the machine (--rnnperf-keep-run) is not in the next call's tree: `suite` keeps a copy in /tmp for the
 # calls after it on the same machine and puts one in $OUT.
 # Induced slowdowns for the evidence runs: RNNPERF_INJECT_CUDNN_DELAY_US=$(python3 scripts/injection_spec.py

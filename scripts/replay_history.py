@@ -10,7 +10,8 @@ half-the-growth-reached-the-step, kernel mix). The held-out
 process is also given a synthetic spin kernel of 3% and 5% of the step, to count how many the kernel rule would
 name, and a uniform 3% slowdown of its whole step, to count how many device or balanced time would fail.
 ``--steady NOISE`` also judges each held-out process on its steady kernels (``across.steady_kernels`` of the others
-at NOISE; the plugin's ``rules.SteadyTime`` uses 1%), at the device floor.
+at NOISE; the plugin's ``rules.SteadyTime`` uses 1%), at the line that catches the device floor 19 times in 20
+(``across.Spread.catching``). ``--device-floor`` replays every rule at another floor than the policy's 3%.
 ``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
