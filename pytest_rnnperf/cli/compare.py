@@ -108,7 +108,7 @@ def compare_files(old: Path, new: Path, policy: Policy = Policy(), allow_other_g
         # The step metric that decided, where another than the device time: busy and kernel time, the steady kernels.
         step = deciding(v)
         lines.append(f"{label:<10} {v.case_id}: {v.time.explain()}"
-                     + (f"; {step.explain()}" if step in (v.balanced, v.steady) and step is not None else "")
+                     + (f"; {step.explain()}" if step is v.balanced or step is v.steady else "")
                      + (f"; {v.host.explain()}" if v.host is not None else "")
                      + (f"; {v.speedup.explain()}" if v.speedup is not None else "")
                      + (f" [window: {v.flagged}]" if v.flagged else "")

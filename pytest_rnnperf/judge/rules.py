@@ -304,7 +304,7 @@ class SteadyTime:
 
     A kernel that runs at two speeds by process (a cuBLAS GEMM under cuDNN) spreads the step's busy time beyond what
     a 3% regression moves it, and so its balanced time too; the kernels beside it often hold within 1%. Their sum
-    sees a slowdown of those kernels at the 3% floor (a uniform one of the whole step, a release that slows cuDNN's
+    sees a 3% slowdown of those kernels (a uniform one of the whole step, a release that slows cuDNN's
     own elementwise kernels), where busy time could not; the two-speed kernels stay judged through busy time and the
     kernel rule. It fails a case beside busy time, never instead. Being that quiet, it is called below the floor
     (``across.Spread.catching``): a slowdown of the floor itself is caught 19 times in 20, not half the time.
