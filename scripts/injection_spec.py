@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_rnnperf.backends import spec  # noqa: E402
 from pytest_rnnperf.model.records import BaselineError  # noqa: E402
+from pytest_rnnperf.store.baselines import find_latest  # noqa: E402
 from pytest_rnnperf.store.runs import load_run  # noqa: E402
 
 
@@ -25,10 +26,10 @@ def stored_run(path: Path) -> Path:
     """``path`` itself, or where it is a GPU model's folder the newest run stored under it (NNNN_*.json)."""
     if not path.is_dir():
         return path
-    runs = sorted(path.rglob("[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: p.name)
-    if not runs:
+    newest = find_latest(path.parent, path.name)
+    if newest is None:
         raise BaselineError(f"{path}: no stored run (NNNN_run.json or NNNN_baseline.json) under it")
-    return runs[-1]
+    return newest
 
 
 def main(argv: list[str]) -> int:
