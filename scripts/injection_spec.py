@@ -44,9 +44,13 @@ def main(argv: list[str]) -> int:
     except (BaselineError, ValueError) as exc:
         print(f"injection_spec.py: {exc}", file=sys.stderr)
         return 2
-    print(f"injection_spec.py: {share:.0%} of each case's cuDNN device time in {path}", file=sys.stderr)
     parts = [f"{case_id}={share * r.cudnn_device.busy.median * 1e6:.2f}"
              for case_id, r in run.records.items() if r.cudnn_device is not None and spec(r.case.framework).can_inject]
+    if not parts:  # an empty value would inject nothing, silently
+        print(f"injection_spec.py: {path} holds no torch or Keras-on-torch case with device time: name a stored run "
+              "that does", file=sys.stderr)
+        return 2
+    print(f"injection_spec.py: {share:.0%} of each case's cuDNN device time in {path}", file=sys.stderr)
     print(",".join(parts))
     return 0
 

@@ -41,3 +41,15 @@ def test_the_stored_h200_history_gives_each_torch_case_a_spin(capsys: pytest.Cap
     assert not any(k.startswith(("tf-", "jax-", "keras_jax-", "torch_compile")) for k in parts)
     assert all(float(v) > 0 for v in parts.values())
 
+
+
+def test_a_run_without_a_case_that_takes_the_spin_is_refused_rather_than_printing_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The H100's 0049 holds JAX cases only: an empty value would inject nothing, so exit 2 and one line."""
+    run = ROOT / "baselines" / "NVIDIA_H100_80GB_HBM3" / "Linux-CPython-3.12-64bit" / "0049_run.json"
+    if not run.is_file():
+        pytest.skip(f"{run} is not in this checkout")
+    assert load_script("injection_spec").main([str(run), "0.03"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == f"injection_spec.py: {run} holds no torch or Keras-on-torch case with device " \
+                                        "time: name a stored run that does"
