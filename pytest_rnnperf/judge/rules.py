@@ -534,7 +534,9 @@ class Overlap:
             return WindowFlag(FlagKind.OVERLAP, f"kernels overlapped less on a slower host: busy {pct(grew - 1)}, "
                                                 f"summed kernel time {pct(work.ratio.estimate - 1)} ({work.verdict}), "
                                                 f"host probe {pct(host[0] - 1)}"), ""
-        speed = ("host speed not measured" if host is None else f"host speed unchanged (probe {pct(host[0] - 1)})"
+        # A probe within its own noise is named with that noise: "+30.6%" read as "unchanged" needs its line beside it.
+        speed = ("host speed not measured" if host is None
+                 else f"host speed within its noise (probe {pct(host[0] - 1)}, line {host[1] * 100:.1f}%)"
                  if host[0] - 1 <= host[1] else f"host probe only {pct(host[0] - 1)}")
         return None, f"kernels overlapped less: busy {pct(grew - 1)}, summed kernel time held, {speed}"
 
