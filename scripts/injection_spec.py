@@ -1,6 +1,7 @@
 """Print an RNNPERF_INJECT_CUDNN_DELAY_US value that slows every cuDNN step of a stored run by a share of its device time.
 
-Only the cases of backends that honour the variable (torch, Keras on torch) get a part.
+Only the suite's cases of backends that honour the variable (torch, Keras on torch) get a part: a team's model
+test (``ModelCase``) runs its own module, which the spin does not reach.
 
     RNNPERF_INJECT_CUDNN_DELAY_US=$(python scripts/injection_spec.py baselines/.../0003_baseline.json 0.05)
     RNNPERF_INJECT_CUDNN_DELAY_US=$(python scripts/injection_spec.py baselines/NVIDIA_H200 0.03)  # its newest run
@@ -17,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_rnnperf.backends import spec  # noqa: E402
+from pytest_rnnperf.model.cases import ModelCase  # noqa: E402
 from pytest_rnnperf.model.records import BaselineError  # noqa: E402
 from pytest_rnnperf.store.baselines import find_latest  # noqa: E402
 from pytest_rnnperf.store.runs import load_run  # noqa: E402
@@ -45,7 +47,8 @@ def main(argv: list[str]) -> int:
         print(f"injection_spec.py: {exc}", file=sys.stderr)
         return 2
     parts = [f"{case_id}={share * r.cudnn_device.busy.median * 1e6:.2f}"
-             for case_id, r in run.records.items() if r.cudnn_device is not None and spec(r.case.framework).can_inject]
+             for case_id, r in run.records.items() if r.cudnn_device is not None and not isinstance(r.case, ModelCase)
+             and spec(r.case.framework).can_inject]
     if not parts:  # an empty value would inject nothing, silently
         print(f"injection_spec.py: {path} holds no torch or Keras-on-torch case with device time: name a stored run "
               "that does", file=sys.stderr)
