@@ -37,7 +37,7 @@ from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchm
 from pytest_rnnperf.plugin.fixtures import ClaimsFixture, RnnperfFixture
 from pytest_rnnperf.plugin.hooks import reserved
 from pytest_rnnperf.plugin.ids import stored_test_id
-from pytest_rnnperf.plugin.live import LiveFailures, TestSpan, note_failure
+from pytest_rnnperf.plugin.live import HeardFailures, LiveFailures, TestSpan, note_failure
 from pytest_rnnperf.report.files import foreign_files
 from pytest_rnnperf.report.text import fit, header_lines, library_lines, summary_lines, terminal_width
 from pytest_rnnperf.session.run import Run
@@ -54,6 +54,7 @@ THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of
 SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 LIVE_FAILURES = "rnnperf-live-failures"  # names each failed test as it fails (plugin/live.py)
 TEST_SPAN = "rnnperf-test-span"  # when the first test started and the last ended (plugin/live.py)
+HEARD_FAILURES = "rnnperf-heard-failures"  # counts failed reports, notes an interruption (plugin/live.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -318,6 +319,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the process that owns the terminal names each failure as it comes
         config.pluginmanager.register(LiveFailures(config), LIVE_FAILURES)
         config.pluginmanager.register(TestSpan(session), TEST_SPAN)
+        config.pluginmanager.register(HeardFailures(session), HEARD_FAILURES)
     if session.plan:  # a pytest-xdist controller (pytest-xdist is optional: imported only where it runs)
         from pytest_rnnperf.plugin.schedule import Sharding, record_cost, record_framework
 
@@ -629,17 +631,15 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Count failures (a baseline is only recorded from a run where nothing failed); note the cases of a test that
-    failed as it is marked to (xfail), so the summary tells known issues apart from tonight's findings; add up each
-    rnnperf test's seconds, which a stored run keeps for the claims and parity tests that passed."""
+    """Note the cases of a test that failed as it is marked to (xfail), so the summary tells known issues apart from
+    tonight's findings; add up each rnnperf test's seconds, which a stored run keeps for the claims and parity tests
+    that passed. Failures are counted where the terminal is (``HeardFailures``): a controller hears its workers'."""
     report = yield
     note_failure(item, call, report)
     if {"rnnperf", "rnnperf_claims"} & set(getattr(item, "fixturenames", ())):  # a later night's budget prices it by
         costs = _session(item.config).measured.check_costs  # these (claims_meta keeps the checks that passed)
         costs[item.name] = costs.get(item.name, 0.0) + report.duration
-    if report.failed:
-        _session(item.config).measured.failed += 1
-    elif report.skipped and hasattr(report, "wasxfail") and (fixture := item.stash.get(FIXTURE_KEY, None)):
+    if report.skipped and hasattr(report, "wasxfail") and (fixture := item.stash.get(FIXTURE_KEY, None)):
         # One that raised before its record is named by its test's case: a kept run stores its seconds by that name.
         _session(item.config).measured.expected += fixture.case_ids or [_case_id(item)]
     return report
@@ -662,6 +662,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[WORKER_KEY] = ours.worker_output()  # type: ignore[attr-defined]
         return
+    if (stop := session.shouldstop or session.shouldfail) and ours.interrupted is None:  # -x, a plugin's stop
+        ours.interrupted = "the run was stopped early" + (f" ({stop})" if isinstance(stop, str) else "")
     if (sharding := config.pluginmanager.get_plugin(SHARDING)) is not None and (line := sharding.line()):
         ours.measured.notes.append(line)
     if ours.settings.update_baseline or ours.settings.keep_run:

@@ -70,6 +70,27 @@ class LiveFailures:
             terminal.write_line(line)
 
 
+class HeardFailures:
+    """What the process that owns the terminal hears that keeps a run from being clean: each failed test report (a
+    pytest-xdist controller hears its workers' as they come, though their results may never come) and an
+    interruption, which pytest loses from the exit status where its own Ctrl-C handler raises again."""
+
+    def __init__(self, session: RnnperfSession) -> None:
+        """Count on ``session.measured`` and note the interruption on ``session``."""
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """One more failed test phase (setup, call or teardown), as pytest counts it."""
+        if report.failed:
+            self.session.measured.failed += 1
+
+    @pytest.hookimpl(tryfirst=True)  # before another plugin's handler can raise a second KeyboardInterrupt
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """The run stopped early: a Ctrl-C, pytest-xdist's stop or ``pytest.exit``, e.g. "(KeyboardInterrupt)"."""
+        message = str(excinfo.value)
+        self.session.interrupted = f"the run was interrupted ({excinfo.typename}{': ' + message if message else ''})"
+
+
 class TestSpan:
     """When the first test started and the latest ended (pytest-xdist's controller hears of every worker's), so that
     the summary can say what the run spent outside its tests."""
@@ -96,4 +117,4 @@ class TestSpan:
         self.session.handed_over[str(node.gateway.id)] = self.clock()
 
 
-__all__ = ["FAILED_PROPERTY", "LiveFailures", "TestSpan", "failure_line", "live_line", "note_failure"]
+__all__ = ["FAILED_PROPERTY", "HeardFailures", "LiveFailures", "TestSpan", "failure_line", "live_line", "note_failure"]

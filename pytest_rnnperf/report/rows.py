@@ -242,6 +242,8 @@ class Rows:
     answer: tuple[AnswerRow, ...] = ()  # the failed and regressed cases, what the summary leads with
     # Cases of tests that failed as they are marked to (xfail: known framework issues): told apart, never the status.
     expected: tuple[str, ...] = ()
+    failed: int = 0  # tests that failed: a failure without a failing case (an error, a lost worker's) is no pass
+    incomplete: str = ""  # why the run's results are partial (silent pytest-xdist workers, an interruption)
 
     @property
     def paired(self) -> tuple[CaseRow, ...]:
@@ -261,7 +263,8 @@ class Rows:
 
     @property
     def status(self) -> str:
-        """"regressions found", "gate failures", "N cuDNN cases not run: no GPU" or "all checks passed"."""
+        """"regressions found", "gate failures", "N test(s) failed", "N cuDNN cases not run: no GPU", why the run is
+        incomplete, or "all checks passed"."""
         return status_of([self])
 
     def as_dict(self) -> dict[str, Any]:
@@ -292,8 +295,11 @@ def status_of(parts: Sequence[Rows]) -> str:
         return STATUSES[0]
     if any(rows.gates_failed for rows in parts):
         return STATUSES[1]
-    # Skipped cuDNN cases are no pass: a CPU runner checked the generic paths only.
-    return not_run(sum(rows.no_gpu for rows in parts)) or STATUSES[2]
+    if failed := sum(rows.failed for rows in parts):  # e.g. an interrupted pytest-xdist run's, heard of but not merged
+        return f"{failed} test(s) failed"
+    # Skipped cuDNN cases are no pass: a CPU runner checked the generic paths only; nor is a run cut short.
+    partial = next((rows.incomplete for rows in parts if rows.incomplete), "")
+    return not_run(sum(rows.no_gpu for rows in parts)) or partial or STATUSES[2]
 
 
 def not_run(count: int) -> str:
@@ -336,6 +342,8 @@ def build_rows(run: RunView, wall_s: float | None = None, collection_s: float | 
         no_gpu=no_gpu_count(run),
         answer=answer_rows(cases, verdicts, set(expected)),
         expected=expected,
+        failed=run.measured.failed,
+        incomplete=run.incomplete() or "",
     )
 
 

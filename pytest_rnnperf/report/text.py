@@ -355,7 +355,8 @@ def headline(rows: Rows) -> str:
     suspect = sum(row.verdict.outcome is Outcome.SUSPECT for row in rows.verdicts)
     # A passing night with suspects is not a quiet one: say so where the reader looks first.
     held = f"; {suspect} suspect (they fail if they regress again: --rnnperf-confirm-nights)" if suspect else ""
-    return rows.status + (f"; {missing}" if missing and missing != rows.status else "") + held
+    partial = f"; {rows.incomplete}" if rows.incomplete and rows.incomplete != rows.status else ""
+    return rows.status + (f"; {missing}" if missing and missing != rows.status else "") + partial + held
 
 
 def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:

@@ -63,6 +63,9 @@ class RunView(Protocol):
     def parallel_reason(self) -> str | None:
         """Why cuDNN cases cannot be timed in this pytest-xdist layout, if they cannot."""
 
+    def incomplete(self) -> str | None:
+        """Why the run's results are partial (workers that handed over none, an interruption), else None."""
+
     def workers(self) -> Sequence[WorkerView]:
         """The pytest-xdist workers that reported, in order."""
 

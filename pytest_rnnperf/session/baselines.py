@@ -102,6 +102,7 @@ class Recorder:
     plan: Sequence[WorkerRun]  # the workers a pytest-xdist controller foresees, one per GPU
     parallel_reason: str | None  # why cuDNN cases could not be timed in this layout, else None
     meta: Callable[[], dict[str, Any]]  # what goes under machine_info["rnnperf"] of this run's own file
+    incomplete: str | None = None  # why the run's results are partial (silent workers, an interruption), else None
 
     def problems(self) -> list[str]:
         """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
@@ -135,6 +136,9 @@ class Recorder:
         if exit_status != 0 and not failed:  # interrupted (Ctrl-C), stopped, or an internal error
             why = "the run was interrupted" if exit_status == 2 else "the run did not end OK"
             return [f"baseline not recorded: {why} (exit status {exit_status})"]
+        if self.incomplete is not None:  # pytest may say exit status 0 (its own Ctrl-C handler raised again)
+            self.measured.unrecorded = True  # asked for and not written: the run must not exit 0
+            return [f"baseline not recorded: {self.incomplete}; a baseline must come from a complete run"]
         if failed:
             return [f"baseline not recorded: {failed} test(s) failed; a baseline must come from a clean run"]
         # Asked for and not written although every test passed: the run must not exit 0.
@@ -163,6 +167,9 @@ class Recorder:
         gpu, failed = self.run.gpu, self.measured.failed
         if exit_status != 0 and not failed:
             return [f"run not kept: the run did not end OK (exit status {exit_status})"]
+        if self.incomplete is not None:  # a partial night would read as one whose missing cases were never run
+            self.measured.unrecorded = True  # and pytest may say exit status 0 for it: the run must not exit 0
+            return [f"run not kept: {self.incomplete}; the history keeps complete runs only"]
         if not gpu.available and not self.workers:
             return [f"run not kept: no GPU ({gpu.reason})"]
         if not self._timed(benchmarks_on):

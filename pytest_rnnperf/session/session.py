@@ -71,6 +71,7 @@ class RnnperfSession:
     tests_ended: float | None = None  # when the latest test ended
     close_s: float | None = None  # how long this process's backend subprocesses took to exit (``close``)
     handed_over: dict[str, float] = field(default_factory=dict)  # pytest-xdist controller: when each worker's results came
+    interrupted: str | None = None  # why the run stopped early (Ctrl-C): pytest may lose it from its exit status
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
@@ -156,7 +157,7 @@ class RnnperfSession:
     def recorder(self) -> Recorder:
         """What writes this run as a baseline file or a kept run (``baselines.Recorder``)."""
         return Recorder(self.run, self.measured, self.stored, self.workers(), self.plan, self.parallel_reason(),
-                        self.meta)
+                        self.meta, self.incomplete())
 
     def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool,
                         exit_status: int = 0) -> list[str]:
@@ -398,17 +399,27 @@ class RnnperfSession:
     def merge_worker(self, text: str | None, error: Any = None,
                      add_entries: Callable[..., list[Any]] | None = None) -> None:
         """Add a worker's output (``worker_output``) to this controller's session; ``add_entries(source, record[,
-        processes])`` puts its timings into pytest-benchmark; ``error``: the worker went down."""
-        if error is not None:
-            self.measured.failed += 1  # a worker that went down took its tests' outcomes with it: no baseline
+        processes])`` puts its timings into pytest-benchmark; ``error``: the worker went down (pytest-xdist reports its
+        test as failed, and a worker that handed over nothing is named by ``incomplete``)."""
         if not text:
             return
         worker, benchmarks = read_worker(text, f"worker{len(self.worker_runs)}")
+        if worker.id in self.worker_runs:  # pytest-xdist hands a worker stopped by Ctrl-C down twice: merge it once
+            return
         self.worker_runs[worker.id] = worker
         self._views = None
         self.measured.merge(worker.measured)
         if add_entries is not None:
             add_worker_entries(worker, benchmarks, self.measured.processes, add_entries)
+
+    def incomplete(self) -> str | None:
+        """Why this run's results are partial (planned pytest-xdist workers that handed over none, an interruption),
+        else None."""
+        silent = [w.id for w in self.plan if w.id not in self.worker_runs]
+        if silent:  # their tests ran (the controller heard their reports) but what they measured never came
+            who = "they" if len(silent) > 1 else "it"
+            return f"{', '.join(silent)} handed over no results (the run was interrupted, or {who} crashed)"
+        return self.interrupted
 
     def planned_models(self) -> list[str]:
         """The GPU models the pytest-xdist workers will pin, as the controller foresees them (empty otherwise)."""

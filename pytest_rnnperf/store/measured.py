@@ -80,7 +80,9 @@ class Measured:
     runtime: dict[str, dict[str, str]] = _declared(Collection(
         FIRST, dict, lambda d: {n: {str(k): str(v) for k, v in f.items()} for n, f in d.items()}), dict)
     expected: list[str] = _declared(_strings(whole_run=True), list)  # cases of tests that failed as marked (xfail): known issues
-    failed: int = _declared(Collection(SUM, int, int, whole_run=True), int)  # tests that failed (a baseline needs a clean run)
+    # Failed test reports this process heard of (a baseline needs a clean run): a pytest-xdist controller hears each
+    # of its workers' as it comes (plugin/live.py), so a worker's own count would count them twice.
+    failed: int = _declared(_local(), int)
     # case id -> the extra processes' summaries of a recording with --rnnperf-record-processes (stored beside it)
     processes: dict[str, list[ProcessSummary]] = _declared(Collection(
         UPDATE, lambda v: {c: [p.to_dict() for p in ps] for c, ps in v.items()},

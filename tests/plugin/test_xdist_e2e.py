@@ -223,3 +223,48 @@ def test_a_worker_s_failed_case_is_named_by_the_controller_as_it_fails(project: 
     live = [line for line in lines[:heading]
             if line.startswith("rnnperf: test_pair[torch-")]
     assert len(live) == 2 and all(" failed: cuDNN device time regressed against its history" in line for line in live)
+
+
+def test_workers_that_hand_over_no_results_leave_no_all_checks_passed_and_no_baseline(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupted -n 2 night: the workers' results never reach the controller and a test failed. The summary
+    counts the failure the controller heard of and names the silent workers; nothing is recorded from the run."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    project.makeconftest(FAKE_GPU_CONFTEST + '''
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """A worker cut off before it hands over its results, as an interrupted controller's workers are."""
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput.pop("rnnperf", None)
+''')
+    project.makepyfile(test_zz_fails="def test_fails():\n    assert False\n")
+    result = run(project, "-n", "2", "--rnnperf-update-baseline")
+    result.assert_outcomes(passed=2, failed=1)
+    why = "gw0, gw1 handed over no results (the run was interrupted, or they crashed)"
+    assert "rnnperf: all checks passed" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*rnnperf summary*", f"rnnperf: 1 test(s) failed; {why}",
+                                 f"baseline not recorded: {why}; a baseline must come from a complete run"])
+    assert _baselines(project) == []
+
+
+def test_a_controller_stopped_with_exit_status_0_while_a_worker_runs_records_nothing_and_says_why(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller stops as a failed report comes in, and pytest finishes the session with exit status 0 (as it
+    does where its own Ctrl-C handler raises again): the worker that ran the failed test never hands over, and the
+    other's timed cases must not become a baseline of a partial run."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    project.makeconftest(FAKE_GPU_CONFTEST + '''
+
+def pytest_runtest_logreport(report):
+    """The controller stops at the first failed report (a worker's comes in through this hook)."""
+    if report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.exit("stopped", returncode=0)
+''')
+    project.makepyfile(test_zz_fails="def test_fails():\n    assert False\n")
+    result = run(project, "-n", "2", "--rnnperf-update-baseline")
+    assert "rnnperf: all checks passed" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*rnnperf summary*", "rnnperf: 1 test(s) failed; *handed over no results*",
+                                 "baseline not recorded: *handed over no results*; a baseline must come from a "
+                                 "complete run"])
+    assert _baselines(project) == []

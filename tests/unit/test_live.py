@@ -70,3 +70,22 @@ def test_the_span_notes_when_each_worker_handed_its_results_over() -> None:
     for worker in ("gw1", "gw0"):
         span.pytest_testnodedown(SimpleNamespace(gateway=SimpleNamespace(id=worker)), None)
     assert session.handed_over == {"gw1": 20.0, "gw0": 23.5}
+
+
+def test_the_terminal_s_process_counts_each_failed_report_and_hears_an_interruption() -> None:
+    """A pytest-xdist controller hears each worker's failed report as it comes (their results may never come), and a
+    Ctrl-C whose exit status pytest loses (its own handler raised again) is still known at the run's end."""
+    from fake_nvml import FakeNVML
+
+    from pytest_rnnperf.measure.gpu import read_gpu_info
+    from pytest_rnnperf.plugin.live import HeardFailures
+    from pytest_rnnperf.session.run import Run
+    from pytest_rnnperf.session.session import RnnperfSession
+
+    session = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    heard = HeardFailures(session)
+    for outcome in ("failed", "passed", "skipped", "failed"):
+        heard.pytest_runtest_logreport(_report(None, outcome))
+    assert session.measured.failed == 2 and session.incomplete() is None
+    heard.pytest_keyboard_interrupt(_excinfo(KeyboardInterrupt()))
+    assert session.incomplete() == "the run was interrupted (KeyboardInterrupt)"

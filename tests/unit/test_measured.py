@@ -28,7 +28,7 @@ from pytest_rnnperf.store.measured import LOCAL, Measured, collections
 from pytest_rnnperf.store.rechecks import Recheck
 
 # Collections a process keeps to itself (its own tests' bookkeeping): adding one here is a decision, not a default.
-KEPT_LOCAL = {"passed_by_kind", "bench_sources", "unrecorded"}
+KEPT_LOCAL = {"passed_by_kind", "bench_sources", "unrecorded", "failed"}
 
 
 def _cross(k: int) -> CrossRecord:

@@ -12,8 +12,10 @@ from fake_nvml import FakeNVML
 from pytest_rnnperf.measure.gpu import read_gpu_info
 from pytest_rnnperf.measure.placement import place
 from pytest_rnnperf.report.files import as_json_safe
+from pytest_rnnperf.report.rows import build_rows
+from pytest_rnnperf.report.text import summary_lines
 from pytest_rnnperf.session.run import Run
-from pytest_rnnperf.session.session import RnnperfSession
+from pytest_rnnperf.session.session import RnnperfSession, WorkerRun
 from pytest_rnnperf.store.measured import Measured
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy, judge
 
@@ -48,8 +50,9 @@ def test_a_verdict_survives_the_trip_to_the_controller() -> None:
         assert CaseVerdict.from_dict(json.loads(json.dumps(as_json_safe(verdict.as_dict())))) == verdict
 
 
-def test_the_controller_merges_results_verdicts_unjudged_failures_and_benchmark_entries(tmp_path: Path) -> None:
-    """Everything a worker measured and judged reaches the controller; its entries go through ``add_entries``."""
+def test_the_controller_merges_results_verdicts_unjudged_skips_and_benchmark_entries(tmp_path: Path) -> None:
+    """Everything a worker measured and judged reaches the controller; its entries go through ``add_entries``. Its
+    count of failures does not: the controller heard each failed report itself (plugin/live.py)."""
     nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
     done = record(cudnn_dev_ms=0.5, generic_dev_ms=2.0)
     verdict = judge(done, done, Policy())
@@ -65,10 +68,8 @@ def test_the_controller_merges_results_verdicts_unjudged_failures_and_benchmark_
     assert (merged.id, merged.gpu.uuid, merged.placement.pin) == ("gw1", nvml.uuids[1], nvml.uuids[1])
     assert [r.id for r in run.measured.results] == [done.id] and run.measured.results[0].cudnn == done.cudnn
     assert run.measured.verdicts == {done.id: verdict} and run.measured.unjudged == ["torch-gru"]
-    assert (run.measured.failed, run.measured.skipped, run.measured.notes) == (1, [("c", "why")], ["a note"])
+    assert (run.measured.failed, run.measured.skipped, run.measured.notes) == (0, [("c", "why")], ["a note"])
     assert [(s["nodeid"], r.id) for s, r in added] == [("t.py::test_pair[x]", done.id)] and merged.entries == ["entry"]
-    run.merge_worker(None, error="worker gw0 crashed")
-    assert run.measured.failed == 2  # a worker that went down: no baseline from this run
 
 
 def test_workers_of_one_model_record_one_file_with_every_frameworks_fields(tmp_path: Path) -> None:
@@ -139,3 +140,69 @@ def test_the_run_s_ending_names_the_last_worker_to_hand_over_with_the_seconds_it
     one = worker(0, nvml, {})
     one.tests_ended, one.close_s = 5.0, 1.5
     assert one.ending() is not None and (one.ending().worker, one.ending().close_s) == ("", 1.5)  # type: ignore[union-attr]
+
+
+def _planned(tmp_path: Path, nvml: FakeNVML) -> RnnperfSession:
+    """The controller of ``controller``, foreseeing two workers on the GPUs of ``nvml`` (``-n 2``)."""
+    run = controller(tmp_path)
+    run.plan = [WorkerRun(place(f"gw{k}", 2, {}, nvml), read_gpu_info(k, nvml)) for k in range(2)]
+    return run
+
+
+def test_a_worker_that_handed_over_nothing_is_named_and_leaves_no_baseline_and_no_kept_run(tmp_path: Path) -> None:
+    """-n 2 interrupted while the controller waited: gw0's results came, gw1's never did, and pytest passed exit status
+    0 (its own Ctrl-C handler raised again). The summary names gw1 instead of "all checks passed", nothing is stored."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = _planned(tmp_path, nvml)
+    gw0 = worker(0, nvml, {}, results=[record(case_id="case0")])
+    gw0.measured.bench_sources.append(({}, gw0.measured.results[0]))
+    run.merge_worker(gw0.worker_output(), add_entries=lambda source, rec: [{"name": rec.id}])
+    why = "gw1 handed over no results (the run was interrupted, or it crashed)"
+    assert summary_lines(run)[0] == f"rnnperf: {why}"
+    assert run.record_baseline(stub_json, benchmarks_on=True) == [
+        f"baseline not recorded: {why}; a baseline must come from a complete run"]
+    assert run.keep_run(stub_json, benchmarks_on=True) == [f"run not kept: {why}; the history keeps complete runs only"]
+    assert run.measured.unrecorded and not (tmp_path / "baselines").exists()  # asked for, not written: exit status 1
+
+
+def test_failures_the_controller_heard_of_count_once_and_the_status_says_so_without_the_workers_results(
+        tmp_path: Path) -> None:
+    """The controller counts each failed report as it arrives (plugin/live.py); a worker's own count of the same
+    reports is not added again, and with the workers' results lost the status still says how many failed."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = _planned(tmp_path, nvml)
+    run.measured.failed = 2  # heard as gw0's two failed reports came
+    run.merge_worker(worker(0, nvml, {}, results=[record(case_id="case0")], failed=2).worker_output())
+    assert run.measured.failed == 2
+    assert summary_lines(run)[0] == ("rnnperf: 2 test(s) failed; gw1 handed over no results (the run was interrupted, "
+                                     "or it crashed)")
+    run.merge_worker(None, error="worker gw1 crashed")  # xdist reported its test as failed: heard already
+    assert run.measured.failed == 2
+
+
+def test_an_interruption_pytest_did_not_pass_on_as_its_exit_status_records_nothing(tmp_path: Path) -> None:
+    """A second Ctrl-C inside pytest's own handler leaves pytest_sessionfinish an exit status of 0: the interruption
+    the plugin heard of (pytest_keyboard_interrupt) keeps the partial run out of the baselines and the history."""
+    run = controller(tmp_path)
+    run.measured.results.append(record())
+    run.interrupted = "the run was interrupted (KeyboardInterrupt)"
+    assert build_rows(run).status == "the run was interrupted (KeyboardInterrupt)"
+    assert run.record_baseline(stub_json, benchmarks_on=True) == [
+        "baseline not recorded: the run was interrupted (KeyboardInterrupt); a baseline must come from a complete run"]
+    assert run.keep_run(stub_json, benchmarks_on=True) == [
+        "run not kept: the run was interrupted (KeyboardInterrupt); the history keeps complete runs only"]
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_a_worker_handed_down_twice_is_merged_once(tmp_path: Path) -> None:
+    """pytest-xdist calls testnodedown twice for a worker stopped by Ctrl-C, with the same output: its cases once."""
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H200")
+    run = controller(tmp_path)
+    gw0 = worker(0, nvml, {}, results=[record(case_id="case0")])
+    gw0.measured.bench_sources.append(({}, gw0.measured.results[0]))
+    output = gw0.worker_output()
+    added: list[str] = []
+    for _ in range(2):
+        run.merge_worker(output, add_entries=lambda source, rec: added.append(rec.id) or [{"name": rec.id}])
+    assert [r.id for r in run.measured.results] == ["case0"] and added == ["case0"]
+
