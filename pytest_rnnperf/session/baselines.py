@@ -140,7 +140,8 @@ class Recorder:
             self.measured.unrecorded = True  # asked for and not written: the run must not exit 0
             return [f"baseline not recorded: {self.incomplete}; a baseline must come from a complete run"]
         if failed:
-            return [f"baseline not recorded: {failed} test(s) failed; a baseline must come from a clean run"]
+            return [f"baseline not recorded: {failed} test(s) failed; a baseline must come from a clean run"
+                    + self._accept_hint(failed)]
         # Asked for and not written although every test passed: the run must not exit 0.
         self.measured.unrecorded = True
         if not self.workers and not self.run.gpu.available:
@@ -153,6 +154,13 @@ class Recorder:
         if not self.workers:
             return [self._write(self.run.gpu.gpu_slug, benchmark_json())]
         return [self._record_model(slug, workers, benchmark_json) for slug, workers in by_model(list(self.workers)).items()]
+
+    def _accept_hint(self, failed: int) -> str:
+        """Where every failure was a regression against the stored history, how to record the change as the new
+        baseline (a team recording over an old history met this after a cuDNN update)."""
+        regressed = sum(v.fails for v in self.measured.verdicts.values())
+        return ("" if regressed != failed else f" (all {failed} regressed against the stored history: if that is "
+                "intended, add --rnnperf-no-fail-regression to record it)")
 
     def keep_run(self, benchmark_json: BenchmarkJson, benchmarks_on: bool, exit_status: int = 0) -> list[str]:
         """Add this run to its GPU model's history (``NNNN_run.json`` beside the baselines); the summary's lines.

@@ -206,3 +206,20 @@ def test_a_worker_handed_down_twice_is_merged_once(tmp_path: Path) -> None:
         run.merge_worker(output, add_entries=lambda source, rec: added.append(rec.id) or [{"name": rec.id}])
     assert [r.id for r in run.measured.results] == ["case0"] and added == ["case0"]
 
+
+def test_a_run_that_failed_only_on_regressions_is_told_how_to_record_them_and_one_with_other_failures_is_not(
+        tmp_path: Path) -> None:
+    """A record over an old history after a cuDNN update: its failures are the update's regressions, so the refusal
+    names --rnnperf-no-fail-regression; a failure the verdicts do not explain (a parity test, an error) gets no hint."""
+    slow, fast = record(cudnn_dev_ms=1.0, generic_dev_ms=2.0), record(cudnn_dev_ms=0.5, generic_dev_ms=2.0)
+    verdict = judge(fast, slow, Policy())
+    assert verdict is not None and verdict.fails
+    run = controller(tmp_path)
+    run.measured.verdicts[slow.id] = verdict
+    run.measured.failed = 1
+    assert run.record_baseline(stub_json, benchmarks_on=True) == [
+        "baseline not recorded: 1 test(s) failed; a baseline must come from a clean run (all 1 regressed against the "
+        "stored history: if that is intended, add --rnnperf-no-fail-regression to record it)"]
+    run.measured.failed = 2
+    assert run.record_baseline(stub_json, benchmarks_on=True) == [
+        "baseline not recorded: 2 test(s) failed; a baseline must come from a clean run"]
