@@ -18,8 +18,8 @@ from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.store.rechecks import Recheck
 
 # How two values of a collection merge: appended, appended where new, keyed (the later wins), keyed (the
-# first wins), added up; LOCAL ones stay in the process that made them (bookkeeping of its own tests).
-EXTEND, EXTEND_NEW, UPDATE, FIRST, SUM, LOCAL = "extend", "extend_new", "update", "first", "sum", "local"
+# first wins); LOCAL ones stay in the process that made them (bookkeeping of its own tests).
+EXTEND, EXTEND_NEW, UPDATE, FIRST, LOCAL = "extend", "extend_new", "update", "first", "local"
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,6 @@ class Measured:
             elif spec.merge == FIRST:
                 for key, value in theirs.items():
                     mine.setdefault(key, value)
-            elif spec.merge == SUM:
-                setattr(self, name, mine + theirs)
 
     @classmethod
     def merged(cls, parts: list[Measured], share: bool = False) -> Measured:
