@@ -7,7 +7,7 @@ from typing import Sequence
 from pytest_rnnperf.judge.claims import markdown_table
 from pytest_rnnperf.report.rows import CROSS_HEADER, CaseRow, Rows, build_rows
 from pytest_rnnperf.report.rows import shown as _v
-from pytest_rnnperf.report.rows import status_of
+from pytest_rnnperf.report.rows import run_status
 from pytest_rnnperf.report.text import device_lines, model_title, xdist_line
 from pytest_rnnperf.report.view import RunView
 
@@ -43,7 +43,8 @@ def markdown(run: RunView, rows: Rows | None = None) -> str:
     if views:  # pytest-xdist workers on GPUs of different models: one section per model
         view_rows = [build_rows(view) for view in views]
         parts = [markdown(view, r).splitlines() for view, r in zip(views, view_rows)]
-        grouped = [f"## pytest-rnnperf: {status_of(view_rows)}", ""] + _worker_markdown(run)
+        grouped = [f"## pytest-rnnperf: {run_status(view_rows, run.measured.failed, run.incomplete())}", ""] \
+            + _worker_markdown(run)
         for view, part in zip(views, parts):
             grouped += [f"## GPU model {model_title(run, view)}", ""] + part[2:] + [""]
         return "\n".join(grouped) + "\n"

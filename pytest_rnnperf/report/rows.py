@@ -302,6 +302,17 @@ def status_of(parts: Sequence[Rows]) -> str:
     return not_run(sum(rows.no_gpu for rows in parts)) or partial or STATUSES[2]
 
 
+def run_status(parts: Sequence[Rows], failed: int, incomplete: str | None) -> str:
+    """The status of a run reported in parts (one per GPU model), with the failures and the incompleteness only the
+    run knows of: its views never hear a failed report, nor of a worker that handed over nothing."""
+    status = status_of(parts)
+    if status in STATUSES[:2]:
+        return status
+    if failed:
+        return f"{failed} test(s) failed" + (f"; {incomplete}" if incomplete else "")
+    return incomplete if incomplete and status == STATUSES[2] else status
+
+
 def not_run(count: int) -> str:
     """e.g. "12 cuDNN cases not run: no GPU" (empty for none)."""
     return f"{count} cuDNN case{'s' if count != 1 else ''} not run: no GPU" if count else ""

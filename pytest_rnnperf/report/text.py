@@ -22,7 +22,7 @@ from pytest_rnnperf.report.rows import (ANSWER_HEADER, CROSS_HEADER, GENERIC_TIM
                                         UNAVAILABLE, VERDICT_HEADER, CaseRow, PhaseTotals, Rows, TimeSpent, below_floor,
                                         build_rows, comparison_cells, env_diff_lines, kernel_lines, not_run)
 from pytest_rnnperf.report.rows import shown as _v
-from pytest_rnnperf.report.rows import resolution_line, time_spent, verdict_counts
+from pytest_rnnperf.report.rows import resolution_line, run_status, time_spent, verdict_counts
 from pytest_rnnperf.report.view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -449,7 +449,9 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
     what changed), then the environment, the tables, verdicts, skips, warnings and notes."""
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: each model's tables against its own baselines
-        grouped = [xdist_line(run)]
+        # The run's own status first: each model's block judges its share, blind to failures heard outside them.
+        status = run_status([build_rows(view) for view in views], run.measured.failed, run.incomplete())
+        grouped = [f"rnnperf: {status}", xdist_line(run)]
         for view in views:
             grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view, width=width)
         grouped += [""] + list(run.measured.notes) if run.measured.notes else []

@@ -223,3 +223,21 @@ def test_a_run_that_failed_only_on_regressions_is_told_how_to_record_them_and_on
     run.measured.failed = 2
     assert run.record_baseline(stub_json, benchmarks_on=True) == [
         "baseline not recorded: 2 test(s) failed; a baseline must come from a clean run"]
+
+
+def test_a_run_over_two_gpu_models_opens_with_the_failures_and_silent_workers_its_model_blocks_cannot_see(
+        tmp_path: Path) -> None:
+    """Each GPU model's block judges its workers' share and hears no failed report: the run's own status comes first,
+    in the terminal and on the job page, and a clean run still reads "all checks passed"."""
+    from pytest_rnnperf.report.markdown import markdown
+
+    nvml = FakeNVML().devices("NVIDIA H200", "NVIDIA H100 80GB HBM3")
+    run = controller(tmp_path)
+    for k in range(2):
+        run.merge_worker(worker(k, nvml, {}, results=[record(case_id=f"case{k}")]).worker_output())
+    assert summary_lines(run)[0] == "rnnperf: all checks passed"
+    run.measured.failed = 1  # a failure outside any case's verdict, heard by the controller
+    run.interrupted = "the run was interrupted (KeyboardInterrupt)"
+    status = "1 test(s) failed; the run was interrupted (KeyboardInterrupt)"
+    assert summary_lines(run)[0] == f"rnnperf: {status}"
+    assert markdown(run).startswith(f"## pytest-rnnperf: {status}\n")
