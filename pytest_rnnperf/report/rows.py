@@ -289,28 +289,25 @@ class AnswerRow:
     kernels: tuple[str, ...] = ()  # the cuDNN side's kernels that moved
 
 
-def status_of(parts: Sequence[Rows]) -> str:
-    """The worst status of one run's rows (or of each GPU model's rows of a pytest-xdist run)."""
+def status_of(parts: Sequence[Rows], failed: int = 0, incomplete: str = "") -> str:
+    """The worst status of one run's rows (or of each GPU model's rows of a pytest-xdist run), with ``failed`` and
+    ``incomplete`` the run's own where its parts cannot know them."""
     if any(v.verdict.fails and v.verdict.case_id not in rows.expected for rows in parts for v in rows.verdicts):
         return STATUSES[0]
     if any(rows.gates_failed for rows in parts):
         return STATUSES[1]
-    if failed := sum(rows.failed for rows in parts):  # e.g. an interrupted pytest-xdist run's, heard of but not merged
+    if failed := failed + sum(rows.failed for rows in parts):  # e.g. an interrupted pytest-xdist run's, not merged
         return f"{failed} test(s) failed"
     # Skipped cuDNN cases are no pass: a CPU runner checked the generic paths only; nor is a run cut short.
-    partial = next((rows.incomplete for rows in parts if rows.incomplete), "")
+    partial = incomplete or next((rows.incomplete for rows in parts if rows.incomplete), "")
     return not_run(sum(rows.no_gpu for rows in parts)) or partial or STATUSES[2]
 
 
 def run_status(parts: Sequence[Rows], failed: int, incomplete: str | None) -> str:
     """The status of a run reported in parts (one per GPU model), with the failures and the incompleteness only the
     run knows of: its views never hear a failed report, nor of a worker that handed over nothing."""
-    status = status_of(parts)
-    if status in STATUSES[:2]:
-        return status
-    if failed:
-        return f"{failed} test(s) failed" + (f"; {incomplete}" if incomplete else "")
-    return incomplete if incomplete and status == STATUSES[2] else status
+    status = status_of(parts, failed, incomplete or "")
+    return status + (f"; {incomplete}" if incomplete and status.endswith(" test(s) failed") else "")
 
 
 def not_run(count: int) -> str:

@@ -450,10 +450,10 @@ def summary_lines(run: RunView, rows: Rows | None = None, width: int | None = No
     views = run.model_views()
     if views:  # pytest-xdist workers on GPUs of different models: each model's tables against its own baselines
         # The run's own status first: each model's block judges its share, blind to failures heard outside them.
-        status = run_status([build_rows(view) for view in views], run.measured.failed, run.incomplete())
-        grouped = [f"rnnperf: {status}", xdist_line(run)]
-        for view in views:
-            grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view, width=width)
+        view_rows = [build_rows(view) for view in views]
+        grouped = [f"rnnperf: {run_status(view_rows, run.measured.failed, run.incomplete())}", xdist_line(run)]
+        for view, rows_of_view in zip(views, view_rows):
+            grouped += ["", f"GPU model {model_title(run, view)}:"] + summary_lines(view, rows_of_view, width=width)
         grouped += [""] + list(run.measured.notes) if run.measured.notes else []
         return fit(grouped, width) if width else grouped
     rows = rows or build_rows(run)
