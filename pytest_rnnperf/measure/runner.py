@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from pytest_rnnperf.backends import IMPLS, Backend, ModelBackend, ModelOptions, Pair
+from pytest_rnnperf.measure import ahead
 from pytest_rnnperf.measure.device_time import DeviceTimer, kernel_proof, steps_for
 from pytest_rnnperf.measure.host_speed import host_probe_s
 from pytest_rnnperf.measure.wall import WallTimer, settle_heap, time_pair, time_single
@@ -193,6 +194,14 @@ def _with_kernel_proofs(proofs: tuple[Any, ...], cudnn: DeviceTiming, generic: D
 def _timed(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
            config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None,
            budget_s: float | None = None) -> CaseRecord:
+    """``_rounds``, with the run's compile-ahead processes stopped meanwhile: they never share a timed round."""
+    with ahead.paused():
+        return _rounds(case, pair, proofs, parity, impls, config, notes, cost, budget_s)
+
+
+def _rounds(case: Subject, pair: Pair, proofs: tuple[Any, ...], parity: ParityReport, impls: tuple[str, ...],
+            config: RunConfig, notes: tuple[str, ...] = (), cost: dict[str, float] | None = None,
+            budget_s: float | None = None) -> CaseRecord:
     """Time the pair (interleaved when both sides run) inside a telemetry window, then energy, then device time.
 
     The three phases share one time budget, ``budget_s`` (the case's ``timing.max_time_s`` unless given):

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from pytest_rnnperf.backends import (IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions,
                                      OutOfDeviceMemory, model_backend_for, register)
+from pytest_rnnperf.measure.ahead import build_ahead
 from pytest_rnnperf.measure.gpu import TelemetryWindow
 from pytest_rnnperf.measure.runner import run_case, run_model
 from pytest_rnnperf.model.cases import Case, ModelCase
@@ -82,13 +83,15 @@ class BackendSubprocess:
 
     @classmethod
     def launch(cls, spec: BackendSpec, log_dir: Path, env: Mapping[str, str] | None = None,
-               warm: bool = False) -> BackendSubprocess:
+               warm: bool = False, log_name: str = "", group: bool = False) -> BackendSubprocess:
         """Start the subprocess and send its registration without waiting for the answer (``settle`` reads it).
 
         ``warm`` also asks it to import its framework now, so that import runs while this process does other work.
+        ``log_name``: its log's name (``<log_name>.log``) where it is not the backend's one serving subprocess.
+        ``group``: it leads a process group of its own, which the processes it starts join (``ahead.paused``).
         """
         log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"subprocess-{spec.name}.log"
+        log = log_dir / f"{log_name or 'subprocess-' + spec.name}.log"
         ours, theirs = Pipe()
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -96,14 +99,14 @@ class BackendSubprocess:
                  "serve_then_exit(int(sys.argv[1]))",
                  str(theirs.fileno())],
                 env=subprocess_env(spec, env or {}), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(),), start_new_session=group,
             )
         theirs.close()
         started = cls(spec, process, ours, log)
-        started._send("register", (spec,))
+        started.send("register", (spec,))
         started.pending.append(("register", True))
         if warm:
-            started._send("warm", ())
+            started.send("warm", ())
             started.pending.append(("warm", False))
         return started
 
@@ -114,14 +117,14 @@ class BackendSubprocess:
         """
         while self.pending:
             op, fatal = self.pending[0]
-            kind, payload = self._receive()
+            kind, payload = self.receive()
             self.pending.pop(0)
             if kind == "raise" and fatal:
                 raise payload
             if kind not in ("ok", "raise"):
                 raise SubprocessFailed(f"the {self.spec.name} subprocess sent {kind!r} in answer to {op!r}")
 
-    def _receive(self) -> tuple[str, Any]:
+    def receive(self) -> tuple[str, Any]:
         """The next message, or SubprocessFailed once the process has exited without sending one."""
         while not self.conn.poll(_POLL_S):
             code = self.process.poll()
@@ -139,7 +142,7 @@ class BackendSubprocess:
         return SubprocessFailed(f"the {self.spec.name} subprocess exited (code {code})"
                            + (f"; its log {self.log} ends: {tail}" if tail else f"; log {self.log}"))
 
-    def _send(self, kind: str, payload: Any) -> None:
+    def send(self, kind: str, payload: Any) -> None:
         """Send one message; SubprocessFailed when the subprocess is already gone."""
         try:
             self.conn.send((kind, payload))
@@ -154,23 +157,23 @@ class BackendSubprocess:
         has the subprocess time the same pair again, and its answer goes back as the case's record.
         """
         self.settle()
-        self._send(op, args)
+        self.send(op, args)
         while True:
-            kind, payload = self._receive()
+            kind, payload = self.receive()
             if kind == "ok":
                 return payload
             if kind == "raise":
                 raise payload
             if kind == "judge":
                 verdict = payload if judge is None else judge(payload, self._again)
-                self._send("judged", verdict)
+                self.send("judged", verdict)
             else:
                 raise SubprocessFailed(f"the {self.spec.name} subprocess sent {kind!r}, which no request asked for")
 
     def _again(self) -> CaseRecord:
         """Have the subprocess time the pair it is judging once more."""
-        self._send("again", None)
-        kind, payload = self._receive()
+        self.send("again", None)
+        kind, payload = self.receive()
         if kind == "raise":
             raise payload
         record: CaseRecord = payload
@@ -468,6 +471,10 @@ def serve(fd: int) -> None:
                 answer = _run_model(backend, conn, *args)
             elif op == "cross_side":
                 answer = _cross_side(backend, *args)
+            elif op == "ahead":
+                answer = build_ahead(backend, conn, *args)
+            elif op == "stop":  # ends an "ahead" list early; nothing else to stop
+                answer = None
             elif op in ("unavailable_reason", "gpu_unavailable_reason", "runtime_info"):
                 answer = getattr(backend, op)()
             else:
