@@ -275,6 +275,9 @@ class BackendSpec:
     # Environment the framework must be imported under (Keras picks its backend once per process from
     # KERAS_BACKEND). A process without it runs this backend's cases in a subprocess started with it.
     env: Mapping[str, str] = field(default_factory=dict)
+    # Its builds compile (XLA, Inductor) into the compile cache: on a night that starts with the cache empty, its
+    # cases are built once ahead, behind the other cases (measure/ahead.py).
+    compiles: bool = False
 
     def __post_init__(self) -> None:
         """Names become parts of case ids and baseline keys: keep them plain."""

@@ -74,7 +74,7 @@ JAX_KEYS: tuple[str, ...] = (
 # TF cases of the same session would run out of memory; a process without it runs jax cases in a subprocess.
 SPEC = BackendSpec(
     name="jax", title="JAX", module=__name__, cudnn_cells=("lstm",), cells=("lstm",),
-    env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, compiles=True,
     distributions={"jax": ("jax",), "jaxlib": ("jaxlib",)},
     runtime_prefix="jax.",
     key_fields=("jax.cuda_build", "jax.cudnn_build", "jax.cudnn_runtime", "jax.default_matmul_precision",

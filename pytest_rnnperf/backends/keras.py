@@ -61,7 +61,7 @@ KERAS_JAX = BackendSpec(
     name="keras_jax", title="Keras 3 on JAX", module=f"{__name__}:jax_backend", cudnn_cells=("lstm",),
     distributions={**_KERAS, "jax": ("jax",), "jaxlib": ("jaxlib",)}, runtime_prefix="keras_jax.",
     key_fields=("keras_jax.jax_version", "keras_jax.default_matmul_precision"),
-    env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, keras_backend="jax",
+    env={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, keras_backend="jax", compiles=True,
 )
 
 

@@ -78,7 +78,7 @@ def _spec(name: str, title: str, factory: str) -> BackendSpec:
                                               *_TORCH_KEY_FIELDS)),
         cross=False, cells=COMPILED_CELLS, reference=False,
         # A process of its own: dynamo's resets, caches and the profiler of the proof never touch eager cases.
-        env={"RNNPERF_SUBPROCESS": name},
+        env={"RNNPERF_SUBPROCESS": name}, compiles=True,
     )
 
 

@@ -441,9 +441,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _session(config).backends.stop(keep=frameworks)
     _session(config).backends.start(frameworks)
+    _session(config).compile_ahead([case for item in session.items if (case := _timed_case(item)) is not None])
     _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)],
                                  {item.name: "parity" if _checks_parity(item) else "claims"
                                   for item in session.items if _answers_once(item)})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test: its case's compile ahead is awaited; a test that may time anything else stops them all first."""
+    if SESSION_KEY not in item.config.stash or _checks_parity(item):  # a parity test times nothing
+        return
+    case = _timed_case(item)
+    _session(item.config).before_test(None if case is None else case.id)
+
+
+def _timed_case(item: pytest.Item) -> Case | None:
+    """The case a test parametrized by one times (a parity test times none)."""
+    if _checks_parity(item):
+        return None
+    return next((value for value in _params(item).values() if isinstance(value, Case)), None)
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:
@@ -515,9 +532,10 @@ def compile_cache_line(folder: Path | None, empty: bool) -> str:
     if folder is None:
         return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
     line = f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
-    # A first night compiles every JAX and torch.compile case from scratch (the budget prices it as stored).
-    return line + (": empty, so cases that compile build from scratch tonight and later nights reuse them"
-                   if empty else "")
+    # A first night compiles every JAX and torch.compile case from scratch: in one process on a GPU, ahead of their
+    # turn behind the other cases (measure/ahead.py); else at their build, priced as stored.
+    return line + (": empty, so cases that compile build from scratch tonight (ahead of their turn, behind the "
+                   "other cases, in a run of one process) and later nights reuse them" if empty else "")
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

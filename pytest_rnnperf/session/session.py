@@ -18,13 +18,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pytest_rnnperf.backends import ModelError, compile_cache, unmatched_injections
+from pytest_rnnperf.backends import BackendSpec, ModelError, compile_cache, spec, unmatched_injections
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy
+from pytest_rnnperf.measure import ahead
+from pytest_rnnperf.measure.ahead_pool import Ahead
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index
 from pytest_rnnperf.measure.loaded import LoadedBackends
+from pytest_rnnperf.measure.runner import RunConfig
 from pytest_rnnperf.measure.subprocesses import SubprocessPool
 from pytest_rnnperf.measure.wall import WallTimer
+from pytest_rnnperf.model.cases import Case
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord
 from pytest_rnnperf.model.timing import Timer
 from pytest_rnnperf.report.files import mark_report_folder, write_reports
@@ -73,6 +77,7 @@ class RnnperfSession:
     handed_over: dict[str, float] = field(default_factory=dict)  # pytest-xdist controller: when each worker's results came
     interrupted: str | None = None  # why the run stopped early (Ctrl-C): pytest may lose it from its exit status
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
+    ahead: Ahead | None = None  # a first night's compile-ahead processes (``compile_ahead``)
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
     backends: LoadedBackends = field(init=False)
@@ -105,8 +110,11 @@ class RnnperfSession:
             mark_report_folder(Path(folder))
         if self.run.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
             folder = str(Path(folder) / self.run.placement.worker)
+        # Every process that times reads the compile-ahead processes it must pause from this file (measure/ahead.py).
+        pids = Path(folder) / "ahead.pids"
+        ahead.use(pids)
         return SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,
-                              env=compile_cache.environment(self.run.compile_cache))
+                              env={**compile_cache.environment(self.run.compile_cache), ahead.PIDS_ENV: str(pids)})
 
     def environment(self) -> dict[str, str]:
         """Flat environment: ``gpu.*`` static device fields, software versions, framework runtime."""
@@ -209,7 +217,8 @@ class RnnperfSession:
         collected claims and parity tests, name -> "claims" or "parity", for those that will run whatever the budget."""
         checks = checks or {}
         costs = {case_id: self.stored_cost(case_id) for case_id in case_ids}
-        scratch = sum(1 for case_id in case_ids if self.run.compile_cache_empty
+        ahead_ids = self.compiled_ahead()
+        scratch = sum(1 for case_id in case_ids if self.run.compile_cache_empty and case_id not in ahead_ids
                       and self.stored.scratch_cost(case_id) is not None)
         total_s = self.settings.budget * 60
         stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
@@ -225,6 +234,36 @@ class RnnperfSession:
                       unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
                       cache_empty=self.run.compile_cache_empty, unanswered=len(self.unanswered(checks)),
                       owed_s=self.owed_s(checks))
+
+    def compile_ahead(self, cases: Sequence[Case]) -> None:
+        """On a night whose compile cache started empty, on a GPU, in one process: start building the collected
+        ``cases`` of backends that compile, each once ahead of its turn, behind the other cases (measure/ahead.py).
+
+        Not under pytest-xdist: the controller hands cases to whichever worker is free, so each would compile them all.
+        """
+        if not (self.gpu.available and self.run.compile_cache_empty and self.run.placement is None and not self.plan):
+            return
+        specs: dict[str, BackendSpec] = {}
+        for name in dict.fromkeys(case.framework for case in cases):
+            try:
+                found = spec(name)
+            except Exception:  # noqa: BLE001 - an unknown or broken backend: its own cases say why
+                continue
+            if found.compiles:
+                specs[name] = found
+        todo = [case for case in dict.fromkeys(cases) if case.framework in specs]
+        if todo:
+            pool = self.backends.pool()
+            self.ahead = Ahead.start(todo, specs, pool.log_dir, pool.env, RunConfig().seed, pool.log_dir / "ahead.pids")
+
+    def compiled_ahead(self) -> set[str]:
+        """The ids of the cases compiled ahead tonight (none on most nights)."""
+        return set() if self.ahead is None else {case_id for p in self.ahead.processes.values() for case_id in p.cases}
+
+    def before_test(self, case_id: str | None) -> None:
+        """Before a test: wait for its case's compile ahead; a test that is no such case (None) stops them all."""
+        if self.ahead is not None:
+            self.ahead.before(case_id)
 
     def owed_s(self, checks: Mapping[str, str]) -> float:
         """What one test of each kind of the collected ``checks`` (name -> "claims" or "parity") took when last stored,
@@ -270,7 +309,7 @@ class RnnperfSession:
         if run is None:
             return None
         newest = run.records[case_id].cost_s
-        if not self.run.compile_cache_empty:
+        if not self.run.compile_cache_empty or case_id in self.compiled_ahead():
             warm = self.stored.least_build(case_id, WARM_BUILDS)
             return run.path.name, newest if warm is None else {**newest, "build": warm}
         scratch = self.stored.scratch_cost(case_id)
@@ -320,6 +359,11 @@ class RnnperfSession:
         """Stop the subprocesses (the end of the run), timed: a worker's exit holds up the run's end."""
         began = time.monotonic()
         self.backends.close()
+        if self.ahead is not None:  # after the processes that may pause them
+            self.ahead.close()
+            if line := self.ahead.line():
+                self.measured.notes.append(line)
+        ahead.use(None)
         self.close_s = time.monotonic() - began
 
     def finish(self, step_summary: str = "") -> None:

@@ -66,8 +66,10 @@ device.read_gpu_info = lambda index=0, nvml=None: _read(index, nvml=FAKE)
 measuring.TelemetryWindow = functools.partial(device.TelemetryWindow, nvml=FAKE)
 if os.environ.get("FAKE_WORKER_BACKEND"):
     # Another framework that needs its own environment: its cases run in a subprocess started with it.
+    # "compiles": its builds compile, as JAX's do, so a night whose compile cache starts empty builds them ahead.
     backends.register(dataclasses.replace(backends.spec("torch"), name="faraway", runtime_prefix="faraway.",
-                                          module="fake_backend", env={{"RNNPERF_FAKE_WORKER": "1"}}))
+                                          module="fake_backend", env={{"RNNPERF_FAKE_WORKER": "1"}},
+                                          compiles=os.environ["FAKE_WORKER_BACKEND"] == "compiles"))
 if os.environ.get("FAKE_BUSY"):  # GPU utilization in percent: one driver sample, always the newest
     import time
     from types import SimpleNamespace

@@ -16,7 +16,8 @@ def test_the_compile_cache_folder_is_made_and_named_in_the_header_which_says_whe
     result = run(project, f"--rnnperf-compile-cache={folder}")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/): empty, so "
-                                 "cases that compile build from scratch tonight and later nights reuse them"])
+                                 "cases that compile build from scratch tonight (ahead of their turn, behind the "
+                                 "other cases, in a run of one process) and later nights reuse them"])
     assert (folder / "xla").is_dir() and (folder / "inductor").is_dir()
     (folder / "xla" / "jit_step-1234").write_bytes(b"compiled")
     again = run(project, f"--rnnperf-compile-cache={folder}")

@@ -6,9 +6,12 @@ cases run in a subprocess started with it, while the session here judges, report
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
-from conftest import load_json, run
+from conftest import load_json, run, whole_lines
 
 SUBPROCESS_CASES = """
 import pytest
@@ -110,3 +113,39 @@ def test_a_subprocess_started_for_deselected_cases_does_not_stop_the_run(faraway
     """-k leaves no faraway case: the subprocess started at collection is stopped and the rest runs."""
     faraway.makepyfile(test_zz_later=LATER_MODULE)
     run(faraway, "--rnnperf-report-dir=out", "-k", "later").assert_outcomes(passed=1)
+
+
+def _builds(seen: Path) -> list[int]:
+    """How many times each case was built, in any process (FAKE_SEEN's lines)."""
+    return sorted(Counter(line.split()[0] for line in seen.read_text().splitlines()).values())
+
+
+def test_a_first_night_builds_its_compiling_cases_once_ahead_in_a_process_of_their_own(
+        faraway: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compile cache starts empty: each case is built once ahead (its own log) and once for its test; the
+    summary counts them, and the file naming the process for the timing processes goes with it."""
+    monkeypatch.setenv("FAKE_WORKER_BACKEND", "compiles")
+    monkeypatch.setenv("FAKE_SEEN", str(faraway.path / "seen.txt"))
+    result = run(faraway, "--rnnperf-report-dir=out")
+    result.assert_outcomes(passed=2)
+    whole_lines(result).fnmatch_lines(["compiled ahead: 2 of 2 case(s) (faraway 2) in * s behind the other cases, "
+                                       "paused while any case was timed; cases waited * s for theirs"])
+    assert _builds(faraway.path / "seen.txt") == [2, 2]
+    assert (faraway.path / "out" / "ahead-faraway.log").exists()
+    assert not (faraway.path / "out" / "ahead.pids").exists()
+
+
+@pytest.mark.parametrize("cache", ["none", "warm"])
+def test_a_night_whose_compile_cache_is_off_or_warm_compiles_nothing_ahead(
+        faraway: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
+    monkeypatch.setenv("FAKE_WORKER_BACKEND", "compiles")
+    monkeypatch.setenv("FAKE_SEEN", str(faraway.path / "seen.txt"))
+    if cache == "warm":
+        (faraway.path / "cache" / "xla").mkdir(parents=True)
+        (faraway.path / "cache" / "xla" / "jit_step-entry").write_bytes(b"compiled")
+    folder = "none" if cache == "none" else str(faraway.path / "cache")
+    result = run(faraway, f"--rnnperf-compile-cache={folder}")
+    result.assert_outcomes(passed=2)
+    assert "compiled ahead" not in result.stdout.str()
+    assert _builds(faraway.path / "seen.txt") == [1, 1]
+

@@ -8,6 +8,7 @@ from pathlib import Path
 from factories import record
 from fake_nvml import FakeNVML
 
+from pytest_rnnperf.measure.ahead_pool import Ahead, AheadProcess
 from pytest_rnnperf.measure.gpu import read_gpu_info
 from pytest_rnnperf.model.cases import ModelCase
 from pytest_rnnperf.model.cold import HIT, MISS, ColdCost
@@ -76,3 +77,12 @@ def test_the_warm_night_after_a_first_night_prices_the_build_warm_not_as_the_new
     assert warm.budget is not None and warm.budget.forecast is None
     assert _session(empty=True, nights=after_first).stored_cost(CASE) == ("0040_run.json",
                                                                          {"build": 30.0, "parity": 1.0, "wall": 3.0})
+
+
+def test_a_first_night_that_compiles_a_case_ahead_prices_its_build_warm_and_says_nothing_before_the_run() -> None:
+    """Its build reads what the compile-ahead process compiled behind the other cases: the warm night's 0.4 s."""
+    cold = _session(empty=True)
+    cold.ahead = Ahead({"jax": AheadProcess("jax", None, (CASE,))})  # type: ignore[arg-type]
+    assert cold.stored_cost(CASE) == ("0039_run.json", {"build": 0.4, "parity": 1.0, "wall": 3.0})
+    cold.plan_budget([CASE])
+    assert cold.budget is not None and cold.budget.forecast is None
