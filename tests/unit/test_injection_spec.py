@@ -8,13 +8,32 @@ import pytest
 from script_modules import ROOT, load_script
 
 
-def test_a_gpu_folder_stands_for_its_newest_stored_run(tmp_path: Path) -> None:
+def test_a_gpu_folder_stands_for_its_stored_runs_newest_first(tmp_path: Path) -> None:
     """Runs are ordered by their number, not by the folder they sit in; evidence files are not runs."""
     for name in ("a/0002_baseline.json", "a/0010_run.json", "b/0009_run.json", "evidence/2026-11-27_null.json"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
-    assert load_script("injection_spec").stored_run(tmp_path) == tmp_path / "a" / "0010_run.json"
-    assert load_script("injection_spec").stored_run(tmp_path / "b" / "0009_run.json") == tmp_path / "b" / "0009_run.json"
+    assert load_script("injection_spec").stored_runs(tmp_path) == [
+        tmp_path / "a" / "0010_run.json", tmp_path / "b" / "0009_run.json", tmp_path / "a" / "0002_baseline.json"]
+    assert load_script("injection_spec").stored_runs(tmp_path / "b" / "0009_run.json") == [
+        tmp_path / "b" / "0009_run.json"]
+
+
+def test_a_gpu_folder_whose_newest_run_holds_no_torch_case_still_spins_each_as_its_newest_run_has_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The H100's newest run (0049) holds JAX cases only: a lent H100's injection then injected nothing. Each torch
+    case now gets its spin from the newest run that timed it."""
+    folder = ROOT / "baselines" / "NVIDIA_H100_80GB_HBM3"
+    if not (folder / "Linux-CPython-3.12-64bit" / "0049_run.json").is_file():
+        pytest.skip(f"{folder} is not in this checkout")
+    script = load_script("injection_spec")
+    assert script.main([str(folder), "0.05"]) == 0
+    out, err = capsys.readouterr()
+    parts = dict(p.split("=") for p in out.strip().split(","))
+    assert sum(k.startswith("torch-") for k in parts) == 30 and sum(k.startswith("keras_torch-") for k in parts) >= 12
+    newest = script.spins([folder / "Linux-CPython-3.12-64bit" / "0047_run.json"], 0.05)
+    assert all(parts[case_id] == us for case_id, us in newest.items())  # 0047 is the newest with torch cases
+    assert "their newest stored run of" in err
 
 
 def test_a_folder_without_runs_or_a_bad_share_is_told_in_one_line(tmp_path: Path,
