@@ -54,6 +54,7 @@ class Forecast:
     workers: int = 1  # pytest-xdist workers sharing them
     scratch: int = 0  # cases priced at a build from scratch: the compile cache was empty when the run started
     timed_s: float = 0.0  # the timed rounds at the least each case's stored records spent on them
+    ahead: int = 0  # of the ``scratch`` cases, those compiled ahead, behind the other cases (measure/ahead.py)
 
     def text(self) -> str:
         """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
@@ -65,7 +66,8 @@ class Forecast:
         unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
         timed = f", and their timed rounds at the least stored {span(self.timed_s)}" if self.timed_s else ""
         shared = f", shared by {self.workers} pytest-xdist workers" if self.workers > 1 else ""
-        scratch = (f"the compile cache is empty, so {self.scratch} case(s) compile from scratch: " if self.scratch
+        ahead = f" ({self.ahead} of them ahead, behind the other cases)" if self.ahead else ""
+        scratch = (f"the compile cache is empty, so {self.scratch} case(s) compile from scratch{ahead}: " if self.scratch
                    else "")
         return (f"{scratch}the collected cases' fixed costs come to {span(self.fixed_s)}{shared} in {files} ({parts})"
                 f"{timed}{unknown}")
@@ -83,13 +85,13 @@ def span(seconds: float) -> str:
 
 def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float,
              workers: int = 1, scratch: int = 0, least_timed: Mapping[str, float] | None = None,
-             frameworks: Mapping[str, str] | None = None) -> Forecast | None:
+             frameworks: Mapping[str, str] | None = None, ahead: int = 0) -> Forecast | None:
     """What the collected cases' fixed phases cost where that, with their least stored timed rounds, is more than
     ``budget_s``, else None.
 
     ``workers``: pytest-xdist workers sharing the cases, each paying its share of the fixed phases in the same
     minutes, so the budget holds ``workers`` times as much. ``scratch``: how many of ``costs`` are builds from
-    scratch (an empty compile cache), for the line.
+    scratch (an empty compile cache), ``ahead`` of them compiled ahead, for the line.
 
     ``costs``: each collected case id -> the name of its newest stored file holding it and that record's ``cost_s``
     (None, or an empty ``cost_s``: no stored cost). ``least_timed``: case id -> the least seconds any of its stored
@@ -111,7 +113,8 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])
     sources = tuple(sorted({source for source, _ in known.values()}, reverse=True))
-    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers, scratch, timed_s)
+    return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers, scratch, timed_s,
+                    ahead)
 
 
 def _costliest(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
