@@ -1,14 +1,14 @@
 """Compiling ahead: on a first night, the cases that compile are built once, in processes of their own, behind the others.
 
 A first night on a fresh runner starts with an empty compile cache, and each JAX, Keras-on-JAX and torch.compile case
-compiles from scratch at its build: on one H100 that was 199 s of a 476 s night. A compile-ahead process per such
-backend builds each of its collected cases once, in the run's order, and drops it; XLA's and Inductor's persistent
-caches keep what was compiled, so the case's own build reads it.
+compiles from scratch at its build, the GPU idle meanwhile (the evidence README has the H100 figures). A compile-ahead
+process per such backend builds each of its collected cases once, in the run's order, and drops it; XLA's and
+Inductor's persistent caches keep what was compiled, so the case's own build reads it.
 
 Such a process never runs while a case is timed: whichever process times a case stops them (SIGSTOP) for its rounds
 and lets them go on after (``paused``), so only the untimed phases of other cases (building, proving, parity) share the
-host and the GPU with them. A case whose compile ahead is still under way waits for it (no longer than it would have
-compiled); a test that is not such a case stops them all first.
+host and the GPU with them. A case whose compile ahead is still under way waits for it; a test that is not such a case
+stops them all first.
 
 This module is what every process needs (the pause, the subprocess's loop); ``ahead_pool`` is the parent's side.
 Nothing here knows pytest or imports a framework.
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 # The file naming the run's compile-ahead processes, one "PID START" line each; every process that times reads it.
 PIDS_ENV = "RNNPERF_AHEAD_PIDS_FILE"
+PIDS_NAME = "ahead.pids"  # in the folder of the run's subprocess logs
 NICE = 10  # below the run's own build and parity work, which shares the host with them
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -150,4 +151,4 @@ def build_ahead(backend: Any, conn: Connection, cases: Sequence[Case], seed: int
     return built
 
 
-__all__ = ["NICE", "PIDS_ENV", "build_ahead", "listed", "paused", "pids_file", "process_start", "use"]
+__all__ = ["NICE", "PIDS_ENV", "PIDS_NAME", "build_ahead", "listed", "paused", "pids_file", "process_start", "use"]

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from pytest_rnnperf.model.cases import Case
 
 
-
 @dataclass(frozen=True)
 class Built:
     """One case compiled ahead: how long its build took there, and why it failed (empty: it did not)."""
@@ -68,7 +67,7 @@ class AheadProcess:
         began = time.monotonic()
         try:
             self.proc.send("stop", ())
-        except Exception:  # noqa: BLE001 - gone already: _read says so
+        except SubprocessFailed:  # gone already: _read says so
             pass
         while not self.finished:
             self._read()
@@ -81,7 +80,6 @@ class Ahead:
 
     processes: dict[str, AheadProcess] = field(default_factory=dict)
     path: Path | None = None  # the pids file the run's timing processes read
-    started: float = field(default_factory=time.monotonic)
 
     @classmethod
     def start(cls, cases: Sequence[Case], specs: Mapping[str, BackendSpec], log_dir: Path, env: Mapping[str, str],

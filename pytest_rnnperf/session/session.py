@@ -111,7 +111,7 @@ class RnnperfSession:
         if self.run.placement is not None:  # each pytest-xdist worker starts its own: their logs go apart
             folder = str(Path(folder) / self.run.placement.worker)
         # Every process that times reads the compile-ahead processes it must pause from this file (measure/ahead.py).
-        pids = Path(folder) / "ahead.pids"
+        pids = Path(folder) / ahead.PIDS_NAME
         ahead.use(pids)
         return SubprocessPool(Path(folder), nvml_index() if self.gpu.available else None,
                               env={**compile_cache.environment(self.run.compile_cache), ahead.PIDS_ENV: str(pids)})
@@ -221,7 +221,7 @@ class RnnperfSession:
         # slows their builds and parity instead, by more than the warm builds leave (evidence README, twenty-second).
         scratch_ids = [case_id for case_id in case_ids if self.run.compile_cache_empty
                        and self.stored.scratch_cost(case_id) is not None]
-        ahead = len(set(scratch_ids) & self.compiled_ahead())
+        compiled = len(set(scratch_ids) & self.compiled_ahead())
         total_s = self.settings.budget * 60
         stored_fixed = {case_id: fixed_of(found[1]) for case_id, found in costs.items() if found and found[1]}
         # A known issue (xfail) stores no record: its whole test, as last timed, is what it costs (none of it cut).
@@ -230,7 +230,7 @@ class RnnperfSession:
         frameworks = self._frameworks(case_ids)
         return Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
                       forecast=forecast(costs, total_s, workers, len(scratch_ids), self.least_timed(case_ids), frameworks,
-                                        ahead),
+                                        compiled),
                       stored_fixed=stored_fixed, stored_timed=self.full_timed(case_ids), frameworks=frameworks,
                       collected=len(case_ids),
                       # without a GPU no case is timed, so there is nothing to foresee
@@ -257,7 +257,8 @@ class RnnperfSession:
         todo = [case for case in dict.fromkeys(cases) if case.framework in specs]
         if todo:
             pool = self.backends.pool()
-            self.ahead = Ahead.start(todo, specs, pool.log_dir, pool.env, RunConfig().seed, pool.log_dir / "ahead.pids")
+            self.ahead = Ahead.start(todo, specs, pool.log_dir, pool.env, RunConfig().seed,
+                                     pool.log_dir / ahead.PIDS_NAME)
 
     def compiled_ahead(self) -> set[str]:
         """The ids of the cases compiled ahead tonight (none on most nights)."""
