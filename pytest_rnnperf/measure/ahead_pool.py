@@ -23,6 +23,11 @@ class Built:
     error: str = ""
 
 
+# A compile-ahead process that says nothing for this long while a case waits is taken as stuck: it is killed, and the
+# cases it had not built build at their turn, as on a night without it (no night hangs on it).
+QUIET_LIMIT_S = 600.0
+
+
 @dataclass
 class AheadProcess:
     """One backend's compile-ahead subprocess and what it has told of its cases so far."""
@@ -34,9 +39,16 @@ class AheadProcess:
     finished: bool = False  # it answered: its list is done, it was stopped, or it failed
     failed: str = ""  # why it is gone, where it died
     waited_s: float = 0.0  # how long the run's cases waited for their compile here
+    quiet_limit_s: float = QUIET_LIMIT_S
 
     def _read(self) -> None:
-        """Read one message (blocking): a case built, or the answer that ends the list."""
+        """Read one message: a case built, or the answer that ends the list; one silent too long is killed."""
+        if not self.proc.heard(self.quiet_limit_s):
+            self.proc.kill_group()
+            self.finished = True
+            self.failed = (f"it said nothing for {self.quiet_limit_s:.0f} s and was killed; the cases it had not built "
+                           f"built at their turn")
+            return
         try:
             self.proc.settle()  # its registration's answer comes first
             kind, payload = self.proc.receive()
@@ -137,4 +149,4 @@ class Ahead:
                 + (f"; stopped early: {'; '.join(failed)}" if failed else ""))
 
 
-__all__ = ["Ahead", "AheadProcess", "Built"]
+__all__ = ["QUIET_LIMIT_S", "Ahead", "AheadProcess", "Built"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -178,6 +179,18 @@ class BackendSubprocess:
             raise payload
         record: CaseRecord = payload
         return record
+
+    def heard(self, timeout: float) -> bool:
+        """Whether a message, or the subprocess's end, comes within ``timeout`` seconds."""
+        return bool(self.conn.poll(timeout)) or self.process.poll() is not None
+
+    def kill_group(self) -> None:
+        """Kill the subprocess and the processes it started, its group (``launch(group=True)``), without asking."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
 
     def kill(self) -> None:
         """Kill the subprocess without asking (it holds nothing that needs saving)."""

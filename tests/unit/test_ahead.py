@@ -15,7 +15,7 @@ import pytest
 
 from pytest_rnnperf.measure import ahead
 from pytest_rnnperf.measure.ahead_pool import Ahead, AheadProcess, Built
-from pytest_rnnperf.measure.subprocesses import SubprocessFailed
+from pytest_rnnperf.measure.subprocesses import BackendSubprocess, SubprocessFailed
 from pytest_rnnperf.model.cases import Case, Shape
 
 CASES = (Case("jax", "lstm", Shape(4, 2, 3, 5)), Case("jax", "lstm", Shape(6, 2, 3, 5)),
@@ -150,9 +150,9 @@ def test_the_subprocess_stops_before_the_next_case_once_the_parent_speaks(monkey
 class _Proc:
     """A compile-ahead subprocess's pipe, scripted: the messages it sends, in order; what it was sent."""
 
-    def __init__(self, *messages: tuple[str, Any], dies: bool = False) -> None:
+    def __init__(self, *messages: tuple[str, Any], dies: bool = False, stuck: bool = False) -> None:
         self.messages = list(messages)
-        self.dies = dies
+        self.dies, self.stuck, self.killed = dies, stuck, False
         self.sent: list[str] = []
 
     def receive(self) -> tuple[str, Any]:
@@ -169,6 +169,14 @@ class _Proc:
 
     def settle(self) -> None:
         """Its registration was answered long ago."""
+
+    def heard(self, timeout: float) -> bool:
+        """A message is waiting, or the process is gone; a stuck one says nothing."""
+        return not self.stuck
+
+    def kill_group(self) -> None:
+        """Note the kill."""
+        self.killed = True
 
 
 def _process(proc: _Proc) -> AheadProcess:
@@ -200,6 +208,17 @@ def test_a_compile_ahead_process_that_dies_ends_its_list_with_why() -> None:
     assert process.finished and process.failed == "the jax subprocess exited (code -9)"
 
 
+def test_a_compile_ahead_process_silent_past_its_limit_is_killed_and_no_case_waits_on_it_again() -> None:
+    """A stuck compile must not hang the night: the case builds itself, as on a night without compiling ahead."""
+    proc = _Proc(stuck=True)
+    process = _process(proc)
+    process.wait_for(CASES[0].id)
+    assert proc.killed and process.finished and process.failed.startswith("it said nothing for 600 s and was killed")
+    process.wait_for(CASES[1].id)
+    process.stop()
+    assert proc.sent == []
+
+
 def test_the_summary_line_counts_what_was_built_and_how_long_cases_waited() -> None:
     jax = _process(_Proc())
     jax.built = {CASES[0].id: Built(20.0), CASES[1].id: Built(30.0, "RuntimeError: no such kernel")}
@@ -213,3 +232,28 @@ def test_the_summary_line_counts_what_was_built_and_how_long_cases_waited() -> N
         "compiled ahead: 1 of 3 case(s) (jax 1) in 50 s behind the other cases, paused while any case was timed; "
         "cases waited 4 s for theirs; stopped early: jax: the jax subprocess exited (code -9)")
     assert Ahead().line() is None
+
+
+def test_a_silent_subprocess_is_not_heard_and_killing_its_group_ends_its_workers_too(tmp_path: Path) -> None:
+    ours, _theirs = Pipe()
+    child = subprocess.Popen([sys.executable, "-c", _LEADER], stdout=subprocess.PIPE, start_new_session=True)
+    assert child.stdout is not None
+    worker = int(child.stdout.readline())
+    proc = BackendSubprocess(None, child, ours, tmp_path / "ahead-jax.log")  # type: ignore[arg-type]
+    assert not proc.heard(0.05)
+    proc.kill_group()
+    assert child.returncode == -signal.SIGKILL
+    assert _gone(worker)
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process has exited within a second (gone from /proc, or a zombie not yet reaped)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            if _state(pid) == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.01)
+    return False
