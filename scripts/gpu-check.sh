@@ -7,6 +7,10 @@
 #   scripts/gpu-check.sh shard [ARGS...]  pytest ARGS (default: the night at its minimum rounds, the same work either
 #                                         way) sharded over every GPU with -n, then
 #                                         in one process on the host's first GPU; each run's time, and their ratio
+#   scripts/gpu-check.sh first [ARGS...]  a first night: the compile cache emptied, then `suite` ARGS (default: the
+#                                         workflow's night); then each matrix case it judged neither unchanged nor
+#                                         improved, rerun alone on the same card (the cache warm by then): the card,
+#                                         or the night around it?
 #   scripts/gpu-check.sh cenv [ARGS...]   a night whose driver changed, emulated on a scratch copy of baselines/ where
 #                                         every stored run names another driver; pytest ARGS (default: the workflow's
 #                                         night); baselines/ itself is never touched
@@ -112,6 +116,25 @@ case "$what" in
          done
          # Every verdict's comparisons, passing cases' too (the log prints them for failures only).
          [ -f rnnperf-report/rnnperf.json ] && gzip -c rnnperf-report/rnnperf.json > "$OUT/rnnperf.json.gz"
+         exit "$status" ;;
+  first) # The machine goes back after 30 s idle, so a case that failed is rerun alone in the same call, on its card.
+         rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/pytest-rnnperf"
+         [ $# -gt 0 ] || set -- suites/ --benchmark-compare --rnnperf-keep-run --rnnperf-budget=5
+         # The inner script counts its deadline from its own start: it gets what is left, less a minute for the reruns.
+         inner=${GPU_CHECK_DEADLINE_S:+$(( GPU_CHECK_DEADLINE_S - SECONDS - 60 ))}
+         GPU_CHECK_DEADLINE_S=$inner OUT=$OUT bash "$0" suite "$@" --junitxml="$OUT/first.xml"
+         status=$?
+         cp rnnperf-report/ahead-*.log "$OUT"/ 2>/dev/null
+         # By node id: -k matches substrings, and torch-lstm-... would bring keras_torch-lstm-... along.
+         tests=$(python3 -c "import json; r = json.load(open('rnnperf-report/rnnperf.json')); print(' '.join(
+           f'suites/test_cudnn.py::test_cudnn_vs_generic[{v[\"case\"]}]' for v in r['verdicts']
+           if v['outcome'] not in ('unchanged', 'improved') and '::' not in v['case']))" 2>/dev/null)
+         if [ -n "$tests" ]; then
+           echo "gpu-check: first: rerun alone on this card: $tests"
+           # shellcheck disable=SC2086 # one node id per word
+           python3 -m pytest -rs -p no:cacheprovider $tests --benchmark-compare --rnnperf-report-dir=/tmp/rnnperf-alone \
+             2>&1 | tee "$OUT/alone.log" | grep -E '^(verdicts|=+ .*(passed|failed))'
+         fi
          exit "$status" ;;
   packaged) # The suite as a team runs it from its own repository: the wheel built from this tree, installed into a
          # fresh virtualenv that sees the image's frameworks, run from a scratch folder holding a copy of baselines/
