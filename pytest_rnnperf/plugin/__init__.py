@@ -521,21 +521,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     # The thresholds in use, as read: a percent typed as a fraction or the other way shows here before the run.
     lines = header_lines(session, scale=resolved_scale(config)) + [
         f"rnnperf: regression thresholds: {thresholds(session.settings.policy())}",
-        compile_cache_line(session.run.compile_cache, session.run.compile_cache_empty)]
+        compile_cache_line(session.run.compile_cache, session.run.compile_cache_empty,
+                           session.settings.compile_ahead != "off")]
     keras = config.stash.get(KERAS_LINE, "")
     return lines + [keras] if keras else lines
 
 
-def compile_cache_line(folder: Path | None, empty: bool) -> str:
-    """The header's line naming the compile cache kept between runs (``empty`` when the run started), or saying it
-    is off."""
+def compile_cache_line(folder: Path | None, empty: bool, ahead: bool = True) -> str:
+    """The header's line naming the compile cache kept between runs (``empty`` when the run started, ``ahead``: its
+    cases may compile ahead), or saying it is off."""
     if folder is None:
         return "rnnperf: compile cache off (--rnnperf-compile-cache=none)"
     line = f"rnnperf: compile cache {folder} (XLA in xla/, Inductor in inductor/)"
     # A first night compiles every JAX and torch.compile case from scratch: in one process on a GPU, ahead of their
     # turn behind the other cases (measure/ahead.py); else at their build, priced as stored.
-    return line + (": empty, so cases that compile build from scratch tonight (ahead of their turn, behind the "
-                   "other cases, in a run of one process) and later nights reuse them" if empty else "")
+    when = ("ahead of their turn, behind the other cases, in a run of one process" if ahead
+            else "each at its turn: --rnnperf-compile-ahead=off")
+    return line + (f": empty, so cases that compile build from scratch tonight ({when}) and later nights reuse them"
+                   if empty else "")
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -239,12 +239,14 @@ class RnnperfSession:
                       owed_s=self.owed_s(checks))
 
     def compile_ahead(self, cases: Sequence[Case]) -> None:
-        """On a night whose compile cache started empty, on a GPU, in one process: start building the collected
-        ``cases`` of backends that compile, each once ahead of its turn, behind the other cases (measure/ahead.py).
+        """On a night whose compile cache started empty, on a GPU, in one process, unless --rnnperf-compile-ahead=off:
+        start building the collected ``cases`` of backends that compile, each once ahead of its turn, behind the other
+        cases (measure/ahead.py).
 
         Not under pytest-xdist: the controller hands cases to whichever worker is free, so each would compile them all.
         """
-        if not (self.gpu.available and self.run.compile_cache_empty and self.run.placement is None and not self.plan):
+        if (self.settings.compile_ahead == "off" or not self.gpu.available or not self.run.compile_cache_empty
+                or self.run.placement is not None or self.plan):
             return
         specs: dict[str, BackendSpec] = {}
         for name in dict.fromkeys(case.framework for case in cases):

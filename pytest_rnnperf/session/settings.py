@@ -253,6 +253,10 @@ AFTER: tuple[Setting, ...] = (
     Setting("compile_cache", "", to_str, "folder of the compile cache kept between runs (XLA's for JAX and Keras "
             "on JAX in DIR/xla, Inductor's in DIR/inductor); empty: $XDG_CACHE_HOME/pytest-rnnperf or "
             "~/.cache/pytest-rnnperf; 'none' turns it off", path=True),
+    # Compiling beside the other cases takes GPU memory and host time of its own: a shared or small GPU may want it off.
+    Setting("compile_ahead", "auto", to_str, "on a night whose compile cache starts empty, build the cases that "
+            "compile once ahead, in processes of their own, behind the other cases: auto (in a run of one process on "
+            "a GPU) or off (each compiles at its turn)", choices=("auto", "off")),
 )
 
 
@@ -309,6 +313,7 @@ class Settings:
     markdown: str
     benchmark_tables: bool
     compile_cache: str
+    compile_ahead: str
     judging: Mapping[str, Any]
 
     @classmethod

@@ -82,6 +82,7 @@ def test_the_cuda_libraries_each_framework_loaded_are_named_before_the_tests(
     (["--rnnperf-update-baseline", "--rnnperf-baseline-tag=nightly/1"],
      "--rnnperf-baseline-tag / rnnperf_baseline_tag: 'nightly/1': use letters, digits, '.', '_' and '-' only"),
     (["--rnnperf-baselines=tox.ini"], "--rnnperf-baselines / rnnperf_baselines: *tox.ini is a file, not a folder"),
+    (["--rnnperf-compile-ahead=no"], "argument --rnnperf-compile-ahead: invalid choice: 'no' (choose from 'auto', 'off')"),
 ])
 def test_malformed_option_is_a_one_line_usage_error(project: pytest.Pytester, args: list[str], message: str) -> None:
     """A bad value stops the run before collection (not after the suite ran), naming the option."""

@@ -135,8 +135,8 @@ def test_a_first_night_builds_its_compiling_cases_once_ahead_in_a_process_of_the
     assert not (faraway.path / "out" / "ahead.pids").exists()
 
 
-@pytest.mark.parametrize("cache", ["none", "warm"])
-def test_a_night_whose_compile_cache_is_off_or_warm_compiles_nothing_ahead(
+@pytest.mark.parametrize("cache", ["none", "warm", "ahead off"])
+def test_a_night_whose_compile_cache_is_off_or_warm_or_that_turns_it_off_compiles_nothing_ahead(
         faraway: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
     monkeypatch.setenv("FAKE_WORKER_BACKEND", "compiles")
     monkeypatch.setenv("FAKE_SEEN", str(faraway.path / "seen.txt"))
@@ -144,7 +144,11 @@ def test_a_night_whose_compile_cache_is_off_or_warm_compiles_nothing_ahead(
         (faraway.path / "cache" / "xla").mkdir(parents=True)
         (faraway.path / "cache" / "xla" / "jit_step-entry").write_bytes(b"compiled")
     folder = "none" if cache == "none" else str(faraway.path / "cache")
-    result = run(faraway, f"--rnnperf-compile-cache={folder}")
+    result = run(faraway, f"--rnnperf-compile-cache={folder}",
+                 *(["--rnnperf-compile-ahead=off"] if cache == "ahead off" else []))
+    if cache == "ahead off":
+        result.stdout.fnmatch_lines(["*empty, so cases that compile build from scratch tonight (each at its turn: "
+                                     "--rnnperf-compile-ahead=off)*"])
     result.assert_outcomes(passed=2)
     assert "compiled ahead" not in result.stdout.str()
     assert _builds(faraway.path / "seen.txt") == [1, 1]
