@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from pytest_rnnperf.measure.ahead import process_start
+from pytest_rnnperf.measure.ahead import PIDS_NAME, process_start
 from pytest_rnnperf.measure.subprocesses import BackendSubprocess, SubprocessFailed
 
 if TYPE_CHECKING:
@@ -95,12 +95,14 @@ class Ahead:
 
     @classmethod
     def start(cls, cases: Sequence[Case], specs: Mapping[str, BackendSpec], log_dir: Path, env: Mapping[str, str],
-              seed: int, path: Path) -> Ahead:
-        """Start a compile-ahead process per framework of ``cases`` (in their order) and name them in ``path``."""
+              seed: int) -> Ahead:
+        """Start a compile-ahead process per framework of ``cases`` that ``specs`` holds (in their order), logging in
+        ``log_dir``, and name them in its pids file (``ahead.PIDS_NAME``) for the processes that time."""
         by_framework: dict[str, list[Case]] = {}
         for case in cases:
             if case.framework in specs:
                 by_framework.setdefault(case.framework, []).append(case)
+        path = log_dir / PIDS_NAME
         ahead = cls(path=path)
         lines = []
         for name, own in by_framework.items():

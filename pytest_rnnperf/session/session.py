@@ -256,11 +256,9 @@ class RnnperfSession:
                 continue
             if found.compiles:
                 specs[name] = found
-        todo = [case for case in dict.fromkeys(cases) if case.framework in specs]
-        if todo:
+        if specs:
             pool = self.backends.pool()
-            self.ahead = Ahead.start(todo, specs, pool.log_dir, pool.env, RunConfig().seed,
-                                     pool.log_dir / ahead.PIDS_NAME)
+            self.ahead = Ahead.start(list(dict.fromkeys(cases)), specs, pool.log_dir, pool.env, RunConfig().seed)
 
     def compiled_ahead(self) -> set[str]:
         """The ids of the cases compiled ahead tonight (none on most nights)."""
