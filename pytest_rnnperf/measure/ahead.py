@@ -8,7 +8,7 @@ Inductor's persistent caches keep what was compiled, so the case's own build rea
 Such a process never runs while a case is timed: whichever process times a case stops them (SIGSTOP) for its rounds
 and lets them go on after (``paused``), so only the untimed phases of other cases (building, proving, parity) share the
 host and the GPU with them. A case whose compile ahead is still under way waits for it; a test that is not such a case
-stops them all first.
+stops them all first. A test of a team's own model joins them when it declares its model (``AheadModel``).
 
 This module is what every process needs (the pause, the subprocess's loop); ``ahead_pool`` is the parent's side.
 Nothing here knows pytest or imports a framework.
@@ -22,12 +22,13 @@ import signal
 import time
 import traceback
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 if TYPE_CHECKING:
-    from pytest_rnnperf.model.cases import Case
+    from pytest_rnnperf.model.cases import Case, ModelCase
 
 # The file naming the run's compile-ahead processes, one "PID START" line each; every process that times reads it.
 PIDS_ENV = "RNNPERF_AHEAD_PIDS_FILE"
@@ -108,6 +109,28 @@ def paused() -> Iterator[None]:
 # ------------------------------------------------------------------------------------------------ the subprocess side
 
 
+@dataclass(frozen=True)
+class AheadModel:
+    """A team's model a test declared, to compile ahead: its case and its ``rnnperf.model()`` arguments as
+    ``subprocesses.model_payload`` pickles them."""
+
+    case: ModelCase
+    payload: bytes
+
+    @property
+    def id(self) -> str:
+        """The test's case id, which its test waits for."""
+        return self.case.id
+
+    @property
+    def framework(self) -> str:
+        """The backend whose compile-ahead process builds it."""
+        return self.case.framework
+
+
+Buildable = Union["Case", AheadModel]  # what a compile-ahead process builds
+
+
 def _die_with_parent() -> None:
     """Have the kernel kill this process when its parent dies (Linux): one left stopped by a run killed mid-round
     would hold its GPU memory for good; SIGKILL ends a stopped process too."""
@@ -117,8 +140,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def build_ahead(backend: Any, conn: Connection, cases: Sequence[Case], seed: int) -> int:
+def build_ahead(backend: Any, conn: Connection, cases: Sequence[Buildable], seed: int,
+                build_model: Callable[[Any, AheadModel, int], None]) -> int:
     """Build each case once and drop it, telling the parent each as it ends; stop early once the parent says anything.
+    ``build_model(backend, model, seed)`` builds a declared model and drops it.
 
     Runs in the compile-ahead subprocess; returns how many cases it built. A case that cannot be built here is
     passed over with its error: its own build in the run meets it again and reports it.
@@ -135,10 +160,13 @@ def build_ahead(backend: Any, conn: Connection, cases: Sequence[Case], seed: int
         started = time.perf_counter()
         error = ""
         try:
-            s = case.shape
-            weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
-                                             seed=seed)
-            backend.build(case, weights, reference.make_inputs(case, seed=seed), impls=IMPLS).close()
+            if isinstance(case, AheadModel):
+                build_model(backend, case, seed)
+            else:
+                s = case.shape
+                weights = reference.init_weights(case.cell, s.input_size, s.hidden_size, s.num_layers, s.bidirectional,
+                                                 seed=seed)
+                backend.build(case, weights, reference.make_inputs(case, seed=seed), impls=IMPLS).close()
             built += 1
         except Exception as exc:  # noqa: BLE001 - passed over here, reported by the case's own build
             traceback.print_exc()
@@ -151,4 +179,4 @@ def build_ahead(backend: Any, conn: Connection, cases: Sequence[Case], seed: int
     return built
 
 
-__all__ = ["NICE", "PIDS_ENV", "PIDS_NAME", "build_ahead", "listed", "paused", "pids_file", "process_start", "use"]
+__all__ = ["AheadModel", "Buildable", "NICE", "PIDS_ENV", "PIDS_NAME", "build_ahead", "listed", "paused", "pids_file", "process_start", "use"]

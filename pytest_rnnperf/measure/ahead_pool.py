@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from pytest_rnnperf.measure.ahead import PIDS_NAME, process_start
+from pytest_rnnperf.measure.ahead import PIDS_NAME, AheadModel, Buildable, process_start
 from pytest_rnnperf.measure.subprocesses import BackendSubprocess, SubprocessFailed
 
 if TYPE_CHECKING:
     from pytest_rnnperf.backends import BackendSpec
-    from pytest_rnnperf.model.cases import Case
 
 
 @dataclass(frozen=True)
@@ -94,20 +93,24 @@ class Ahead:
     path: Path | None = None  # the pids file the run's timing processes read
 
     @classmethod
-    def start(cls, cases: Sequence[Case], specs: Mapping[str, BackendSpec], log_dir: Path, env: Mapping[str, str],
+    def start(cls, cases: Sequence[Buildable], specs: Mapping[str, BackendSpec], log_dir: Path, env: Mapping[str, str],
               seed: int) -> Ahead:
-        """Start a compile-ahead process per framework of ``cases`` that ``specs`` holds (in their order), logging in
-        ``log_dir``, and name them in its pids file (``ahead.PIDS_NAME``) for the processes that time."""
-        by_framework: dict[str, list[Case]] = {}
+        """Start a compile-ahead process per framework of ``cases`` that ``specs`` holds (in their order), and one more
+        for its declared models, logging in ``log_dir``, and name them in its pids file (``ahead.PIDS_NAME``) for the
+        processes that time."""
+        # The models come after a framework's cases in the run, and would wait behind their compiles in one process.
+        by_process: dict[str, tuple[str, list[Buildable]]] = {}
         for case in cases:
             if case.framework in specs:
-                by_framework.setdefault(case.framework, []).append(case)
+                name = case.framework + (" models" if isinstance(case, AheadModel) else "")
+                by_process.setdefault(name, (case.framework, []))[1].append(case)
         path = log_dir / PIDS_NAME
         ahead = cls(path=path)
         lines = []
-        for name, own in by_framework.items():
+        for name, (framework, own) in by_process.items():
             try:
-                proc = BackendSubprocess.launch(specs[name], log_dir, env, log_name=f"ahead-{name}", group=True)
+                proc = BackendSubprocess.launch(specs[framework], log_dir, env, log_name=f"ahead-{name.replace(' ', '-')}",
+                                                group=True)
                 proc.send("ahead", (tuple(own), seed))
             except (SubprocessFailed, OSError):
                 continue  # its cases compile at their own build, as without it

@@ -22,7 +22,7 @@ from pytest_rnnperf.model.flags import WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow, compare_results, worst_over_batches
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.model.reference import CaseInputs
-from pytest_rnnperf.model.results import ImplResult
+from pytest_rnnperf.model.results import ImplResult, PathProof
 from pytest_rnnperf.model.stats import Interval, speedup_estimate, speedup_interval
 from pytest_rnnperf.model.stopping import BUDGET
 from pytest_rnnperf.model.timing import DeviceTiming, Measurement, Timer, TimingConfig
@@ -361,21 +361,40 @@ def run_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, c
     try:
         clock.lap("build")
         case = replace(case, description=getattr(pair, "description", "") or case.description)
-        # A backend leaves the cuDNN side out when no layer of the model can use cuDNN (its notes say why).
-        impls = tuple(name for name in impls if getattr(pair, name) is not None)
+        impls, proofs, rows = _model_checks(case, pair, impls, config, clock)
         if "cudnn" not in impls:
             judge = None
-        sides = {name: getattr(pair, name) for name in impls}
-        proofs = tuple(side.prove_path() for side in sides.values())
-        clock.lap("proof")
-        # Parity on every batch the pair holds (the timed inputs, then parity_inputs=), each quantity's worst kept.
-        rows = worst_over_batches([_model_parity(case, pair, sides, config, batch)
-                                   for batch in range(getattr(pair, "parity_batches", 1))])
-        clock.lap("parity")
         return _timed_and_judged(case, pair, proofs, ParityReport(case.precision, tuple(rows)), impls, config,
                                  judge, notes=tuple(getattr(pair, "notes", ())), cost=clock.laps)
     finally:
         pair.close()
+
+
+def prepare_model(case: ModelCase, backend: ModelBackend, model: Any, inputs: Any, config: RunConfig = RunConfig(),
+                  impls: tuple[str, ...] = IMPLS, build: Callable[[], Any] | None = None,
+                  options: ModelOptions | None = None) -> None:
+    """Build, prove and check a team's model as ``run_model`` does, then drop it untimed: what a compile-ahead process
+    does with a test's declared model (its compiled steps stay in the framework's persistent cache)."""
+    pair = backend.build_model(case, model, inputs, impls=impls, seed=config.seed, build=build, options=options)
+    try:
+        _model_checks(case, pair, impls, config, _Phases())
+    finally:
+        pair.close()
+
+
+def _model_checks(case: ModelCase, pair: Any, impls: tuple[str, ...], config: RunConfig,
+                  clock: _Phases) -> tuple[tuple[str, ...], tuple[PathProof, ...], list[ParityRow]]:
+    """The sides the model pair holds, their path proofs and their parity rows (the proof and parity laps)."""
+    # A backend leaves the cuDNN side out when no layer of the model can use cuDNN (its notes say why).
+    impls = tuple(name for name in impls if getattr(pair, name) is not None)
+    sides = {name: getattr(pair, name) for name in impls}
+    proofs = tuple(side.prove_path() for side in sides.values())
+    clock.lap("proof")
+    # Parity on every batch the pair holds (the timed inputs, then parity_inputs=), each quantity's worst kept.
+    rows = worst_over_batches([_model_parity(case, pair, sides, config, batch)
+                               for batch in range(getattr(pair, "parity_batches", 1))])
+    clock.lap("parity")
+    return impls, proofs, rows
 
 
 def _model_parity(case: ModelCase, pair: Any, sides: dict[str, Any], config: RunConfig, batch: int) -> list[ParityRow]:

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from pytest_rnnperf.backends import (IMPLS, BackendSpec, BackendUnavailable, ModelError, ModelOptions,
                                      OutOfDeviceMemory, model_backend_for, register)
-from pytest_rnnperf.measure.ahead import build_ahead
+from pytest_rnnperf.measure.ahead import AheadModel, build_ahead
 from pytest_rnnperf.measure.gpu import TelemetryWindow
-from pytest_rnnperf.measure.runner import run_case, run_model
+from pytest_rnnperf.measure.runner import RunConfig, prepare_model, run_case, run_model
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord
 from pytest_rnnperf.model.reference import CaseInputs
@@ -410,18 +410,32 @@ def _run_model(backend: Any, conn: Connection, case: ModelCase, payload: bytes, 
     """Build a team's model here from ``payload`` and run it as ``runner.run_model`` does, judged by the parent."""
 
 
-    try:
-        build, inputs, options = pickle.loads(payload)
-    except Exception as exc:  # noqa: BLE001 - the test module (or what it imports) is not importable here
-        raise ModelError(f"the {backend.name} subprocess cannot import what rnnperf.model() was given "
-                         f"({type(exc).__name__}: {str(exc)[:160]}); define build and inputs at module level of "
-                         f"an importable module (pytest's default --import-mode=prepend makes test modules so)") from None
+    build, inputs, options = _unpacked(backend, payload)
     model = build()
     if model_backend_for(model).name != backend.name:
         raise ModelError(f"build() returned {type(model).__module__}.{type(model).__qualname__}, not a Keras model "
                          f"(backend= runs Keras models in a subprocess)")
     return run_model(case, backend, model, inputs, _with_telemetry(config, telemetry_index), impls=impls,
                      judge=_judge_over(conn, backend) if judged else None, build=build, options=options)
+
+
+def _unpacked(backend: Any, payload: bytes) -> tuple[Callable[[], Any], Any, ModelOptions]:
+    """``build``, ``inputs`` and ``options`` from a ``model_payload``; ModelError where they cannot be imported here."""
+    try:
+        build, inputs, options = pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - the test module (or what it imports) is not importable here
+        raise ModelError(f"the {backend.name} subprocess cannot import what rnnperf.model() was given "
+                         f"({type(exc).__name__}: {str(exc)[:160]}); define build and inputs at module level of "
+                         f"an importable module (pytest's default --import-mode=prepend makes test modules so)") from None
+    return build, inputs, options
+
+
+def _prepare_model(backend: Any, model: AheadModel, seed: int) -> None:
+    """A declared model built, proven and checked here untimed, then dropped (a compile-ahead process's work); only
+    its generic side where this process sees no GPU for cuDNN."""
+    build, inputs, options = _unpacked(backend, model.payload)
+    impls = ("generic",) if backend.gpu_unavailable_reason() else IMPLS
+    prepare_model(model.case, backend, build(), inputs, RunConfig(seed=seed), impls=impls, build=build, options=options)
 
 
 def _cross_side(backend: Any, case: Case, weights: Any, inputs: CaseInputs, impl: str) -> SideResult:
@@ -485,7 +499,8 @@ def serve(fd: int) -> None:
             elif op == "cross_side":
                 answer = _cross_side(backend, *args)
             elif op == "ahead":
-                answer = build_ahead(backend, conn, *args)
+                cases, seed = args
+                answer = build_ahead(backend, conn, cases, seed, _prepare_model)
             elif op == "stop":  # ends an "ahead" list early; nothing else to stop
                 answer = None
             elif op in ("unavailable_reason", "gpu_unavailable_reason", "runtime_info"):

@@ -30,7 +30,8 @@ from pytest_rnnperf.measure.threads import (ThreadShare, allowed_cpus, cpu_range
                                             own_cpus, pin_process)
 from pytest_rnnperf.model.cases import Case
 from pytest_rnnperf.model.records import CaseRecord
-from pytest_rnnperf.plugin import hooks
+from pytest_rnnperf.measure.ahead import AheadModel
+from pytest_rnnperf.plugin import declared, hooks
 from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchmark_session, compare_fail_problems,
                                              compare_without_our_section, configure, machine_id, move_tables,
                                              off_for_xdist, option_problems, storage_problem)
@@ -50,6 +51,7 @@ SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
 FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
+DECLARED_KEY = pytest.StashKey[str]()  # the case id of a test's declared model (plugin/declared.py)
 THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
 SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 LIVE_FAILURES = "rnnperf-live-failures"  # names each failed test as it fails (plugin/live.py)
@@ -286,6 +288,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"rnnperf({', '.join(MARKER_SETTINGS)}): per-test rnnperf settings "
                             "(override command line and ini)")
     config.addinivalue_line("markers", "gpu: the test needs a GPU; skipped, with the reason, where NVML sees none")
+    config.addinivalue_line("markers", declared.MARKER_LINE)
 
     if (missing := missing_library("rich")) is not None:  # the summary's tables: found now, not after every test
         raise pytest.UsageError(f"pytest-rnnperf {missing}")
@@ -407,10 +410,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Refuse a malformed rnnperf marker before any test runs, naming the test; skip ``gpu`` tests without a GPU."""
     gpu = _session(config).gpu
     no_gpu = pytest.mark.skip(reason=f"no GPU visible: {gpu.reason}")
+    scale = resolved_scale(config)
     for item in items:
         problem = _marker_problem(item)
         if problem:
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        declared.declared_args(item, scale)  # a malformed declaration: one line now, not on a first night
         if not gpu.available and item.get_closest_marker("gpu") is not None:
             item.add_marker(no_gpu)
 
@@ -441,7 +446,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _session(config).backends.stop(keep=frameworks)
     _session(config).backends.start(frameworks)
-    _session(config).compile_ahead([case for item in session.items if (case := _timed_case(item)) is not None])
+    _session(config).compile_ahead(_to_compile(session.items, resolved_scale(config)))
     _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)],
                                  {item.name: "parity" if _checks_parity(item) else "claims"
                                   for item in session.items if _answers_once(item)})
@@ -453,7 +458,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if SESSION_KEY not in item.config.stash or _checks_parity(item):  # a parity test times nothing
         return
     case = _timed_case(item)
-    _session(item.config).before_test(None if case is None else case.id)
+    if case is not None:
+        _session(item.config).before_test(case.id)
+    elif (declared_id := item.stash.get(DECLARED_KEY, None)) is not None:  # its model, if it compiles ahead
+        _session(item.config).before_test(declared_id)
+    else:
+        _session(item.config).before_test(None)
+
+
+def _to_compile(items: list[pytest.Item], scale: str) -> list[Case | AheadModel]:
+    """What a first night may compile ahead, in the run's order: the items' cases and their declared models."""
+    found: list[Case | AheadModel] = []
+    for item in items:
+        if (case := _timed_case(item)) is not None:
+            found.append(case)
+        elif (args := declared.declared_args(item, scale)) is not None:
+            model = declared.ahead_model(item, args, resolve(item.config, item).precision)
+            found += [model] if model is not None else []
+            # Its test waits for its model, or for nothing where none compiles: it does not stop the others.
+            item.stash[DECLARED_KEY] = stored_test_id(item) if model is None else model.id
+    return found
 
 
 def _timed_case(item: pytest.Item) -> Case | None:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pytest_rnnperf.backends import BackendSpec, ModelError, compile_cache, spec, unmatched_injections
 from pytest_rnnperf.judge.verdicts import CaseVerdict, Policy
 from pytest_rnnperf.measure import ahead
+from pytest_rnnperf.measure.ahead import Buildable
 from pytest_rnnperf.measure.ahead_pool import Ahead
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index
@@ -238,10 +239,10 @@ class RnnperfSession:
                       cache_empty=self.run.compile_cache_empty, unanswered=len(self.unanswered(checks)),
                       owed_s=self.owed_s(checks))
 
-    def compile_ahead(self, cases: Sequence[Case]) -> None:
+    def compile_ahead(self, cases: Sequence[Buildable]) -> None:
         """On a night whose compile cache started empty, on a GPU, in one process, unless --rnnperf-compile-ahead=off:
-        start building the collected ``cases`` of backends that compile, each once ahead of its turn, behind the other
-        cases (measure/ahead.py).
+        start building the collected ``cases`` (and declared models) of backends that compile, each once ahead of its
+        turn, behind the other cases (measure/ahead.py).
 
         Not under pytest-xdist: the controller hands cases to whichever worker is free, so each would compile them all.
         """

@@ -262,6 +262,38 @@ def test_a_bad_marker_is_refused_before_any_test_runs(project: pytest.Pytester, 
     _usage_error(run(project), "test_marked.py::test_marked: @pytest.mark.rnnperf", message)
 
 
+@pytest.mark.parametrize("marker, message", [
+    ("", "takes model=model_args, a function of scale= and the test's parameters; got args () and keywords {}"),
+    ("model=5", "keywords {'model': 5}"),
+    ("model=raises", ": raises() raised KeyError: 'huge'"),
+    ("model=no_inputs", ": its function must return rnnperf.model()'s keyword arguments as a dict with build and "
+                        "inputs, got dict"),
+    ("model=misspelt", ": input: not rnnperf.model() arguments (build, inputs, mode, "),
+])
+def test_a_bad_model_declaration_is_refused_before_any_test_runs(project: pytest.Pytester, marker: str,
+                                                                 message: str) -> None:
+    """rnnperf_ahead(model=...) names a function of scale= and the test's parameters returning rnnperf.model()'s
+    arguments: anything else is one line naming the test, before the run (not on the first night that needs it)."""
+    project.makepyfile(test_declared=f"""
+        import pytest
+
+        def raises(scale):
+            return {{"smoke": 1}}["huge"]
+
+        def no_inputs(scale, size):
+            return {{"build": object}}
+
+        def misspelt(size):
+            return {{"build": object, "inputs": size, "input": size}}
+
+        @pytest.mark.parametrize("size", [3])
+        @pytest.mark.rnnperf_ahead({marker})
+        def test_declared(rnnperf, size):
+            pass
+    """)
+    _usage_error(run(project), "test_declared.py::test_declared[3]: @pytest.mark.rnnperf_ahead", message)
+
+
 # ------------------------------------------------------------------------------------- pytest-benchmark (7, 15)
 
 

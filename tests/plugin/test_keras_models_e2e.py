@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import needs_a_cpu_machine_with
+from conftest import needs_a_cpu_machine_with, run, whole_lines
 
 
 @pytest.fixture(autouse=True)
@@ -246,3 +246,43 @@ def test_a_test_module_importing_keras_runs_where_keras_has_torch_but_no_tensorf
                                            "test_team.py")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["rnnperf: Keras runs on torch here (KERAS_BACKEND unset, tensorflow not installed)"])
+
+
+DECLARED = """
+import numpy as np
+import pytest
+
+
+def build():
+    import keras
+
+    x = keras.Input(shape=(5, 3))
+    return keras.Model(x, keras.layers.LSTM(4)(x))
+
+
+def inputs():
+    return np.random.default_rng(0).standard_normal((2, 5, 3)).astype("float32")
+
+
+def lstm(scale):
+    return dict(build=build, inputs=inputs, backend="jax")
+
+
+@pytest.mark.rnnperf_ahead(model=lstm)
+def test_declared(rnnperf):
+    rnnperf.check(rnnperf.model(**lstm("smoke")))
+"""
+
+
+def test_a_first_night_compiles_a_declared_keras_on_jax_model_ahead_and_its_test_waits_for_it(
+        project: pytest.Pytester) -> None:
+    """rnnperf_ahead(model=...) on an empty compile cache: a compile-ahead process for the models of Keras on JAX
+    builds and checks the model (its log names it), the summary counts it, and the test passes as without it."""
+    needs_a_cpu_machine_with(("keras", "jax"), "Keras on JAX")
+    project.makepyfile(test_declared=DECLARED)
+    result = run(project, "--rnnperf-report-dir=out", "-k", "declared")
+    result.assert_outcomes(passed=1)
+    whole_lines(result).fnmatch_lines(["compiled ahead: 1 of 1 case(s) (keras_jax models 1) in * s behind the other cases, "
+                                       "paused while any case was timed; cases waited * s for theirs"])
+    log = (project.path / "out" / "ahead-keras_jax-models.log").read_text()
+    assert "ahead: test_declared.py::test_declared built in" in log, log

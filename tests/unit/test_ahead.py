@@ -16,7 +16,7 @@ import pytest
 from pytest_rnnperf.measure import ahead
 from pytest_rnnperf.measure.ahead_pool import Ahead, AheadProcess, Built
 from pytest_rnnperf.measure.subprocesses import BackendSubprocess, SubprocessFailed
-from pytest_rnnperf.model.cases import Case, Shape
+from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 
 CASES = (Case("jax", "lstm", Shape(4, 2, 3, 5)), Case("jax", "lstm", Shape(6, 2, 3, 5)),
          Case("jax", "lstm", Shape(8, 2, 3, 5)))
@@ -126,11 +126,16 @@ def _messages(conn: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _no_model(backend: Any, model: ahead.AheadModel, seed: int) -> None:
+    """A model builder no test here expects to be called."""
+    raise AssertionError(f"{model.id} was built as a model")
+
+
 def test_the_subprocess_builds_each_case_in_order_and_tells_each_as_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
     ours, theirs = Pipe()
     backend = _Builds(failing=6)
-    assert ahead.build_ahead(backend, theirs, CASES, seed=0) == 2
+    assert ahead.build_ahead(backend, theirs, CASES, 0, _no_model) == 2
     assert backend.built == [CASES[0].id, CASES[2].id]
     told = _messages(ours)
     assert [payload[0] for _, payload in told] == [case.id for case in CASES]
@@ -138,12 +143,30 @@ def test_the_subprocess_builds_each_case_in_order_and_tells_each_as_it_ends(monk
     assert told[1][1][2] == "RuntimeError: no such kernel"
 
 
+def test_a_declared_model_is_built_by_the_model_builder_in_its_place_among_the_cases(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
+    ours, theirs = Pipe()
+    backend = _Builds()
+    model = ahead.AheadModel(ModelCase("test_x.py::test_tagger[jax]", "keras_jax"), b"pickled arguments")
+    order: list[str] = []
+
+    def build_model(given: Any, declared: ahead.AheadModel, seed: int) -> None:
+        """Note the model, and what the cases before it had built by then."""
+        assert given is backend and seed == 3
+        order.extend([*backend.built, declared.id])
+
+    assert ahead.build_ahead(backend, theirs, [CASES[0], model, CASES[2]], 3, build_model) == 3
+    assert order == [CASES[0].id, model.id] and backend.built == [CASES[0].id, CASES[2].id]
+    assert [payload[0] for _, payload in _messages(ours)] == [CASES[0].id, model.id, CASES[2].id]
+
+
 def test_the_subprocess_stops_before_the_next_case_once_the_parent_speaks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
     ours, theirs = Pipe()
     ours.send(("stop", ()))
     backend = _Builds()
-    assert ahead.build_ahead(backend, theirs, CASES, seed=0) == 0
+    assert ahead.build_ahead(backend, theirs, CASES, 0, _no_model) == 0
     assert backend.built == [] and theirs.recv() == ("stop", ())  # left for its loop to answer
 
 
