@@ -26,6 +26,9 @@ from typing import Callable, Iterable, Mapping
 # The phases of a case's ``cost_s`` that the budget can shorten; the rest are fixed.
 TIMED = ("wall", "energy", "device", "remeasure")
 FIXED = ("build", "proof", "parity")
+# What a run keeps for its ending after the last case (``Budget.ending_s``): pytest's own time counts until the reports
+# are written, which the budget's clock never sees.
+ENDING_S = 5.0
 # Cases of a framework run before tonight's fixed costs of its cases are compared with their stored ones: a process's
 # first case of each framework pays its import and CUDA context, which the stored run paid in whichever case came first.
 SCALE_AFTER = 3
@@ -157,6 +160,8 @@ class Budget:
     # cases, whatever the budget, so the cases leave them that time once a change shows (``owe``).
     owed_s: float = 0.0
     owing: bool = False
+    # Seconds kept for the run's ending after its last case: the subprocesses' exit, the summary and its reports.
+    ending_s: float = 0.0
 
     def __post_init__(self) -> None:
         """The run starts when the budget is made, unless told otherwise."""
@@ -188,8 +193,8 @@ class Budget:
                 f"next night")
 
     def left(self) -> float:
-        """Seconds of the budget not yet spent (negative once over)."""
-        return self.total_s - (self.clock() - self.started)
+        """Seconds of the budget not yet spent, less the run's ending (negative once over)."""
+        return self.total_s - self.ending_s - (self.clock() - self.started)
 
     def allowance(self, case_id: str, steady: bool, cap_s: float) -> float:
         """Seconds of timed rounds ``case_id`` may spend: ``cap_s`` while the run is on time, less once it is not.

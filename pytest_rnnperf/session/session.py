@@ -36,7 +36,7 @@ from pytest_rnnperf.report.files import mark_report_folder, write_reports
 from pytest_rnnperf.report.rows import Ending, Rows, build_rows
 from pytest_rnnperf.report.text import gate_failures, path_parity_failures, regression_failure
 from pytest_rnnperf.session.baselines import Recorder, baseline_status
-from pytest_rnnperf.session.budget import Budget, fixed_of, forecast, span, timed_of
+from pytest_rnnperf.session.budget import ENDING_S, Budget, fixed_of, forecast, span, timed_of
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
@@ -237,7 +237,7 @@ class RnnperfSession:
                       # without a GPU no case is timed, so there is nothing to foresee
                       unpriced=len(case_ids) - len(stored_fixed) if self.gpu.available else 0,
                       cache_empty=self.run.compile_cache_empty, unanswered=len(self.unanswered(checks)),
-                      owed_s=self.owed_s(checks))
+                      owed_s=self.owed_s(checks), ending_s=ENDING_S)
 
     def compile_ahead(self, cases: Sequence[Buildable]) -> None:
         """On a night whose compile cache started empty, on a GPU, in one process, unless --rnnperf-compile-ahead=off:

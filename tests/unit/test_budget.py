@@ -203,6 +203,17 @@ def test_claims_and_parity_tests_with_no_stored_answer_are_said_to_run_whatever_
                                "GPU model, so they run tonight whatever the budget")
 
 
+def test_the_cases_leave_the_run_its_ending_after_them() -> None:
+    """A warm night on a lent H100 spent its 5:00 on the cases and pytest said 5:03: the reports after them took the
+    rest. 51 s left for 9 cases at 3 s fixed leaves 24 s of rounds, 19 s once the ending keeps 5 s."""
+    clock = Clock()
+    budget = Budget(60.0, cases=10, clock=clock, ending_s=5.0)
+    budget.spent(COST)
+    clock.now += 9.0
+    assert abs(budget.allowance("noisy", steady=False, cap_s=60.0) - 19 / 9) < 1e-9
+    assert budget.fits(46.0) and not budget.fits(47.0)
+
+
 def test_work_fits_the_budget_while_its_stored_seconds_are_no_more_than_what_is_left() -> None:
     """40 s into a 60 s budget: a claims test stored at 20 s fits, one at 21 s does not; one never timed fits."""
     clock = Clock()
