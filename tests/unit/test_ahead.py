@@ -100,6 +100,28 @@ def test_the_file_comes_from_the_environment_in_a_subprocess() -> None:
     assert ahead.pids_file({}) is None
 
 
+BEHIND = """
+import os, subprocess, sys, threading
+from pytest_rnnperf.measure import ahead
+
+ahead._behind_the_run()
+seen = []
+thread = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+thread.start()
+thread.join()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"], capture_output=True,
+                       text=True, check=True)
+print(os.sched_getscheduler(0) == os.SCHED_IDLE, seen == [os.SCHED_IDLE], int(child.stdout) == os.SCHED_IDLE)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_a_compile_ahead_process_its_threads_and_its_compile_workers_run_only_on_idle_cpu_time() -> None:
+    """A real process: it, a thread it starts and a process it starts after are all SCHED_IDLE."""
+    out = subprocess.run([sys.executable, "-c", BEHIND], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"], out.stdout + out.stderr
+
+
 class _Builds:
     """A backend whose builds are noted; a case of ``failing`` shape raises."""
 
@@ -132,7 +154,7 @@ def _no_model(backend: Any, model: ahead.AheadModel, seed: int) -> None:
 
 
 def test_the_subprocess_builds_each_case_in_order_and_tells_each_as_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
+    monkeypatch.setattr(ahead, "_behind_the_run", lambda: "as it was")  # this test process keeps its priority
     ours, theirs = Pipe()
     backend = _Builds(failing=6)
     assert ahead.build_ahead(backend, theirs, CASES, 0, _no_model) == 2
@@ -145,7 +167,7 @@ def test_the_subprocess_builds_each_case_in_order_and_tells_each_as_it_ends(monk
 
 def test_a_declared_model_is_built_by_the_model_builder_in_its_place_among_the_cases(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
+    monkeypatch.setattr(ahead, "_behind_the_run", lambda: "as it was")  # this test process keeps its priority
     ours, theirs = Pipe()
     backend = _Builds()
     model = ahead.AheadModel(ModelCase("test_x.py::test_tagger[jax]", "keras_jax"), b"pickled arguments")
@@ -162,7 +184,7 @@ def test_a_declared_model_is_built_by_the_model_builder_in_its_place_among_the_c
 
 
 def test_the_subprocess_stops_before_the_next_case_once_the_parent_speaks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ahead.os, "nice", lambda n: 0)
+    monkeypatch.setattr(ahead, "_behind_the_run", lambda: "as it was")  # this test process keeps its priority
     ours, theirs = Pipe()
     ours.send(("stop", ()))
     backend = _Builds()
