@@ -114,6 +114,19 @@ class KerasModelSide:
     def _setup(self) -> None:
         """Trace or prepare the steps."""
 
+    def seen_forward(self) -> Callable[[Any], tuple[Any, list[Any]]]:
+        """A function of a batch: the copy's inference forward on it, and the mask each RNN layer got (eager here)."""
+
+        def forward(x: Any) -> tuple[Any, list[Any]]:
+            """The forward, each layer's mask recorded as it is called."""
+            masks, undo = capture_masks(self.layers)
+            try:
+                return self.model(x, training=False), list(masks)
+            finally:
+                undo()
+
+        return forward
+
     def _timed(self) -> Any:
         """The plugin's own step: fit-like (train) or predict (infer)."""
         raise NotImplementedError
@@ -214,6 +227,24 @@ class TFModelSide(KerasModelSide):
         self._fit = tf.function(self._fit_step, reduce_retracing=True)
         self._grads = tf.function(self._grad_step, reduce_retracing=True)
         self._predict = tf.function(lambda x: self.model(x, training=False), reduce_retracing=True)
+
+    def seen_forward(self) -> Callable[[Any], tuple[Any, list[Any]]]:
+        """Traced once for every batch, the masks among its outputs: eager, a float64 bidirectional GRU's loop took
+        seconds a batch."""
+        import tensorflow as tf
+
+        eager = super().seen_forward()
+        traced = tf.function(eager, autograph=False)
+
+        def forward(x: Any) -> tuple[Any, list[Any]]:
+            """The traced forward; where tracing fails (inputs of the wrong shape), the eager one, which says why in
+            the model's terms rather than a graph node's."""
+            try:
+                return tuple(traced(x))  # type: ignore[return-value]
+            except Exception:  # noqa: BLE001 - re-raised by the eager call, or not an error of the model at all
+                return eager(x)
+
+        return forward
 
     def _flags(self) -> Any:
         """TF32 on (tf32) or off, for this step."""
@@ -595,16 +626,14 @@ def build_pair(case: "ModelCase", keras: Any, model: Any, build: Callable[[], An
                     [str(v.path) for v in model.trainable_variables], extra)
         probe = SIDES[framework]("reference", reference, plan, [False] * len(layers), None, "float64", device)
 
+        forward = probe.seen_forward()
+
         def seen(batch: Any) -> tuple[list[FoundLayer], list[tuple[str, np.ndarray]]]:
-            """The reference's eager forward pass on ``batch``: each layer with the mask it gets (cuDNN needs right
-            padding and no empty sequence, and Keras on torch/JAX takes no mask at all), and the float outputs."""
-            masks, undo = capture_masks(layers)
-            try:
-                with probe.context():
-                    outputs = [(n, probe.numpy(t)) for n, t in leaves(reference(batch, training=False), "output")
-                               if _is_float(t)]
-            finally:
-                undo()
+            """The reference's forward pass on ``batch``: each layer with the mask it gets (cuDNN needs right padding
+            and no empty sequence, and Keras on torch/JAX takes no mask at all), and the float outputs."""
+            with probe.context():
+                result, masks = forward(batch)
+                outputs = [(n, probe.numpy(t)) for n, t in leaves(result, "output") if _is_float(t)]
             return find(keras, model, framework, [None if m is None else probe.numpy(m) > 0.5 for m in masks]), outputs
 
         found, outputs = seen(probe.x)
