@@ -191,4 +191,5 @@ def build_ahead(backend: Any, conn: Connection, cases: Sequence[Buildable], seed
     return built
 
 
-__all__ = ["AheadModel", "Buildable", "NICE", "PIDS_ENV", "PIDS_NAME", "build_ahead", "listed", "paused", "pids_file", "process_start", "use"]
+__all__ = ["AheadModel", "Buildable", "NICE", "PIDS_ENV", "PIDS_NAME", "build_ahead", "listed", "paused", "pids_file",
+           "process_start", "use"]

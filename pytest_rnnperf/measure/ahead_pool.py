@@ -109,8 +109,8 @@ class Ahead:
         lines = []
         for name, (framework, own) in by_process.items():
             try:
-                proc = BackendSubprocess.launch(specs[framework], log_dir, env, log_name=f"ahead-{name.replace(' ', '-')}",
-                                                group=True)
+                log_name = f"ahead-{name.replace(' ', '-')}"
+                proc = BackendSubprocess.launch(specs[framework], log_dir, env, log_name=log_name, group=True)
                 proc.send("ahead", (tuple(own), seed))
             except (SubprocessFailed, OSError):
                 continue  # its cases compile at their own build, as without it

@@ -23,6 +23,7 @@ import pytest
 from pytest_rnnperf.backends import INJECT_ENVS, compile_cache, parse_injection, specs
 from pytest_rnnperf.backends.compile_cache import folder_problem, resolved
 from pytest_rnnperf.backends.keras_layers import keras_backend_choice
+from pytest_rnnperf.measure.ahead import AheadModel
 from pytest_rnnperf.measure.environment import software_info
 from pytest_rnnperf.measure.gpu import TelemetryWindow, nvml_index, read_gpu_info
 from pytest_rnnperf.measure.placement import Placement, place, plan, usable_gpus, worker_number
@@ -30,7 +31,6 @@ from pytest_rnnperf.measure.threads import (ThreadShare, allowed_cpus, cpu_range
                                             own_cpus, pin_process)
 from pytest_rnnperf.model.cases import Case
 from pytest_rnnperf.model.records import CaseRecord
-from pytest_rnnperf.measure.ahead import AheadModel
 from pytest_rnnperf.plugin import declared, hooks
 from pytest_rnnperf.plugin.benchmark import (add_entries, benchmark_json, benchmark_session, compare_fail_problems,
                                              compare_without_our_section, configure, machine_id, move_tables,
@@ -454,16 +454,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before a test: its case's compile ahead is awaited; a test that may time anything else stops them all first."""
+    """Before a test: its case's compile ahead (or its declared model's) is awaited; a test that may time anything else
+    stops them all first."""
     if SESSION_KEY not in item.config.stash or _checks_parity(item):  # a parity test times nothing
         return
     case = _timed_case(item)
-    if case is not None:
-        _session(item.config).before_test(case.id)
-    elif (declared_id := item.stash.get(DECLARED_KEY, None)) is not None:  # its model, if it compiles ahead
-        _session(item.config).before_test(declared_id)
-    else:
-        _session(item.config).before_test(None)
+    _session(item.config).before_test(case.id if case is not None else item.stash.get(DECLARED_KEY, None))
 
 
 def _to_compile(items: list[pytest.Item], scale: str) -> list[Case | AheadModel]:

@@ -282,7 +282,7 @@ def test_a_first_night_compiles_a_declared_keras_on_jax_model_ahead_and_its_test
     project.makepyfile(test_declared=DECLARED)
     result = run(project, "--rnnperf-report-dir=out", "-k", "declared")
     result.assert_outcomes(passed=1)
-    whole_lines(result).fnmatch_lines(["compiled ahead: 1 of 1 case(s) (keras_jax models 1) in * s behind the other cases, "
-                                       "paused while any case was timed; cases waited * s for theirs"])
+    whole_lines(result).fnmatch_lines(["compiled ahead: 1 of 1 case(s) (keras_jax models 1) in * s behind the other "
+                                       "cases, paused while any case was timed; cases waited * s for theirs"])
     log = (project.path / "out" / "ahead-keras_jax-models.log").read_text()
     assert "ahead: test_declared.py::test_declared built in" in log, log
