@@ -408,8 +408,6 @@ def _run_case(backend: Any, conn: Connection, case: Case, config: Any, impls: tu
 def _run_model(backend: Any, conn: Connection, case: ModelCase, payload: bytes, config: Any,
                impls: tuple[str, ...], telemetry_index: int | None, judged: bool) -> CaseRecord:
     """Build a team's model here from ``payload`` and run it as ``runner.run_model`` does, judged by the parent."""
-
-
     build, inputs, options = _unpacked(backend, payload)
     model = build()
     if model_backend_for(model).name != backend.name:

@@ -51,7 +51,8 @@ SESSION_KEY = pytest.StashKey[RnnperfSession]()
 KERAS_LINE = pytest.StashKey[str]()  # the header's line on the Keras backend chosen for this process, or ""
 FIXTURE_KEY = pytest.StashKey[RnnperfFixture]()  # a test's rnnperf fixture, checked again as the test returns
 WORKER_KEY = "rnnperf"  # pytest-xdist: the worker's results, handed to the controller
-DECLARED_KEY = pytest.StashKey[str]()  # the case id of a test's declared model (plugin/declared.py)
+DECLARED_ARGS = pytest.StashKey[dict[str, Any]]()  # a test's declared rnnperf.model() arguments (plugin/declared.py)
+DECLARED_KEY = pytest.StashKey[str]()  # the case id of a test's declared model
 THREADS_KEY = pytest.StashKey[ThreadShare]()  # a pytest-xdist worker's share of the CPU threads
 SHARDING = "rnnperf-sharding"  # pytest-xdist controller: the scheduler and each worker's cost (plugin/schedule.py)
 LIVE_FAILURES = "rnnperf-live-failures"  # names each failed test as it fails (plugin/live.py)
@@ -415,7 +416,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         problem = _marker_problem(item)
         if problem:
             raise pytest.UsageError(f"{item.nodeid}: {problem}")
-        declared.declared_args(item, scale)  # a malformed declaration: one line now, not on a first night
+        # A malformed declaration: one line now, not on a first night. Read once: the team's function runs once.
+        if (args := declared.declared_args(item, scale)) is not None:
+            item.stash[DECLARED_ARGS] = args
         if not gpu.available and item.get_closest_marker("gpu") is not None:
             item.add_marker(no_gpu)
 
@@ -446,7 +449,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _session(config).backends.stop(keep=frameworks)
     _session(config).backends.start(frameworks)
-    _session(config).compile_ahead(_to_compile(session.items, resolved_scale(config)))
+    _session(config).compile_ahead(_to_compile(session.items))
     _session(config).plan_budget([_case_id(item) for item in session.items if _times_cudnn(item)],
                                  {item.name: "parity" if _checks_parity(item) else "claims"
                                   for item in session.items if _answers_once(item)})
@@ -462,13 +465,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _session(item.config).before_test(case.id if case is not None else item.stash.get(DECLARED_KEY, None))
 
 
-def _to_compile(items: list[pytest.Item], scale: str) -> list[Case | AheadModel]:
+def _to_compile(items: list[pytest.Item]) -> list[Case | AheadModel]:
     """What a first night may compile ahead, in the run's order: the items' cases and their declared models."""
     found: list[Case | AheadModel] = []
     for item in items:
         if (case := _timed_case(item)) is not None:
             found.append(case)
-        elif (args := declared.declared_args(item, scale)) is not None:
+        elif (args := item.stash.get(DECLARED_ARGS, None)) is not None:
             model = declared.ahead_model(item, args, resolve(item.config, item).precision)
             found += [model] if model is not None else []
             # Its test waits for its model, or for nothing where none compiles: it does not stop the others.

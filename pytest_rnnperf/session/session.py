@@ -29,7 +29,6 @@ from pytest_rnnperf.measure.loaded import LoadedBackends
 from pytest_rnnperf.measure.runner import RunConfig
 from pytest_rnnperf.measure.subprocesses import SubprocessPool
 from pytest_rnnperf.measure.wall import WallTimer
-from pytest_rnnperf.model.cases import Case
 from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord
 from pytest_rnnperf.model.timing import Timer
 from pytest_rnnperf.report.files import mark_report_folder, write_reports
