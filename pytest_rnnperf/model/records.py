@@ -561,6 +561,9 @@ class StoredRun:
     suspects: Mapping[str, int] = field(default_factory=dict)
     # Case id -> the summary of a case this kept run reported (regressed, not failed); its record is not stored.
     reported: Mapping[str, ProcessSummary] = field(default_factory=dict)
+    # Seconds this run spent outside its cases' phases and its claims and parity tests (collecting, starting, each
+    # test's setup and code), and how many cases it measured: what a budget's forecast adds per case (None: not kept).
+    outside: tuple[float, int] | None = None
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones (or its report)."""

@@ -11,8 +11,9 @@ cases owe one test of each kind that no budget defers: the cases keep back what 
 While that fits, a case times as configured.
 Once it does not, a case whose history resolves its floor (``steady``) runs its minimum
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
-``forecast`` prices the collected cases' fixed phases and least timed rounds from their stored records: where those
-exceed the budget, the run says so at its start and every case, the first included, runs its minimum rounds. Pure: the
+``forecast`` prices the collected cases' fixed phases and least timed rounds from their newest stored records, and the
+time the newest stored nights spent outside them: where those exceed the budget, the run says so at its start and every
+case, the first included, runs its minimum rounds. Pure: the
 clock is a seam, no pytest, no framework.
 """
 
@@ -58,6 +59,7 @@ class Forecast:
     scratch: int = 0  # cases priced at a build from scratch: the compile cache was empty when the run started
     timed_s: float = 0.0  # the timed rounds at the least each case's stored records spent on them
     ahead: int = 0  # of the ``scratch`` cases, those compiled ahead, behind the other cases (measure/ahead.py)
+    outside_s: float = 0.0  # the time outside the cases' phases, at what the newest stored runs spent per case
 
     def text(self) -> str:
         """e.g. "the collected cases' fixed costs come to 4.4 min in 0028_run.json (build 3.1 min: keras_jax 1.5 min,
@@ -68,6 +70,8 @@ class Forecast:
         files = ", ".join(self.sources[:2]) + (f" and {len(self.sources) - 2} more" if len(self.sources) > 2 else "")
         unknown = f"; {self.unknown} case(s) have no stored cost" if self.unknown else ""
         timed = f", and their timed rounds at the least stored {span(self.timed_s)}" if self.timed_s else ""
+        timed += (f", and {span(self.outside_s)} outside them (collecting, starting, each test's setup) as stored"
+                  if self.outside_s else "")
         shared = f", shared by {self.workers} pytest-xdist workers" if self.workers > 1 else ""
         ahead = f" ({self.ahead} of them ahead, behind the other cases)" if self.ahead else ""
         scratch = (f"the compile cache is empty, so {self.scratch} case(s) compile from scratch{ahead}: " if self.scratch
@@ -88,9 +92,10 @@ def span(seconds: float) -> str:
 
 def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget_s: float,
              workers: int = 1, scratch: int = 0, least_timed: Mapping[str, float] | None = None,
-             frameworks: Mapping[str, str] | None = None, ahead: int = 0) -> Forecast | None:
-    """What the collected cases' fixed phases cost where that, with their least stored timed rounds, is more than
-    ``budget_s``, else None.
+             frameworks: Mapping[str, str] | None = None, ahead: int = 0, outside_s: float = 0.0,
+             ending_s: float = 0.0) -> Forecast | None:
+    """What the collected cases' fixed phases cost where that, with their least stored timed rounds and the time
+    outside them (``outside_s``), is more than ``budget_s`` less its ending (``ending_s``), else None.
 
     ``workers``: pytest-xdist workers sharing the cases, each paying its share of the fixed phases in the same
     minutes, so the budget holds ``workers`` times as much. ``scratch``: how many of ``costs`` are builds from
@@ -111,13 +116,13 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
     fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
     timed_s = sum((least_timed or {}).get(case, 0.0) for case in costs)
-    if fixed_s + timed_s <= budget_s * workers:
+    if not known or fixed_s + timed_s + outside_s <= (budget_s - ending_s) * workers:  # nothing stored: nothing said
         return None
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])
     sources = tuple(sorted({source for source, _ in known.values()}, reverse=True))
     return Forecast(budget_s, fixed_s, tuple(phases), sources, len(costs) - len(known), workers, scratch, timed_s,
-                    ahead)
+                    ahead, outside_s)
 
 
 def _costliest(items: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:

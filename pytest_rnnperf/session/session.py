@@ -77,6 +77,7 @@ class RnnperfSession:
     handed_over: dict[str, float] = field(default_factory=dict)  # pytest-xdist controller: when each worker's results came
     interrupted: str | None = None  # why the run stopped early (Ctrl-C): pytest may lose it from its exit status
     budget: Budget | None = None  # --rnnperf-budget: how long each case may time (None: no budget)
+    checks: Mapping[str, str] = field(default_factory=dict)  # the collected claims and parity tests, by name -> kind
     ahead: Ahead | None = None  # a first night's compile-ahead processes (``compile_ahead``)
     report_rows: Rows | None = None  # the report's rows, built once when the run finishes (report/rows.py)
     _views: list[RnnperfSession] | None = None  # pytest-xdist controller: one session per GPU model of the workers
@@ -182,9 +183,20 @@ class RnnperfSession:
         """What goes under ``machine_info["rnnperf"]`` of every pytest-benchmark JSON this run writes."""
         meta = run_meta(self.gpu.gpu_slug, self.environment(), self.fingerprint())
         meta.update(self.measured.claims_meta())  # the claims and parity tests this run passed (store.rechecks)
+        if (outside := self.outside_s()) is not None:  # what a later night's forecast adds to the cases' phases
+            meta["outside"] = {"seconds": round(outside, 1), "cases": len(self.measured.results)}
         if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
             meta["workers"] = [w.gpu_label() for w in self.workers()]
         return meta
+
+    def outside_s(self) -> float | None:
+        """Seconds of this run so far outside its cases' phases and its claims and parity tests, every process's
+        together; None before a case, or where the run is partial."""
+        if not self.measured.results or self.tests_began is None or self.incomplete():
+            return None
+        phases = sum(sum(record.cost_s.values()) for record in self.measured.results)
+        checks = sum(self.measured.check_costs.get(test, 0.0) for test in self.checks)
+        return max(0.0, (time.monotonic() - self.started) * max(1, len(self.workers())) - phases - checks)
 
     # ------------------------------------------------------------------------------------------- measuring
 
@@ -197,6 +209,7 @@ class RnnperfSession:
         """Start the run's time budget (--rnnperf-budget, 0: none) for the collected cuDNN cases ``case_ids``, priced
         from their stored records (``stored_cost``, ``budget.forecast``); ``checks``: the collected claims and parity
         tests, name -> "claims" or "parity"."""
+        self.checks = dict(checks or {})
         if self.settings.budget <= 0:
             return
         # A pytest-xdist worker collects every case but times its share, in the same minutes as the others.
@@ -228,9 +241,11 @@ class RnnperfSession:
         stored_fixed.update({case_id: seconds for case_id in case_ids if case_id not in stored_fixed
                              and (seconds := self.stored.unrecorded_cost(case_id)) is not None})
         frameworks = self._frameworks(case_ids)
+        # Collecting, starting and each test's setup cost minutes a night that no case's phases hold.
+        outside = (self.stored.outside_each(WARM_BUILDS) or 0.0) * len(case_ids)
         return Budget(total_s, math.ceil(len(case_ids) / workers), started=self.started,
                       forecast=forecast(costs, total_s, workers, len(scratch_ids), self.least_timed(case_ids), frameworks,
-                                        compiled),
+                                        compiled, outside, ENDING_S),
                       stored_fixed=stored_fixed, stored_timed=self.full_timed(case_ids), frameworks=frameworks,
                       collected=len(case_ids),
                       # without a GPU no case is timed, so there is nothing to foresee
@@ -284,14 +299,14 @@ class RnnperfSession:
                 if (record := self.stored.stored_record(case_id)) is not None}
 
     def least_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
-        """Case id -> the least seconds of timed rounds any stored record of it spent (cases with none left out)."""
+        """Case id -> the least seconds of timed rounds among its ``WARM_BUILDS`` newest stored records that timed any
+        (cases with none left out): the newest hosts, not the fastest night of the history, price tonight's."""
         least: dict[str, float] = {}
-        for run in self.stored.runs:
-            for case_id in case_ids:
-                record = run.records.get(case_id)
-                spent = 0.0 if record is None else timed_of(record.cost_s)
-                if spent > 0:
-                    least[case_id] = min(spent, least.get(case_id, spent))
+        for case_id in case_ids:
+            timed = [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
+                     and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
+            if timed:
+                least[case_id] = min(timed)
         return least
 
     def full_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
@@ -306,13 +321,17 @@ class RnnperfSession:
         return most
 
     def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
-        """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, but its
-        build at its costliest stored compile-cache miss where tonight's cache started empty, else at the least of
-        its newest stored builds (the newest may be a first night's); None: nothing stored."""
+        """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, its
+        proof and parity at the median of its newest ones, its build at its costliest stored compile-cache miss where
+        tonight's cache started empty, else at the least of its newest stored builds (the newest may be a first
+        night's); None: nothing stored."""
         run = self.stored.stored_run(case_id)
         if run is None:
             return None
-        newest = run.records[case_id].cost_s
+        # A first night's parity ran beside its compiles, a faster host's cost less: one record is not the case.
+        cost = run.records[case_id].cost_s
+        newest = {**cost, **{phase: seconds for phase in ("proof", "parity") if (seconds := self.stored.median_phase(
+            case_id, phase, WARM_BUILDS)) is not None and (seconds > 0 or phase in cost)}}
         if not self.run.compile_cache_empty:
             warm = self.stored.least_build(case_id, WARM_BUILDS)
             return run.path.name, newest if warm is None else {**newest, "build": warm}

@@ -195,6 +195,7 @@ def load_run(path: Path) -> StoredRun:
     if not isinstance(suspects, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
                                                  for n in suspects.values()):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.suspects: not an object of case ids to nights >= 1")
+    outside = _outside_from_meta(meta.get("outside"), path)
     if "reported" in meta and (version < 4 or kind != KEPT):  # only a kept run of format 4 or later reports cases
         raise BaselineError(f"{path}: machine_info.rnnperf.reported is stored only by a kept run of format 4 or later "
                             f"(this one: {kind}, format {version})")
@@ -209,7 +210,20 @@ def load_run(path: Path) -> StoredRun:
                      environment={str(k): str(v) for k, v in environment.items()},
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
                      processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()},
-                     reported=reported, check_costs={str(k): float(v) for k, v in check_costs.items()})
+                     reported=reported, check_costs={str(k): float(v) for k, v in check_costs.items()},
+                     outside=outside)
+
+
+def _outside_from_meta(found: Any, path: Path) -> tuple[float, int] | None:
+    """``machine_info.rnnperf.outside`` as (seconds, cases); None where the run stored none (written before it was)."""
+    if found is None:
+        return None
+    seconds, cases = (found.get("seconds"), found.get("cases")) if isinstance(found, dict) else (None, None)
+    if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0
+            or not isinstance(cases, int) or isinstance(cases, bool) or cases < 1):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.outside: not an object of seconds >= 0 and "
+                            f"cases >= 1")
+    return float(seconds), cases
 
 
 def run_identity(run: StoredRun) -> tuple[Any, ...] | None:

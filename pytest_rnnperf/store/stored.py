@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -72,6 +73,20 @@ class Stored:
         builds = [build for run in self.runs if (record := run.records.get(case_id)) is not None
                   and (build := record.cost_s.get("build", 0.0)) > 0][:newest]
         return min(builds, default=None)
+
+    def median_phase(self, case_id: str, phase: str, newest: int) -> float | None:
+        """The median seconds of ``phase`` among the ``newest`` newest stored records of ``case_id`` that kept their
+        costs, or None."""
+        spent = [record.cost_s.get(phase, 0.0) for run in self.runs
+                 if (record := run.records.get(case_id)) is not None and record.cost_s][:newest]
+        return statistics.median(spent) if spent else None
+
+    def outside_each(self, newest: int) -> float | None:
+        """The median seconds a case spent outside its phases (``StoredRun.outside``) over the ``newest`` newest
+        stored runs that kept it, or None."""
+        each = [seconds / cases for run in self.runs if run.outside is not None
+                for seconds, cases in (run.outside,)][:newest]
+        return statistics.median(each) if each else None
 
     def history(self, case_id: str) -> CaseHistory:
         """The stored processes ``case_id`` is judged against: its newest recorded baseline's, then the kept runs'."""

@@ -8,15 +8,17 @@ from conftest import run, whole_lines
 
 
 def test_a_budget_the_stored_fixed_costs_overrun_says_so_before_the_cases_run(project: pytest.Pytester) -> None:
-    """A recorded night prices both cases' build, proof, parity and timed rounds; 0.6 ms holds none of it: one line says so at
-    the start, both cases run their minimum rounds, and the summary's budget line says why."""
+    """A recorded night prices both cases' build, proof, parity, timed rounds and the time it spent outside them; 0.6 ms
+    holds none of it: one line says so at the start, both cases run their minimum rounds, and the summary's budget line
+    says why."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
     result = run(project, "--rnnperf-budget=0.00001")
     result.assert_outcomes(passed=2)
     lines = whole_lines(result)
     lines.fnmatch_lines(["rnnperf: --rnnperf-budget=1e-05 cannot hold: the collected cases' fixed costs come to * s in "
                          "0001_baseline.json (* s: torch * s; * s: torch * s; * s: torch * s), and their timed rounds at the "
-                         "least stored * s; the run goes on, its cases cut to their minimum rounds while it is behind",
+                         "least stored * s, and * s outside them (collecting, starting, each test's setup) as stored; "
+                         "the run goes on, its cases cut to their minimum rounds while it is behind",
                          "test_cases.py ..*",
                          "*budget 1e-05 min: 2 case(s) cut to their minimum rounds (steadiest first); run 0:*; it could "
                          "not hold: the collected cases' fixed costs come to * s in 0001_baseline.json (*"])

@@ -122,6 +122,8 @@ def test_a_gzipped_run_reads_as_the_run_itself(tmp_path: Path) -> None:
      "malformed machine_info.rnnperf.claims: not a list of test names"),
     (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 4, "check_costs": {"test_x": "9 s"}}}}).encode(),
      "malformed machine_info.rnnperf.check_costs: not an object of test names to seconds"),
+    (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 4, "outside": {"seconds": 58}}}}).encode(),
+     "malformed machine_info.rnnperf.outside: not an object of seconds >= 0 and cases >= 1"),
 ])
 def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, message: str) -> None:
     """Every unusable file gives one line that names it and the problem, and the file is left as it was."""
