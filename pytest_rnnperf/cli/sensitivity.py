@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pytest_rnnperf.cli.args import DEFAULT, gpu_folder_problem, path_given, text_given
 from pytest_rnnperf.judge.across import NOISE_FLOOR, spread
@@ -109,17 +109,19 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
         lines.append(f"the newest {shown} processes shown (a wider terminal shows more); median and noise of all "
                      f"{len(history.processes)}")
     table = text_table(header, rows, right=set(range(1, len(header))), width=width)
-    why = _why_noisy(case_id, history.processes)
+    # Each lent night may be a new card: which card ran a process tells card-to-card spread from the one-card noise.
+    cards = {run.path.name: card for run in runs if (card := run.environment.get("gpu.uuid"))}
+    why = _why_noisy(case_id, history.processes, cards)
     return 0, (fit(lines, width) + table + fit(why, width)) if width else lines + table + why
 
 
-def _why_noisy(case_id: str, processes: Sequence[ProcessSummary]) -> list[str]:
+def _why_noisy(case_id: str, processes: Sequence[ProcessSummary], cards: Mapping[str, str] | None = None) -> list[str]:
     """What limits the case where its own noise does, or spreads its busy time where its steady kernels resolve the
-    floor instead, one line per cause (``judge.sensitivity.noise_causes``)."""
+    floor instead, one line per cause (``judge.sensitivity.noise_causes``; ``cards``: file name -> GPU uuid)."""
     s = sensitivity(case_id, processes, DEFAULT)
     if s.smallest is None or (s.resolves and s.metric != "steady") or not s.by_noise:
         return [s.status]
-    causes = noise_causes(processes)
+    causes = noise_causes(processes, cards)
     if s.resolves:
         return [s.status] + (["what spreads its busy time:"] + [f"  - {cause}" for cause in causes] if causes else [])
     head = f"its own noise ({s.noise:.1%}) limits it to {s.shown}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -109,14 +109,18 @@ HOST_CORRELATION = 0.7
 MODE_PROCESSES, MODE_SEPARATION, MODE_STEP_SHARE = 3, 4.0, 0.01
 # SM clocks whose processes differ by more than this share of their median.
 CLOCK_SPREAD = 0.02
+# Cards that differ: this many ran the case more than once, and their medians spread this many times as much as the
+# processes on one card do (both as 1.4826 x MAD of the logs, with no floor: the floor would hide the one-card noise).
+CARD_REPEATS, CARD_RATIO = 3, 1.5
 
 
-def noise_causes(history: Sequence[ProcessSummary]) -> tuple[str, ...]:
+def noise_causes(history: Sequence[ProcessSummary], cards: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """Why a case's device time spreads between processes, one phrase per cause its history shows.
 
     Overlap that varies by process (busy time spreads, summed kernel time does not), a step the host sets (busy
     time moves with wall time: launch gaps of a short step, or overlap on a slower host), a kernel that runs at two
-    speeds in the same kernel mix, and SM clocks that differ. Each needs ``CAUSE_MIN_PROCESSES`` processes.
+    speeds in the same kernel mix, SM clocks that differ, and cards that differ (``cards``: each stored file's name ->
+    the GPU's uuid). Each needs ``CAUSE_MIN_PROCESSES`` processes.
     """
     timed = [s for s in history if (s.get(BUSY) or 0) > 0]
     if len(timed) < CAUSE_MIN_PROCESSES:
@@ -139,7 +143,36 @@ def noise_causes(history: Sequence[ProcessSummary]) -> tuple[str, ...]:
     clocks = [c for s in timed if (c := s.sm_clock_mhz)]
     if len(clocks) >= CAUSE_MIN_PROCESSES and (max(clocks) - min(clocks)) > CLOCK_SPREAD * float(np.median(clocks)):
         found.append(f"its SM clock differed between processes: {min(clocks):.0f}-{max(clocks):.0f} MHz")
+    if cards and (differ := _cards_differ(timed, cards)) is not None:
+        found.append(differ)
     return tuple(found)
+
+
+def _cards_differ(history: Sequence[ProcessSummary], cards: Mapping[str, str]) -> str | None:
+    """The phrase for a history whose cards' medians spread ``CARD_RATIO`` times as much as the processes on one card,
+    on its steady kernels' time where it has some (what it is judged on), else its summed kernel time; else None."""
+    names = xp.steady_kernels([s for s in history if s.kernels])
+    what, value = (("its steady kernels' time", lambda s: xp.steady_time(s, names)) if names
+                   else ("its summed kernel time", lambda s: s.get(WORK) or 0.0))
+    by_card: dict[str, list[float]] = {}
+    for s in history:
+        if (card := cards.get(s.source.split("#")[0])) and (v := value(s)) > 0:
+            by_card.setdefault(card, []).append(float(np.log(v)))
+    repeated = [np.array(v) for v in by_card.values() if len(v) >= 2]
+    if len(repeated) < CARD_REPEATS:
+        return None
+    within = _mad(np.concatenate([v - np.median(v) for v in repeated]))
+    between = _mad(np.array([np.median(v) for v in by_card.values()]))
+    if between <= CARD_RATIO * within or between <= xp.NOISE_FLOOR:
+        return None
+    return (f"{what} differs between cards: the medians of its {len(by_card)} cards spread {between:.1%}, its "
+            f"processes on one card {within:.1%} ({len(repeated)} cards ran it more than once); a runner that stays on "
+            f"one card sees the smaller")
+
+
+def _mad(logs: np.ndarray) -> float:
+    """1.4826 x the median absolute deviation of ``logs``: a relative spread, with no floor."""
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:

@@ -392,3 +392,38 @@ def test_sm_clocks_that_differ_between_processes_are_named() -> None:
     busy = [1.0 + 0.0002 * (i % 5) for i in range(8)]
     causes = noise_causes(_noisy(busy, busy, clocks=[1755.0 if i % 2 else 1980.0 for i in range(8)]))
     assert causes == ("its SM clock differed between processes: 1755-1980 MHz",)
+
+
+def test_cards_whose_medians_spread_more_than_one_cards_processes_are_named_with_both_spreads() -> None:
+    """Four cards, three processes each: the cards 1% apart, the processes on a card within 0.1%. Named only where the
+    stored files' cards are known, and not where every process ran on one card. No kernel is steady across cards 1%
+    apart, so the summed kernel time is what spreads."""
+    from pytest_rnnperf.judge.sensitivity import noise_causes
+
+    offsets = [0.99, 1.0, 1.01, 1.02]
+    busy = [5.0 * offsets[i // 3] * (1 + 0.001 * (i % 3)) for i in range(12)]
+    history = _noisy(busy, busy, rnn=busy)
+    cards = {f"{i:04d}_run.json": f"GPU-{i // 3}" for i in range(12)}
+    causes = [c for c in noise_causes(history, cards) if "cards" in c]
+    assert causes == ["its summed kernel time differs between cards: the medians of its 4 cards spread 1.5%, its "
+                      "processes on one card 0.1% (4 cards ran it more than once); a runner that stays on one card sees "
+                      "the smaller"], causes
+    assert not any("cards" in c for c in noise_causes(history))
+    assert not any("cards" in c for c in noise_causes(history, dict.fromkeys(cards, "GPU-0")))
+
+
+def test_sensitivity_of_one_case_names_the_cards_of_its_stored_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sensitivity --case``: the card each stored run names (``gpu.uuid``) is what tells the cards apart."""
+    from dataclasses import replace
+
+    from pytest_rnnperf.cli.sensitivity import kernel_table
+
+    offsets = [0.99, 1.0, 1.01, 1.02]
+    procs = {f"{i + 1:04d}_run.json": _proc(5.0 * offsets[i // 3] * (1 + 0.001 * (i % 3)), f"{i + 1:04d}_run.json",
+                                             rnn=5.0 * offsets[i // 3] * (1 + 0.001 * (i % 3))) for i in range(12)}
+    monkeypatch.setattr(StoredRun, "summaries", lambda self, c: [procs[self.path.name]])
+    runs = [replace(_stored(name, BASELINE if i == 0 else KEPT, ("case",)), environment={"gpu.uuid": f"GPU-{i // 3}"})
+            for i, name in enumerate(procs)][::-1]
+    code, lines = kernel_table(runs, "case")
+    assert code == 0 and any(line.startswith("  - its summed kernel time differs between cards: the medians of its 4 "
+                                             "cards spread 1.5%") for line in lines), lines
