@@ -562,7 +562,7 @@ class StoredRun:
     # Case id -> the summary of a case this kept run reported (regressed, not failed); its record is not stored.
     reported: Mapping[str, ProcessSummary] = field(default_factory=dict)
     # Seconds this run spent outside its cases' phases and its claims and parity tests (collecting, starting, each
-    # test's setup and code), and how many cases it measured: what a budget's forecast adds per case (None: not kept).
+    # test's setup and code), and how many cases it measured: what a budget's forecast adds per case (None: the file has none).
     outside: tuple[float, int] | None = None
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:

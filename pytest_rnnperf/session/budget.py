@@ -13,8 +13,7 @@ Once it does not, a case whose history resolves its floor (``steady``) runs its 
 rounds only, and the others share what is left; every cut is kept by case, for the summary. Before the run,
 ``forecast`` prices the collected cases' fixed phases and least timed rounds from their newest stored records, and the
 time the newest stored nights spent outside them: where those exceed the budget, the run says so at its start and every
-case, the first included, runs its minimum rounds. Pure: the
-clock is a seam, no pytest, no framework.
+case, the first included, runs its minimum rounds. Pure: the clock is a seam, no pytest, no framework.
 """
 
 from __future__ import annotations
