@@ -235,6 +235,9 @@ PY
          # night's kept run too (in $SCRATCH), so a second call on the same machine is a quiet night after the change.
          SCRATCH=${RNNPERF_SCRATCH:-/tmp/rnnperf-cenv}
          if [ ! -d "$SCRATCH" ]; then
+           # The runs kept by earlier calls on this machine belong to the history the change is made to.
+           KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}
+           [ -d "$KEPT/baselines" ] && (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \;)
            cp -r baselines "$SCRATCH" && rm -rf "$SCRATCH"/*/evidence || { echo "gpu-check: cannot copy baselines/ to $SCRATCH"; exit 2; }
            python3 - "$SCRATCH" <<'PY'
 import json, sys
