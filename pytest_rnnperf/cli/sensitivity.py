@@ -26,7 +26,7 @@ def add_parser(subparsers: Any) -> None:
     sen.add_argument("folder", type=path_given, help="a GPU model's folder of stored runs (baselines/<gpu>)")
     sen.add_argument("--case", type=text_given("a case id"), default=None,
                      help="one case id: its kernels across the history, each with its noise, and what spreads its "
-                          "step (overlap, the host, a kernel at two speeds, the clock)")
+                          "step (overlap, the host, a kernel at two speeds, the clock, the cards)")
 
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
