@@ -18,7 +18,7 @@ from pytest_rnnperf.backends import ModelError, ModelOptions, keras_spec
 from pytest_rnnperf.measure.ahead import AheadModel
 from pytest_rnnperf.model.cases import ModelCase
 from pytest_rnnperf.plugin.fixtures import RnnperfFixture
-from pytest_rnnperf.plugin.ids import stored_test_id
+from pytest_rnnperf.plugin.ids import model_case_id
 
 MARKER = "rnnperf_ahead"
 MARKER_LINE = (f"{MARKER}(model=model_args): model_args(scale=..., <the test's parameters>) returns the keyword "
@@ -71,7 +71,7 @@ def ahead_model(item: pytest.Item, args: Mapping[str, Any], precision: str) -> A
         return None
     try:
         spec = keras_spec(backend)
-        case = ModelCase(id=stored_test_id(item) + (f"::{args['name']}" if args.get("name") else ""),
+        case = ModelCase(id=model_case_id(item, args.get("name") or ""),
                          framework=spec.name, mode=args.get("mode", "train"),
                          precision=args.get("precision") or precision, floor=args.get("floor", 1.0))
         options = ModelOptions(targets=args.get("targets"), loss=args.get("loss"), optimizer=args.get("optimizer"),

@@ -22,7 +22,7 @@ from pytest_rnnperf.measure.subprocesses import SubprocessFailed
 from pytest_rnnperf.model.cases import Case, ModelCase
 from pytest_rnnperf.model.records import CaseRecord, CrossRecord
 from pytest_rnnperf.plugin.benchmark import add_entries, entry_source, off_for_xdist
-from pytest_rnnperf.plugin.ids import stored_test_id
+from pytest_rnnperf.plugin.ids import model_case_id
 from pytest_rnnperf.session.measuring import Skipped
 from pytest_rnnperf.session.session import RnnperfSession
 from pytest_rnnperf.session.settings import Settings
@@ -187,7 +187,7 @@ class RnnperfFixture:
         """
         self._skipped_by_benchmark()
         self._times()
-        case_id = stored_test_id(self._item) + (f"::{name}" if name else "")
+        case_id = model_case_id(self._item, name)
         if case_id in self._models:  # a stored run holds one record per case id
             named = f"named {name!r}" if name else "without a name"
             pytest.fail(f"{case_id}: rnnperf.model(): this test already checked a model {named}; give each model of "

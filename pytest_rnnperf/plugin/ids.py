@@ -15,3 +15,9 @@ def stored_test_id(item: pytest.Item) -> str:
     if module.startswith(INSTALLED_SUITE) and "::" in item.nodeid:
         return f"suites/{module[len(INSTALLED_SUITE):].replace('.', '/')}.py::{item.nodeid.split('::', 1)[1]}"
     return item.nodeid
+
+
+def model_case_id(item: pytest.Item, name: str = "") -> str:
+    """The case id of a model ``item`` checks with ``rnnperf.model(name=...)``: what its record is stored under and
+    what a declared model's test waits for."""
+    return stored_test_id(item) + (f"::{name}" if name else "")
