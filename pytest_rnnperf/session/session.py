@@ -301,24 +301,17 @@ class RnnperfSession:
     def least_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
         """Case id -> the least seconds of timed rounds among its ``WARM_BUILDS`` newest stored records that timed any
         (cases with none left out): the newest hosts, not the fastest night of the history, price tonight's."""
-        least: dict[str, float] = {}
-        for case_id in case_ids:
-            timed = [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
-                     and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
-            if timed:
-                least[case_id] = min(timed)
-        return least
+        return {case_id: min(timed) for case_id in case_ids if (timed := self._newest_timed(case_id))}
 
     def full_timed(self, case_ids: Sequence[str]) -> dict[str, float]:
         """Case id -> its timed rounds as configured: the most seconds of them among its ``WARM_BUILDS`` newest stored
         records that timed any (a budget may have cut the newest); cases with none left out."""
-        most: dict[str, float] = {}
-        for case_id in case_ids:
-            timed = [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
-                     and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
-            if timed:
-                most[case_id] = max(timed)
-        return most
+        return {case_id: max(timed) for case_id in case_ids if (timed := self._newest_timed(case_id))}
+
+    def _newest_timed(self, case_id: str) -> list[float]:
+        """The seconds of timed rounds of ``case_id``'s ``WARM_BUILDS`` newest stored records that timed any."""
+        return [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
+                and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
 
     def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
         """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, its
