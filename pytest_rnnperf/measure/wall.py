@@ -8,8 +8,8 @@ Why this shape:
 - Rounds alternate A-B, B-A (an ABBA pattern) so that a linear drift in clocks or temperature cancels
   in the ratio instead of favouring whichever side runs second.
 - Warm-up lasts at least ``warmup_s``, not only a few steps: the case's parity checks leave the GPU idle
-  while the float64 reference runs on the CPU, and an idle GPU drops its clocks; a few 1 ms steps do not
-  bring them back before the first timed block.
+  while the float64 reference runs on the CPU, and an idle GPU drops its clocks; it takes a few ms of work
+  to bring them back before the first timed block.
 - Python's garbage collector is paused during the timed rounds (as ``timeit`` does): with torch and
   TensorFlow loaded the heap is large, and a full collection landing in one block costs tens of ms of
   host time that belongs to neither implementation.

@@ -28,9 +28,10 @@ class TimingConfig:
     rounds: int = 20
     # Warm-up goes on until both ``warmup_s`` seconds and this many rounds have passed. One round is enough for a
     # long step: the case ran both steps before (its build or proof), and calibration runs each again before the
-    # first timed block; three rounds cost 1.2 s a case where a generic step takes 0.4 s.
+    # first timed block; three rounds cost 1.2 s a case where a generic step takes 0.4 s. An H100 idle for 0.5-5 s
+    # ran within 0.5% of its speed 2-8 ms after its first launch (scripts/clock_ramp.py): 20 ms covers that.
     warmup_steps: int = 1
-    warmup_s: float = 0.2
+    warmup_s: float = 0.02
     # Pause the garbage collector during the timed rounds (collected once just before them).
     pause_gc: bool = True
     # A block shorter than this would be dominated by sync and clock-read costs (tens of microseconds).

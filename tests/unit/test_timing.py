@@ -114,10 +114,10 @@ def test_warm_up_lasts_warmup_s_for_short_steps(clock: FakeClock) -> None:
 
 
 def test_by_default_a_step_longer_than_the_warm_up_time_warms_up_for_one_round(clock: FakeClock) -> None:
-    """A 0.4 s generic step beside a 50 ms cuDNN one: one round (0.45 s) passes the 0.2 s floor; 1 ms steps: time."""
+    """A 0.4 s generic step beside a 50 ms cuDNN one: one round (0.45 s) passes the 20 ms floor; 1 ms steps: time."""
     config = TimingConfig()
     assert warm_up((stepper(clock, 0.05), stepper(clock, 0.4)), lambda: None, clock, config) == 1
-    assert warm_up((stepper(clock, 0.001),), lambda: None, clock, config) == 200
+    assert warm_up((stepper(clock, 0.001),), lambda: None, clock, config) == 20
 
 
 def test_time_pair_and_time_single_warm_up_by_time(clock: FakeClock) -> None:
