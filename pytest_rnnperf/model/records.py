@@ -564,9 +564,18 @@ class StoredRun:
     # Seconds this run spent outside its cases' phases and its claims and parity tests (collecting, starting, each
     # test's setup and code), and how many cases it measured: what a budget's forecast adds per case (None: the file has none).
     outside: tuple[float, int] | None = None
+    # Case id -> its summaries, made once: a night reads each stored file's summaries in every case's history and
+    # forecast. Not a field of ``replace`` (init=False): a changed copy summarizes afresh.
+    _summaries: dict[str, list[ProcessSummary]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def summaries(self, case_id: str) -> list[ProcessSummary]:
         """Every process of this file that measured ``case_id``: the run's own, then the extra ones (or its report)."""
+        if case_id not in self._summaries:
+            self._summaries[case_id] = self._summarized(case_id)
+        return list(self._summaries[case_id])
+
+    def _summarized(self, case_id: str) -> list[ProcessSummary]:
+        """``summaries``' work, done once per case."""
         if case_id in self.reported:
             return [replace(self.reported[case_id], source=self.path.name, reported=True)]
         if case_id not in self.records:

@@ -16,7 +16,8 @@ from pytest_rnnperf.model.cases import Case, ModelCase, Shape
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.parity import ParityReport, ParityRow
 from pytest_rnnperf.model.process import PROBE, ProcessSummary, summarize
-from pytest_rnnperf.model.records import FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError
+from pytest_rnnperf.model.records import (FORMAT_VERSION, BaselineError, CaseRecord, CrossRecord, RecordError,
+                                          StoredRun)
 from pytest_rnnperf.store.runs import benchmark_extra, load_run, run_meta
 from pytest_rnnperf.store.schema import migrate_record
 from pytest_rnnperf.model.stats import Interval
@@ -301,3 +302,15 @@ def test_a_stored_run_keeps_the_seconds_of_its_claims_and_parity_tests_and_the_n
     assert runs[0].check_costs == {"test_a": 12.5}
     stored = Stored(tuple(runs))  # newest first
     assert (stored.check_cost("test_a"), stored.check_cost("test_b"), stored.check_cost("test_c")) == (12.5, 4.0, None)
+
+
+def test_a_stored_runs_summaries_are_made_once_and_a_changed_copy_makes_its_own() -> None:
+    """A night asks a stored file for a case's summaries in its history and its forecast: the same answer each time,
+    and a copy with other records (dataclasses.replace) summarizes those, not the original's."""
+    run = StoredRun(Path("0001_run.json"), "NVIDIA_H100", {}, {"c": record(host_probe_s=0.002)})
+    first = run.summaries("c")
+    assert run.summaries("c") == first and first[0].get(PROBE) == 0.002
+    first.clear()  # a caller's list is its own
+    assert len(run.summaries("c")) == 1
+    changed = replace(run, records={"c": record(host_probe_s=0.004)})
+    assert changed.summaries("c")[0].get(PROBE) == 0.004 and run.summaries("c")[0].get(PROBE) == 0.002
