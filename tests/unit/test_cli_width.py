@@ -99,7 +99,11 @@ def test_sensitivity_of_one_case_says_what_spreads_it_in_the_stored_history(
     assert any(cause in causes for cause in ("how its kernels overlap varies by process", "moves with its wall time",
                                              "runs at two speeds")), causes
     _, quiet = _run(capsys, "sensitivity", str(baselines), "--case", "torch-lstm-infer-fp32-T60-B500-I32-H256-L1")
-    assert quiet[-1] == "resolves 3% on its steady kernels (100% of its kernel time)"  # and nothing spreads it
+    head = quiet.index("resolves 3% on its steady kernels (100% of its kernel time)")
+    # Nothing of its own spreads it; once one more card ran it twice (0056, 0057), its history names the cards.
+    causes = " ".join(line.strip() for line in quiet[head + 1:])
+    cards = "what spreads its busy time: - its steady kernels' time differs between cards: the medians of its "
+    assert causes == "" or (causes.startswith(cards) and causes.count(" - ") == 1), causes
 
 
 def test_compare_names_the_fields_an_older_format_did_not_record_apart_from_the_changes(
