@@ -82,5 +82,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {lo:6.1f}-{lo + args.bin_ms:6.1f} ms: {med:8.2f} us ({med / steady - 1:+.1%})")
     return 0
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

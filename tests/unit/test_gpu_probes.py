@@ -15,8 +15,8 @@ def test_a_ramp_settles_at_the_first_bin_within_half_a_percent_of_the_steady_dur
     assert bins[0] == (0.0, 57.0) and len(bins) == 50
 
 
-def test_a_ramp_that_never_settles_says_so() -> None:
-    """A trace still drifting at its end has no bin within 0.5% before the tail it is measured against."""
+def test_a_ramp_still_drifting_settles_only_in_the_bins_beside_the_tail_it_is_measured_against() -> None:
+    """A trace that drifts to its end (+1 us per ms) has no bin within 0.5% of its last millisecond but the last ones."""
     starts = np.arange(0.0, 60.0, 0.05)
     steady, settled, _ = load_script("clock_ramp").settling(starts, 50.0 + starts, bin_ms=2.0, tail_ms=1.0)
     assert settled is not None and settled >= 56.0  # only the bins next to the tail come within 0.5%
