@@ -310,8 +310,8 @@ class RnnperfSession:
 
     def _newest_timed(self, case_id: str) -> list[float]:
         """The seconds of timed rounds of ``case_id``'s ``WARM_BUILDS`` newest stored records that timed any."""
-        return [spent for run in self.stored.runs if (record := run.records.get(case_id)) is not None
-                and (spent := timed_of(record.cost_s)) > 0][:WARM_BUILDS]
+        return [spent for record in self.stored.newest_records(case_id) if (spent := timed_of(record.cost_s)) > 0][
+            :WARM_BUILDS]
 
     def stored_cost(self, case_id: str) -> tuple[str, Mapping[str, float]] | None:
         """The stored ``cost_s`` the budget prices ``case_id`` at, with its file's name: its newest record's, its

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from pytest_rnnperf.judge import noise
 from pytest_rnnperf.judge.noise import Noise
@@ -68,24 +68,25 @@ class Stored:
                   and record.cold.cache == MISS and record.cost_s.get("build", 0.0) > 0]
         return max(missed, key=lambda found: found[1]["build"], default=None)
 
+    def newest_records(self, case_id: str) -> Iterator[CaseRecord]:
+        """The stored records of ``case_id``, newest first."""
+        return (record for run in self.runs if (record := run.records.get(case_id)) is not None)
+
     def least_build(self, case_id: str, newest: int) -> float | None:
         """The least build seconds among the ``newest`` newest stored records of ``case_id`` that have one, or None."""
-        builds = [build for run in self.runs if (record := run.records.get(case_id)) is not None
-                  and (build := record.cost_s.get("build", 0.0)) > 0][:newest]
-        return min(builds, default=None)
+        builds = [build for record in self.newest_records(case_id) if (build := record.cost_s.get("build", 0.0)) > 0]
+        return min(builds[:newest], default=None)
 
     def median_phase(self, case_id: str, phase: str, newest: int) -> float | None:
         """The median seconds of ``phase`` among the ``newest`` newest stored records of ``case_id`` that kept their
         costs, or None."""
-        spent = [record.cost_s.get(phase, 0.0) for run in self.runs
-                 if (record := run.records.get(case_id)) is not None and record.cost_s][:newest]
+        spent = [record.cost_s.get(phase, 0.0) for record in self.newest_records(case_id) if record.cost_s][:newest]
         return statistics.median(spent) if spent else None
 
     def outside_each(self, newest: int) -> float | None:
         """The median seconds a case spent outside its phases (``StoredRun.outside``) over the ``newest`` newest
         stored runs that kept it, or None."""
-        each = [seconds / cases for run in self.runs if run.outside is not None
-                for seconds, cases in (run.outside,)][:newest]
+        each = [run.outside[0] / run.outside[1] for run in self.runs if run.outside is not None][:newest]
         return statistics.median(each) if each else None
 
     def history(self, case_id: str) -> CaseHistory:
