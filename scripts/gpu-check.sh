@@ -102,12 +102,17 @@ deadline() {
   [ "$left" -gt 0 ] || { echo "gpu-check: GPU_CHECK_DEADLINE_S=$GPU_CHECK_DEADLINE_S leaves no time for this run"; return 124; }
   timeout -s INT -k 20 "$left" "$@"
 }
+# Runs kept by earlier calls on this machine (in $KEPT) are not in this call's tree: put them back into baselines/.
+KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}
+restore_kept() {
+  [ -d "$KEPT/baselines" ] || return 0
+  (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \; 2>/dev/null)
+}
 case "$what" in
   tests) python3 -m pytest -v -rsP -p no:cacheprovider "${@:-tests/}" 2>&1 | tee -a "$OUT/tests.log" ;;
   suite) # A run kept by an earlier call on this machine is not in this call's tree: put it back first. A run this
          # call keeps goes to $KEPT for the next call and to $OUT, to be committed with its evidence.
-         KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}; mkdir -p "$KEPT/baselines"
-         (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \; 2>/dev/null)
+         mkdir -p "$KEPT/baselines"; restore_kept
          before=$(find baselines -name '*_run.json' | sort)
          deadline ${RNNPERF_WRAP:-} python3 -m pytest -rs -p no:cacheprovider "${@:-suites/}" 2>&1 | tee -a "$OUT/suite.log"
          status=${PIPESTATUS[0]}
@@ -235,9 +240,7 @@ PY
          # night's kept run too (in $SCRATCH), so a second call on the same machine is a quiet night after the change.
          SCRATCH=${RNNPERF_SCRATCH:-/tmp/rnnperf-cenv}
          if [ ! -d "$SCRATCH" ]; then
-           # The runs kept by earlier calls on this machine belong to the history the change is made to.
-           KEPT=${RNNPERF_KEPT:-/tmp/rnnperf-kept}
-           [ -d "$KEPT/baselines" ] && (cd "$KEPT" && find baselines -name '*_run.json' -exec cp -n --parents {} "$OLDPWD"/ \;)
+           restore_kept  # the runs kept by earlier calls on this machine belong to the history the change is made to
            cp -r baselines "$SCRATCH" && rm -rf "$SCRATCH"/*/evidence || { echo "gpu-check: cannot copy baselines/ to $SCRATCH"; exit 2; }
            python3 - "$SCRATCH" <<'PY'
 import json, sys
