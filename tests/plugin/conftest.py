@@ -210,13 +210,68 @@ class LoadedModules:
 
 
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """Run pytest on the project: in-process, or in a subprocess for a test marked ``subprocess``."""
+    """Run pytest on the project: in-process, or in a subprocess for a test marked ``subprocess``; a recording that
+    an identical project already made in this process is copied instead (``_recorded``)."""
     args = ("-p", "no:cacheprovider", "-rs", *args)
+    if "--rnnperf-update-baseline" in args:
+        return _recorded(project, args)
+    return _run(project, args)
+
+
+def _run(project: pytest.Pytester, args: tuple[str, ...]) -> pytest.RunResult:
+    """Run pytest on the project with ``args`` as they are."""
     if project in _IN_SUBPROCESS:
         return project.runpytest_subprocess(*args)
     reload_libraries()
     with process_state_kept():
         return project.runpytest_inprocess(*args, plugins=[LoadedModules()], no_reraise_ctrlc=True)
+
+
+# Recordings made in this process, by everything that decides one: the project's files, the environment and the
+# arguments, each with the project's own folder written as "<project>". A recording takes ~1.5 s (three processes and
+# a report) and most tests record the same untouched project first; the same recording is copied instead. What a
+# test changed (a file, a FAKE_ variable, an option) makes another key, and a run again.
+_RECORDINGS: dict[tuple[Any, ...], tuple[pytest.RunResult, dict[str, bytes | None]]] = {}
+# Variables that name this test rather than anything the run depends on.
+_PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST", "PYTEST_DEBUG_TEMPROOT")
+
+
+def _recorded(project: pytest.Pytester, args: tuple[str, ...]) -> pytest.RunResult:
+    """``_run(project, args)`` for a recording, or what an identical recording wrote and printed, put in its place."""
+    home = str(project.path)
+    env = tuple(sorted((k, v.replace(home, "<project>")) for k, v in os.environ.items() if k not in _PER_TEST_VARIABLES))
+    before = _project_files(project.path)
+    key = (tuple(sorted(before.items())), env, tuple(a.replace(home, "<project>") for a in args),
+           project in _IN_SUBPROCESS)
+    if key not in _RECORDINGS:
+        result = _run(project, args)
+        after = _project_files(project.path)
+        changes = {name: after.get(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+        _RECORDINGS[key] = (_with_home(result, home, "<project>"), {name: None if data is None else
+                                                                    data.replace(home.encode(), b"<project>")
+                                                                    for name, data in changes.items()})
+        return result
+    result, changes = _RECORDINGS[key]
+    for name, data in changes.items():
+        path = project.path / name
+        if data is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data.replace(b"<project>", home.encode()))
+    return _with_home(result, "<project>", home)
+
+
+def _project_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (compiled bytecode aside) by its path relative to it: its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _with_home(result: pytest.RunResult, old: str, new: str) -> pytest.RunResult:
+    """``result`` with ``old`` written as ``new`` in its output."""
+    return pytest.RunResult(result.ret, [line.replace(old, new) for line in result.outlines],
+                            [line.replace(old, new) for line in result.errlines], result.duration)
 
 
 # sys.argv[0] of ``python -m pytest_rnnperf``: the CLI names itself from it (cli/args.py prog()).
