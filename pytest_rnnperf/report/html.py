@@ -389,8 +389,8 @@ def _error_bars(intervals: Sequence[Interval]) -> dict[str, Any]:
 def samples_figure(row: CaseRow) -> dict[str, Any]:
     """A case's rounds: wall and device ms per step of both sides, now beside the baseline; its speedup on the right.
 
-    Built as plotly's JSON rather than through its figure objects, whose checks took 0.1 s a case: a page of a
-    hundred cases spent 10 s of the night's end on them."""
+    Built as plotly's JSON rather than through its figure objects: one per case, their checks of every property
+    cost more than the rest of a night's page."""
     assert row.detail is not None
     samples: Sequence[Samples] = row.detail.samples
     with_speedup = row.speedup is not None
