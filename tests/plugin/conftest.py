@@ -239,17 +239,19 @@ _PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST", "PYTEST_DEBUG_TEMPROOT")
 def _recorded(project: pytest.Pytester, args: tuple[str, ...]) -> pytest.RunResult:
     """``_run(project, args)`` for a recording, or what an identical recording wrote and printed, put in its place."""
     home = str(project.path)
-    env = tuple(sorted((k, v.replace(home, "<project>")) for k, v in os.environ.items() if k not in _PER_TEST_VARIABLES))
+    env = tuple(sorted((k, v.replace(home, "<project>")) for k, v in os.environ.items()
+                       if k not in _PER_TEST_VARIABLES))
     before = _project_files(project.path)
     key = (tuple(sorted(before.items())), env, tuple(a.replace(home, "<project>") for a in args),
            project in _IN_SUBPROCESS)
     if key not in _RECORDINGS:
         result = _run(project, args)
         after = _project_files(project.path)
-        changes = {name: after.get(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
-        _RECORDINGS[key] = (_with_home(result, home, "<project>"), {name: None if data is None else
-                                                                    data.replace(home.encode(), b"<project>")
-                                                                    for name, data in changes.items()})
+        changes = {name: after.get(name) for name in before.keys() | after.keys()
+                   if before.get(name) != after.get(name)}
+        kept = {name: None if data is None else data.replace(home.encode(), b"<project>")
+                for name, data in changes.items()}
+        _RECORDINGS[key] = (_with_home(result, home, "<project>"), kept)
         return result
     result, changes = _RECORDINGS[key]
     for name, data in changes.items():
