@@ -29,6 +29,9 @@ FIXED = ("build", "proof", "parity")
 # What a run keeps for its ending after the last case (``Budget.ending_s``): pytest's own time counts until the reports
 # are written, which the budget's clock never sees.
 ENDING_S = 5.0
+# Of the budget, the share a run leaves unplanned: its prices are estimates, and a night planned to end on the second
+# ends a few seconds past it; planned this much short, their error still ends it within.
+MARGIN = 0.02
 # Cases of a framework run before tonight's fixed costs of its cases are compared with their stored ones: a process's
 # first case of each framework pays its import and CUDA context, which the stored run paid in whichever case came first.
 SCALE_AFTER = 3
@@ -94,7 +97,7 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
              frameworks: Mapping[str, str] | None = None, ahead: int = 0, outside_s: float = 0.0,
              ending_s: float = 0.0) -> Forecast | None:
     """What the collected cases' fixed phases cost where that, with their least stored timed rounds and the time
-    outside them (``outside_s``), is more than ``budget_s`` less its ending (``ending_s``), else None.
+    outside them (``outside_s``), is more than ``budget_s`` less its margin and ending (``ending_s``), else None.
 
     ``workers``: pytest-xdist workers sharing the cases, each paying its share of the fixed phases in the same
     minutes, so the budget holds ``workers`` times as much. ``scratch``: how many of ``costs`` are builds from
@@ -115,7 +118,7 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
     fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
     timed_s = sum((least_timed or {}).get(case, 0.0) for case in costs)
-    if not known or fixed_s + timed_s + outside_s <= (budget_s - ending_s) * workers:  # nothing stored: nothing said
+    if not known or fixed_s + timed_s + outside_s <= (budget_s * (1 - MARGIN) - ending_s) * workers:  # nothing stored: nothing said
         return None
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])
@@ -147,6 +150,7 @@ class Budget:
     # is not priced again for the cases after it.
     ran: set[str] = field(default_factory=set)
     counted: set[str] = field(default_factory=set)  # the cases ``spent`` counted
+    dropped: set[str] = field(default_factory=set)  # collected cases that do not run tonight (``drop``)
     # Tonight's fixed seconds over the stored, by framework, case by case counted: a night's torch cases say nothing of
     # how its TF builds compare with theirs.
     ratios: dict[str, list[float]] = field(default_factory=dict)
@@ -197,8 +201,16 @@ class Budget:
                 f"next night")
 
     def left(self) -> float:
-        """Seconds of the budget not yet spent, less the run's ending (negative once over)."""
-        return self.total_s - self.ending_s - (self.clock() - self.started)
+        """Seconds of the budget not yet spent, less the run's ending and its margin (negative once over)."""
+        return self.total_s * (1 - MARGIN) - self.ending_s - (self.clock() - self.started)
+
+    def drop(self, case_id: str) -> None:
+        """A collected case that will not run tonight (its stored answer holds, or it waits for a later night): the
+        cases still to come are priced without it."""
+        if case_id in self.dropped or case_id in self.ran:
+            return
+        self.dropped.add(case_id)
+        self.cases = max(self.done, self.cases - 1)
 
     def allowance(self, case_id: str, steady: bool, cap_s: float) -> float:
         """Seconds of timed rounds ``case_id`` may spend: ``cap_s`` while the run is on time, less once it is not.
@@ -237,7 +249,7 @@ class Budget:
     def _timed_each(self) -> float:
         """Seconds of timed rounds a case still to come takes as configured: the mean stored of the collected cases
         not yet begun; the mean of the cases so far where nothing is stored."""
-        left = [s for case, s in self.stored_timed.items() if case not in self.ran]
+        left = [s for case, s in self.stored_timed.items() if case not in self.ran and case not in self.dropped]
         return sum(left) / len(left) if left else self.timed_s / self.done
 
     def short(self) -> bool:
@@ -266,7 +278,8 @@ class Budget:
         here, each scaled by its framework's median ratio to the stored tonight once ``SCALE_AFTER`` of its cases
         have one; the mean of the cases so far where nothing is stored. A pytest-xdist worker does not know which
         cases it gets: the mean stands for its share."""
-        left = [s * self._scale(case) for case, s in self.stored_fixed.items() if case not in self.ran]
+        left = [s * self._scale(case) for case, s in self.stored_fixed.items()
+                if case not in self.ran and case not in self.dropped]
         if not left:
             return self.fixed_s / self.done
         return sum(left) / len(left)
