@@ -551,7 +551,7 @@ class StoredRun:
     # Case id -> the summaries of the extra processes this file was recorded with (--rnnperf-record-processes).
     processes: Mapping[str, tuple[ProcessSummary, ...]] = field(default_factory=dict)
     # The tests this run measured and passed whose answer the environment alone decides (claims, cross-framework and
-    # reference parity), by name, for store.rechecks.
+    # reference parity), and those that failed as marked (known issues), by name, for store.rechecks.
     claims: tuple[str, ...] = ()
     # Test name -> its seconds in this run, for the claims and parity tests of ``claims`` that were timed and the
     # tests that failed as marked (xfail), which store no record.

@@ -28,6 +28,13 @@ from pytest_rnnperf.session.session import RnnperfSession
 from pytest_rnnperf.session.settings import Settings
 
 
+def known_issue(item: pytest.Item) -> bool:
+    """The item is marked to fail (``xfail(strict=True)``, or xfail under ``xfail_strict``): a known issue, whose
+    failing is an answer of the environment."""
+    marker = item.get_closest_marker("xfail")
+    return marker is not None and bool(marker.kwargs.get("strict", item.config.getini("xfail_strict")))
+
+
 def _fail(message: str) -> NoReturn:
     """Fail the test with ``message`` alone: no traceback, and no chained exception that repeats it."""
     raise pytest.fail.Exception(message, pytrace=False) from None
@@ -107,8 +114,18 @@ class RnnperfFixture:
         return record
 
     def measure(self, case: Case) -> CaseRecord:
-        """cuDNN against generic on the GPU: path proofs, parity, interleaved timing. Skips without a GPU."""
+        """cuDNN against generic on the GPU: path proofs, parity, interleaved timing. Skips without a GPU.
+
+        A known issue (a test marked ``xfail(strict=True)``) is skipped on a GPU where a stored run saw it fail as
+        marked in tonight's environment within --rnnperf-recheck-days (the rule of a case's full check).
+        """
         self._not_a_case("measure", case)
+        if known_issue(self._item):
+            self._session.load((case.framework,))  # its fields compared whatever the scope: it may run first
+            reason = self._session.claims_reason(self._item.name, kind="known issue",
+                                                 frameworks=self._scoped(case, (case.framework,)), case_id=case.id)
+            if reason is not None:
+                pytest.skip(reason)
         self._times()
         return self._run(case, ("cudnn", "generic"))
 
@@ -139,12 +156,17 @@ class RnnperfFixture:
         ``frameworks`` runs it again. Any other test may check more than it shows here: any change does.
         """
         if not self._ran:
-            params = getattr(getattr(self._item, "callspec", None), "params", {})
-            scoped = frameworks if any(value is case for value in params.values()) else ()
-            reason = self._session.claims_reason(self._item.name, kind="parity", frameworks=scoped)
+            reason = self._session.claims_reason(self._item.name, kind="parity",
+                                                 frameworks=self._scoped(case, frameworks))
             if reason is not None:
                 pytest.skip(reason)
         self._ran.add("parity")
+
+    def _scoped(self, case: Case, frameworks: tuple[str, ...]) -> tuple[str, ...]:
+        """``frameworks`` where the test is parametrized by ``case`` (it checks that case alone), else none: any
+        change counts for a test that may check more than it shows."""
+        params = getattr(getattr(self._item, "callspec", None), "params", {})
+        return frameworks if any(value is case for value in params.values()) else ()
 
     def _not_a_case(self, call: str, case: Any) -> None:
         """Fail in one line when ``case`` is no Case (a case id, a tuple of settings): the call would raise deep inside."""
@@ -174,7 +196,10 @@ class RnnperfFixture:
         model: one ``build()`` per copy, ``use_cudnn`` set on every LSTM/GRU layer), proves the path of each copy,
         checks outputs and gradients against each other and against a float64 copy, times both sides, and stores and
         compares a baseline under this test's id (plus ``name`` when one test checks several models). Without a GPU it
-        checks the generic path against float64 and says the cuDNN side was not run. ``mode`` is "train" (a training
+        checks the generic path against float64 and says the cuDNN side was not run. A model its backend has no cuDNN
+        path for (both copies generic: nothing timed is judged) is checked fully once per environment, as a case's full
+        check: on a GPU night in the environment of its last passing check, within --rnnperf-recheck-days, its stored
+        record is returned instead of measuring it again. ``mode`` is "train" (a training
         step) or "infer" (predict); ``precision`` defaults to the rnnperf(precision=...) marker / option (fp32).
 
         Keras only: ``backend`` ("tensorflow", "torch", "jax") runs the check on that Keras backend, in a subprocess
@@ -209,6 +234,10 @@ class RnnperfFixture:
             _fail(f"{case_id}: rnnperf.model(): backend= takes a Keras backend name such as 'torch', got {backend!r}")
         options = ModelOptions(targets=targets, loss=loss, optimizer=optimizer, step=step,
                                allow_generic=bool(allow_generic), parity_inputs=parity_inputs)
+        # A generic-only model's stored check holds (nothing of it is judged against its history): its stored record
+        # stands for tonight's, not measured again, and the summary counts it.
+        if self._session.model_reason(case_id) is not None and (stored := self._session.stored.stored_record(case_id)):
+            return stored
         try:
             record = self._session.measurer().measure_model(case, build, inputs, self._settings, self._disabled, options=options,
                                                  backend=backend)

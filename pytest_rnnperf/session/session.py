@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -41,7 +40,7 @@ from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
 from pytest_rnnperf.session.xdist import WorkerRun, add_worker_entries, by_model, in_order, read_worker, worker_output
 from pytest_rnnperf.store.measured import Measured
-from pytest_rnnperf.store.rechecks import checks_line, claims_recheck, put_off
+from pytest_rnnperf.store.rechecks import Recheck, checks_line, claims_recheck, put_off, recheck
 from pytest_rnnperf.store.runs import run_meta
 from pytest_rnnperf.store.stored import Stored, load_stored
 
@@ -54,6 +53,12 @@ class UsageProblem(Exception):
 # from scratch, is not what a warm cache costs; and a case's rounds as configured at the most of them, as a budget
 # may have cut some.
 WARM_BUILDS = 3
+# The tests a stored answer may stand for, by kind: how a skip says it was found, and how --rnnperf-recheck-days=0
+# gets it every run.
+_HELD = {"claims": ("measured", "measures them"), "parity": ("checked", "checks it"),
+         "known issue": ("seen failing", "runs it"), "model": ("checked with no cuDNN path", "checks it")}
+# How the summary names each kind's line.
+_NAMED = {"claims": "claims", "parity": "parity", "known issue": "known issues", "model": "generic-only models"}
 
 
 @dataclass
@@ -216,13 +221,14 @@ class RnnperfSession:
         workers = 1 if self.run.placement is None else max(1, self.run.placement.workers)
         self.budget = self.budget_for(case_ids, workers, checks)
 
-    def unanswered(self, checks: Iterable[str]) -> list[str]:
-        """Those of the claims and parity tests ``checks`` (by name) that no stored run holds an answer for: no
+    def unanswered(self, checks: Mapping[str, str]) -> list[str]:
+        """Those of the claims and parity tests of ``checks`` (name -> kind) that no stored run holds an answer for: no
         budget defers them (``store.rechecks.DEFERRABLE``). None without a GPU, where they are cheap CPU checks."""
         if not self.gpu.available:
             return []
         answered = {test for run in self.stored.runs for test in run.claims}
-        return [test for test in checks if test not in answered]
+        # A known issue is a matrix case, which the budget prices as one.
+        return [test for test, kind in checks.items() if test not in answered and kind != "known issue"]
 
     def budget_for(self, case_ids: Sequence[str], workers: int, checks: Mapping[str, str] | None = None) -> Budget:
         """A budget of --rnnperf-budget minutes for ``case_ids`` shared by ``workers``, priced from their stored
@@ -285,13 +291,21 @@ class RnnperfSession:
             self.ahead.before(case_id)
 
     def owed_s(self, checks: Mapping[str, str]) -> float:
-        """What one test of each kind of the collected ``checks`` (name -> "claims" or "parity") took when last stored,
-        the median of those stored: a change makes each night run one of each whatever the budget."""
+        """What one claims and one parity test of the collected ``checks`` (name -> kind) took when last stored, the
+        cheapest of each: a change makes each night run one of each whatever the budget, the cheapest first
+        (``cheapest_first``). A known issue is a matrix case, priced as one."""
         stored: dict[str, list[float]] = {}
         for test, kind in checks.items():
-            if (seconds := self.stored.check_cost(test)) is not None:
+            if kind != "known issue" and (seconds := self.stored.check_cost(test)) is not None:
                 stored.setdefault(kind, []).append(seconds)
-        return sum(statistics.median(costs) for costs in stored.values())
+        return sum(min(costs) for costs in stored.values())
+
+    def cheapest_first(self, tests: Sequence[str]) -> list[str]:
+        """``tests`` (of one kind) ordered by what each took when last stored, cheapest first, those never priced
+        after them in their order: on a night a change makes run one of a kind whatever the budget, the first
+        due is the cheapest."""
+        costs = {test: self.stored.check_cost(test) for test in tests}
+        return sorted(tests, key=lambda test: (costs[test] is None, costs[test] or 0.0))
 
     def _frameworks(self, case_ids: Sequence[str]) -> dict[str, str]:
         """Case id -> the framework its newest stored record ran (a model test's id does not name it)."""
@@ -344,9 +358,11 @@ class RnnperfSession:
             problems.append(regression_failure(verdict, self))
         return problems
 
-    def claims_reason(self, test: str, kind: str = "claims", frameworks: Sequence[str] = ()) -> str | None:
-        """Why the claims (or parity) test ``test`` of ``frameworks`` (none known: any change counts) is not run
-        tonight (its stored answer holds, or a short budget defers it), or None to run it."""
+    def claims_reason(self, test: str, kind: str = "claims", frameworks: Sequence[str] = (),
+                      case_id: str | None = None) -> str | None:
+        """Why the claims, parity or known-issue (``kind``) test ``test`` of ``frameworks`` (none known: any change
+        counts) is not run tonight (its stored answer holds, or a short budget defers it), or None to run it;
+        ``case_id``: the cuDNN case the test would time, which the budget then no longer prices as to come."""
         if not self.gpu.available:  # the CPU checks are cheap and nothing stored stands for them
             return None
         # A pytest-xdist worker reads a framework when its first case runs: the fields compared must be there.
@@ -354,20 +370,53 @@ class RnnperfSession:
         found = claims_recheck(list(self.stored.runs), test, self.environment(), datetime.now(timezone.utc),
                                self.settings.recheck_days, recording=self.settings.update_baseline,
                                frameworks=frameworks)
-        reused, verb, every = ((self.measured.parity_reused, "checked", "checks it") if kind == "parity"
-                               else (self.measured.claims_reused, "measured", "measures them"))
-        # Those a change asked for wait once the budget is short (spent, owed to the cases still to come, or less
-        # than the test took when it was last stored), once one of their kind passed tonight (a test skipped for a
-        # missing framework does not count).
-        short = self.budget is not None and (self.budget.short() or not self.budget.fits(self.stored.check_cost(test)))
-        found = put_off(found, short, self.measured.passed_by_kind.get(kind, 0) > 0)
+        # Those a change asked for wait once one of their kind gave its answer tonight (a test skipped for a missing
+        # framework does not count).
+        return self._held(test, kind, found, self.stored.check_cost(test),
+                          self.measured.passed_by_kind.get(kind, 0) > 0, case_id)
+
+    def model_reason(self, case_id: str) -> str | None:
+        """Why the check of a team's model ``case_id`` is not run tonight, or None to run it: the stored run of its
+        last full check found no cuDNN path for it (both copies generic, nothing timed to judge) and passed, in
+        tonight's environment within --rnnperf-recheck-days (or a short budget defers it), as a case's full check."""
+        record = self.stored.stored_record(case_id)
+        if not self.gpu.available or record is None or record.cudnn is not None:
+            return None
+        framework = record.case.framework
+        self.load((framework,))
+        runs = list(self.stored.runs)
+        found = recheck(runs, case_id, self.environment(), datetime.now(timezone.utc), self.settings.recheck_days,
+                        recording=self.settings.update_baseline, framework=framework)
+        last = next((run.records[case_id] for run in runs if run.path.name == found.last), None)
+        if last is None or last.cudnn is not None or gate_failures(last):  # a failed check is no answer to hold
+            return None
+        return self._held(case_id, "model", found, sum(record.cost_s.values()),
+                          any(r.full for r in self.measured.rechecks.values()), case_id)
+
+    def _held(self, test: str, kind: str, found: Recheck, cost_s: float | None, answered: bool,
+              case_id: str | None) -> str | None:
+        """The skip reason of ``test`` of ``kind`` where its stored answer holds tonight (``found``), or where a change
+        asked for it and the budget is short (spent, owed to the cases still to come, or less than ``cost_s``, what the
+        test took when last stored) once another of its kind was ``answered`` tonight; None to run it. The budget no
+        longer prices ``case_id`` (a case the test would time) as to come."""
+        short = self.budget is not None and (self.budget.short() or not self.budget.fits(cost_s))
+        found = put_off(found, short, answered)
         if found.full:
             return None
-        reused[test] = found
+        self._reused(kind)[test] = found
+        if self.budget is not None and case_id is not None:
+            self.budget.drop(case_id)
         if found.kind == "deferred":
             return f"{kind} {found.why}; a later night runs it"
+        verb, every = _HELD[kind]
         days = f"environment unchanged, within {self.settings.recheck_days:g} days"
         return f"{kind} as {verb} in {found.last}: {days} (--rnnperf-recheck-days=0 {every} every run)"
+
+    def _reused(self, kind: str) -> dict[str, Recheck]:
+        """The tests of ``kind`` whose stored answer held tonight, or that a short budget deferred."""
+        measured = self.measured
+        return {"parity": measured.parity_reused, "known issue": measured.known_reused,
+                "model": measured.models_reused}.get(kind, measured.claims_reused)
 
     # ------------------------------------------------------------------------------------------- finishing
 
@@ -388,17 +437,18 @@ class RnnperfSession:
         line = checks_line(self.measured.rechecks, days)
         if line and line not in notes:
             notes.append(line)
-        for kind, reused in (("claims", self.measured.claims_reused), ("parity", self.measured.parity_reused)):
+        for kind in _HELD:
+            reused = self._reused(kind)
             held = [r for r in reused.values() if r.kind != "deferred"]
             if held:
                 files = sorted({r.last for r in held})
-                notes.append(f"{kind}: {len(held)} test(s) not run, their answers as stored in {', '.join(files)} "
-                             f"hold (environment unchanged, within {days:g} days; --rnnperf-recheck-days=0 runs them "
-                             f"every run)")
+                notes.append(f"{_NAMED[kind]}: {len(held)} test(s) not run, their answers as stored in "
+                             f"{', '.join(files)} hold (environment unchanged, within {days:g} days; "
+                             f"--rnnperf-recheck-days=0 runs them every run)")
             if put_off := len(reused) - len(held):
                 waiting = [test for test, r in reused.items() if r.kind == "deferred"]
-                notes.append(f"{kind}: {put_off} test(s) deferred to a later night: the environment changed and the "
-                             f"run's budget (--rnnperf-budget) had no time for them; each night measures at least "
+                notes.append(f"{_NAMED[kind]}: {put_off} test(s) deferred to a later night: the environment changed "
+                             f"and the run's budget (--rnnperf-budget) had no time for them; each night measures at least "
                              f"one{self._stored_cost_of(waiting)}")
         budget = self.budget
         if budget is None and self.worker_runs and self.settings.budget > 0:  # a controller: its workers' cuts

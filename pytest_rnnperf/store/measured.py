@@ -93,7 +93,11 @@ class Measured:
     claim_tests: list[str] = _declared(_strings(EXTEND_NEW), list)
     claims_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
     parity_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
-    passed_by_kind: dict[str, int] = _declared(_local(), dict)  # "claims" or "parity" -> tests of it passed tonight
+    # Known issues (tests marked xfail(strict=True)) and checks of generic-only models whose stored answer held tonight
+    known_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
+    models_reused: dict[str, Recheck] = _declared(_rechecks(), dict)
+    # "claims", "parity" or "known issue" -> tests of it that gave their answer tonight
+    passed_by_kind: dict[str, int] = _declared(_local(), dict)
     # test name -> every rnnperf test's seconds tonight (setup, call and teardown); a stored run keeps those of the
     # claims and parity tests that passed (``claims_meta``), which a later night's budget prices them by
     check_costs: dict[str, float] = _declared(Collection(

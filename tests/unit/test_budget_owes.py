@@ -44,13 +44,15 @@ def test_a_known_issue_with_no_record_is_priced_at_its_whole_test_as_last_stored
     assert session.budget.unpriced == 1
 
 
-def test_a_change_owes_one_claims_and_one_parity_test_each_at_the_median_of_its_kinds_stored_seconds() -> None:
+def test_a_change_owes_one_claims_and_one_parity_test_each_at_the_cheapest_of_its_kinds_stored_seconds() -> None:
+    """The cheapest of each kind runs first (``cheapest_first``); a known issue is a matrix case, priced as one."""
     session = _session()
     checks = {"test_claims[keras]": "claims", "test_claims[torch]": "claims", "test_claims[jax]": "claims",
-              "test_claims[new]": "claims", "test_cross[torch-vs-tf-lstm]": "parity", "test_cross[other]": "parity"}
-    assert session.owed_s(checks) == 7.6 + 1.5
+              "test_claims[new]": "claims", "test_cross[torch-vs-tf-lstm]": "parity", "test_cross[other]": "parity",
+              f"test_cudnn_vs_generic[{KNOWN}]": "known issue"}
+    assert session.owed_s(checks) == 3.0 + 1.5
     session.plan_budget([CASE], checks)
-    assert session.budget is not None and session.budget.owed_s == 7.6 + 1.5 and not session.budget.owing
+    assert session.budget is not None and session.budget.owed_s == 3.0 + 1.5 and not session.budget.owing
     assert session.owed_s({"test_claims[new]": "claims"}) == 0.0  # nothing stored prices it
 
 
@@ -66,3 +68,10 @@ def test_a_stored_run_keeps_the_seconds_of_a_test_that_failed_as_marked_beside_i
                                                       f"test_cudnn_vs_generic[{KNOWN}]": 11.84}}
     assert Stored(runs=(StoredRun(Path("0042_run.json"), "NVIDIA_H100", {}, {},
                                   check_costs=measured.claims_meta()["check_costs"]),)).unrecorded_cost(KNOWN) == 11.84
+
+
+def test_the_tests_of_a_kind_run_cheapest_first_as_last_stored_and_those_never_priced_after_them_in_their_order() -> None:
+    session = _session()
+    tests = ["test_claims[new]", "test_claims[torch]", "test_claims[other]", "test_claims[jax]", "test_claims[keras]"]
+    assert session.cheapest_first(tests) == ["test_claims[jax]", "test_claims[keras]", "test_claims[torch]",
+                                             "test_claims[new]", "test_claims[other]"]

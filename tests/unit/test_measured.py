@@ -62,6 +62,8 @@ SAMPLES: dict[str, Callable[[int], Any]] = {
     "claim_tests": lambda k: [f"test_claims{k}"],
     "claims_reused": lambda k: {f"test_claims{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
     "parity_reused": lambda k: {f"test_parity{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
+    "known_reused": lambda k: {f"test_known{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
+    "models_reused": lambda k: {f"test_model{k}": Recheck(False, "same", "unchanged", "0001_run.json")},
     "passed_by_kind": lambda k: {"claims": k + 1},
     "check_costs": lambda k: {f"test_claims{k}": 1.5 + k},
     "budget_cuts": lambda k: {f"case{k}": "minimum rounds"},
