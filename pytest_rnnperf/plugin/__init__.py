@@ -408,7 +408,8 @@ def _session(config: pytest.Config) -> RnnperfSession:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse a malformed rnnperf marker before any test runs, naming the test; skip ``gpu`` tests without a GPU."""
+    """Refuse a malformed rnnperf marker before any test runs, naming the test; skip ``gpu`` tests without a GPU; on
+    a GPU, order the tests a stored answer may stand for cheapest first within their kind."""
     gpu = _session(config).gpu
     no_gpu = pytest.mark.skip(reason=f"no GPU visible: {gpu.reason}")
     scale = resolved_scale(config)
@@ -421,6 +422,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.stash[DECLARED_ARGS] = args
         if not gpu.available and item.get_closest_marker("gpu") is not None:
             item.add_marker(no_gpu)
+    _cheapest_answers_first(config, items)  # a conftest's own order (the suite's: claims last) came first
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
@@ -507,11 +509,10 @@ def _answer_kind(item: pytest.Item) -> str | None:
     return "known issue" if "rnnperf" in fixtures and known_issue(item) else None
 
 
-@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after the suites' own order
-def cheapest_answers_first(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _cheapest_answers_first(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a GPU, the tests a stored answer may stand for run cheapest first within their kind, each in the places its
     kind had: a night a change makes run one of each whatever the budget runs the cheapest."""
-    if SESSION_KEY not in config.stash or not _session(config).gpu.available:
+    if not _session(config).gpu.available:
         return
     places: dict[str, list[int]] = {}
     for index, item in enumerate(items):

@@ -180,6 +180,34 @@ def test_fine(rnnperf):
     run(project, "--rnnperf-no-fail-regression").assert_outcomes(passed=1, xfailed=1)
 
 
+def test_after_a_change_the_known_issues_run_cheapest_first_as_last_stored(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed night short of its budget runs one known issue and defers the rest: the one that took least."""
+    project.makepyfile(test_cases='''
+import time
+import pytest
+from pytest_rnnperf.model.cases import Case, Shape
+
+@pytest.mark.xfail(strict=True, reason="a slow known issue")
+def test_a_slow(rnnperf):
+    time.sleep(0.5)
+    rnnperf.check(rnnperf.measure(Case("torch", "lstm", Shape(4, 2, 3, 5), floor=1000.0)))
+
+@pytest.mark.xfail(strict=True, reason="a quick known issue")
+def test_b_quick(rnnperf):
+    rnnperf.check(rnnperf.measure(Case("torch", "gru", Shape(4, 2, 3, 5), floor=1000.0)))
+
+def test_fine(rnnperf):
+    rnnperf.check(rnnperf.measure(Case("torch", "gru", Shape(4, 2, 3, 6), floor=2.0)))
+''')
+    recorded = run(project, "--rnnperf-update-baseline", "-v")
+    recorded.assert_outcomes(passed=1, xfailed=2)
+    assert recorded.stdout.str().index("::test_a_slow") < recorded.stdout.str().index("::test_b_quick")
+    monkeypatch.setenv("FAKE_CUDNN_VERSION", "92000")
+    night = run(project, "-v", "--rnnperf-no-fail-regression")
+    assert night.stdout.str().index("::test_b_quick") < night.stdout.str().index("::test_a_slow")
+
+
 def test_a_failed_case_is_named_with_its_reason_the_moment_it_fails(project: pytest.Pytester,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A night cut short by its job's time limit shows a bare F without this: each failed case gets its own line,
