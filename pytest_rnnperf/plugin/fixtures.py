@@ -198,8 +198,9 @@ class RnnperfFixture:
         compares a baseline under this test's id (plus ``name`` when one test checks several models). Without a GPU it
         checks the generic path against float64 and says the cuDNN side was not run. A model its backend has no cuDNN
         path for (both copies generic: nothing timed is judged) is checked fully once per environment, as a case's full
-        check: on a GPU night in the environment of its last passing check, within --rnnperf-recheck-days, its stored
-        record is returned instead of measuring it again. ``mode`` is "train" (a training
+        check: on a GPU night in the environment of its last passing check, within --rnnperf-recheck-days (or, after a
+        change, on a night short of its budget that checked another case fully), its stored record is returned instead
+        of measuring it again. ``mode`` is "train" (a training
         step) or "infer" (predict); ``precision`` defaults to the rnnperf(precision=...) marker / option (fp32).
 
         Keras only: ``backend`` ("tensorflow", "torch", "jax") runs the check on that Keras backend, in a subprocess
