@@ -218,8 +218,9 @@ BEFORE: tuple[Setting, ...] = (
             "parity tests that a change asked for wait for later nights, one a night at least; the summary says "
             "what was cut (0: no budget; at most 1440)", check=at_least(0, high=1440)),
     Setting("recheck_days", 7.0, to_float, "days a case's full check (parity against float64, the energy window) "
-            "holds while the environment is unchanged; between, the sides are compared with each other only "
-            "(0: check every case fully)", marker=True, check=at_least(0, high=3650)),
+            "holds while the environment is unchanged; between, the sides are compared with each other only, and "
+            "the claims, parity tests, known issues (xfail) and generic-only model checks a stored run answered are "
+            "skipped (0: check every case fully)", marker=True, check=at_least(0, high=3650)),
     Setting("device_rounds", 8, to_int, "traced rounds of the cuDNN side for device time (CUPTI, needs "
             "cupti-python; the generic side gets half, at least 3); 0 turns device time off (at most 1000)",
             marker=True, check=at_least(0, high=1000)),
