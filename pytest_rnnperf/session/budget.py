@@ -118,7 +118,8 @@ def forecast(costs: Mapping[str, tuple[str, Mapping[str, float]] | None], budget
                 by_phase[phase][framework] = by_phase[phase].get(framework, 0.0) + cost_s[phase]
     fixed_s = sum(sum(frameworks.values()) for frameworks in by_phase.values())
     timed_s = sum((least_timed or {}).get(case, 0.0) for case in costs)
-    if not known or fixed_s + timed_s + outside_s <= (budget_s * (1 - MARGIN) - ending_s) * workers:  # nothing stored: nothing said
+    # Nothing stored: nothing said.
+    if not known or fixed_s + timed_s + outside_s <= (budget_s * (1 - MARGIN) - ending_s) * workers:
         return None
     phases = sorted(((phase, sum(fws.values()), _costliest(fws.items())) for phase, fws in by_phase.items() if fws),
                     key=lambda p: -p[1])

@@ -448,8 +448,8 @@ class RnnperfSession:
             if put_off := len(reused) - len(held):
                 waiting = [test for test, r in reused.items() if r.kind == "deferred"]
                 notes.append(f"{_NAMED[kind]}: {put_off} test(s) deferred to a later night: the environment changed "
-                             f"and the run's budget (--rnnperf-budget) had no time for them; each night measures at least "
-                             f"one{self._stored_cost_of(waiting)}")
+                             f"and the run's budget (--rnnperf-budget) had no time for them; each night measures at "
+                             f"least one{self._stored_cost_of(waiting)}")
         budget = self.budget
         if budget is None and self.worker_runs and self.settings.budget > 0:  # a controller: its workers' cuts
             budget = Budget(self.settings.budget * 60, 0, started=self.started, cuts=dict(self.measured.budget_cuts))

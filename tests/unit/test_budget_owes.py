@@ -70,7 +70,7 @@ def test_a_stored_run_keeps_the_seconds_of_a_test_that_failed_as_marked_beside_i
                                   check_costs=measured.claims_meta()["check_costs"]),)).unrecorded_cost(KNOWN) == 11.84
 
 
-def test_the_tests_of_a_kind_run_cheapest_first_as_last_stored_and_those_never_priced_after_them_in_their_order() -> None:
+def test_the_tests_of_a_kind_run_cheapest_first_and_those_never_priced_after_them_in_their_order() -> None:
     session = _session()
     tests = ["test_claims[new]", "test_claims[torch]", "test_claims[other]", "test_claims[jax]", "test_claims[keras]"]
     assert session.cheapest_first(tests) == ["test_claims[jax]", "test_claims[keras]", "test_claims[torch]",
