@@ -103,11 +103,47 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95, seed: in
     return Interval(est, min(float(low), est), max(float(high), est), confidence)
 
 
+def speeds(history: Sequence[float], sources: Sequence[str], gap: float) -> list[list[tuple[float, str]]]:
+    """``history``'s values (> 0) with their stored files' names, ascending, in groups split wherever two neighbours
+    lie more than ``gap`` apart (relative): the speeds a metric settled at."""
+    ordered = sorted(zip(history, sources))
+    groups: list[list[tuple[float, str]]] = [[ordered[0]]] if ordered else []
+    for (before, _), (value, source) in zip(ordered, ordered[1:]):
+        if math.log(value / before) > gap:
+            groups.append([])
+        groups[-1].append((value, source))
+    return groups
+
+
+def stored_speed(history: Sequence[float], sources: Sequence[str], value: float, *, floor: float, k: float,
+                 min_runs: int, higher_is_better: bool = False) -> Spread | None:
+    """The slower speed of ``history`` that ``value`` lies at, where the history knows one; else None.
+
+    A speed is a group of its processes (``speeds``, split at half of ``floor``) that lies wholly on the worse side
+    of their median and was seen in ``min_runs`` stored runs or more (``sources``: each process's file, "#2" for
+    a file's extra processes; one odd card recorded three times is not a speed). ``value`` lies at it within the
+    threshold the group's own spread draws (``Spread.threshold``). A kernel that runs at several speeds by process
+    (a cuBLAS GEMM at 3.7 or 5.3 ms) has the step's median at its fast speed and a median deviation that ignores
+    the slow one: a night at the slow speed would read as a regression the history has already seen many times.
+    """
+    center = float(np.median(history)) if len(history) else 0.0
+    for group in speeds(history, sources, floor / 2):
+        values = [v for v, _ in group]
+        worse = max(values) < center if higher_is_better else min(values) > center
+        if not worse or len({source.split("#")[0] for _, source in group}) < min_runs:
+            continue
+        sp = spread(values)
+        if abs(math.log(value / sp.center)) <= math.log1p(sp.threshold(floor, k)):
+            return sp
+    return None
+
+
 def across(metric: str, history: Sequence[float], current: Sequence[float], *, floor: float, k: float,
            higher_is_better: bool = False, confidence: float = 0.95, tails: bool = False,
-           catch: bool = False) -> Comparison:
+           catch: bool = False, sources: Sequence[str] = (), min_runs: int = 0) -> Comparison:
     """This process's samples against the history's process medians (see the module's rule; ``tails``: ``spread``;
-    ``catch``: called at ``Spread.catching``)."""
+    ``catch``: called at ``Spread.catching``). With ``sources`` (each value's stored file) and ``min_runs``, a
+    process beyond the threshold at a slower speed the history knows (``stored_speed``) is unchanged."""
     sp = spread(history, tails)
     t = sp.catching(floor, k) if catch else sp.threshold(floor, k)
     iv = median_interval(current, confidence)
@@ -123,9 +159,20 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
         verdict = Verdict.UNCHANGED
     else:
         verdict = Verdict.AMBIGUOUS
+    why = ""
+    if verdict in (Verdict.REGRESSED, Verdict.AMBIGUOUS) and min_runs and len(sources) == len(history) and (
+            known := stored_speed(history, sources, iv.estimate, floor=floor, k=k, min_runs=min_runs,
+                                  higher_is_better=higher_is_better)) is not None:
+        verdict, why = Verdict.UNCHANGED, speed_note(known, sp)
     return Comparison(metric=metric, baseline_median=sp.center, current_median=iv.estimate, ratio=ratio,
                       p_value=None, min_effect=t, verdict=verdict, higher_is_better=higher_is_better,
-                      processes=sp.n, noise=sp.noise)
+                      processes=sp.n, noise=sp.noise, why=why)
+
+
+def speed_note(known: Spread, history: Spread) -> str:
+    """Why a change is let pass: the stored speed it lies at, and how many processes ran there."""
+    return (f"at a speed {known.n} of the {history.n} stored processes ran, {known.center / history.center - 1:+.1%} "
+            f"on their median")
 
 
 def reach(found: Comparison) -> float:
@@ -207,12 +254,13 @@ def stored_time(summary: ProcessSummary, name: str, listed: set[str]) -> float:
 
 
 def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: Mapping[str, Sequence[float]], *,
-            floor: float, k: float, confidence: float = 0.95) -> list[Comparison]:
+            floor: float, k: float, confidence: float = 0.95, min_runs: int = 0) -> list[Comparison]:
     """Each kernel of the cuDNN side against its own history: those that moved by ``floor`` of the step or more.
 
     Times are absolute (seconds per step): a kernel that appeared has no history of its own, and a growth is
     weighed by the share of the step it costs, not by its own relative change. A kernel's threshold is the
-    larger of ``floor`` of the step and ``k`` times its own between-process noise.
+    larger of ``floor`` of the step and ``k`` times its own between-process noise. With ``min_runs``, a kernel that
+    grew to a slower speed it ran at in that many stored runs (``stored_speed``) has not moved.
     """
     # Shares are of the step the user waits for: the device busy time (kernels on other streams overlap in it).
     step = float(np.median([s.get("busy") or s.get("work") or 0.0 for s in history]))
@@ -233,6 +281,11 @@ def kernels(history: Sequence[ProcessSummary], current: ProcessSummary, rounds: 
         # Called on the estimate, the whole interval on that side of no change (within a process a kernel's
         # rounds agree closely; a kernel of just the floor's size is then caught, not left ambiguous).
         if iv.estimate - center >= allowed and iv.low > center:
+            # Its speeds are the kernel's own times, so the floor (a share of the step) becomes a share of them.
+            ran = [(v, s.source) for s, v in zip(history, past) if v > 0]
+            if min_runs and center > 0 and stored_speed([v for v, _ in ran], [src for _, src in ran], iv.estimate,
+                                         floor=floor * step / center, k=k, min_runs=min_runs) is not None:
+                continue
             verdict = Verdict.REGRESSED
         elif center - iv.estimate >= allowed and iv.high < center:
             verdict = Verdict.IMPROVED

@@ -117,6 +117,13 @@ class Context:
         """The keyword arguments of ``across`` every rule shares."""
         return dict(floor=floor, k=self.policy.history_k, confidence=self.policy.confidence, **extra)
 
+    def speeds(self, *metrics: str) -> dict[str, Any]:
+        """The keyword arguments of ``across`` that let a process at a slower speed its history knows pass
+        (``across.stored_speed``): the stored file of each value ``past`` gives (each process that measured all of
+        ``metrics``), and the stored runs a speed needs."""
+        sources = [s.source for s in self.processes if all((s.get(m) or 0.0) > 0 for m in metrics)]
+        return dict(sources=sources, min_runs=self.policy.min_processes)
+
     @property
     def busy(self) -> list[float]:
         """The GPU-busy fractions of the two runs' timed rounds, where known."""
@@ -205,7 +212,8 @@ class DeviceTime:
         if ctx.across:
             past = ctx.past(BUSY)
             return None if past is None or cur is None else xp.across(
-                METRICS[BUSY].name, past, cur.busy.samples, **ctx.across_options(ctx.policy.device_effect))
+                METRICS[BUSY].name, past, cur.busy.samples,
+                **ctx.across_options(ctx.policy.device_effect, **ctx.speeds(BUSY)))
         if base is None or cur is None:
             return None
         return compare(METRICS[BUSY].name, base.busy.samples, cur.busy.samples, **ctx.device_options())
@@ -225,7 +233,7 @@ class WallTime:
             if ctx.past(BUSY) is not None and ctx.current.cudnn_device is not None:
                 return None  # device time decides
             return None if past is None or cur is None else xp.across(
-                METRICS[WALL].name, past, cur.samples, **ctx.across_options(ctx.wall_effect))
+                METRICS[WALL].name, past, cur.samples, **ctx.across_options(ctx.wall_effect, **ctx.speeds(WALL)))
         if ctx.device or ctx.baseline.cudnn is None or ctx.current.cudnn is None:
             return None
         return compare(METRICS[WALL].name, ctx.baseline.cudnn.samples, ctx.current.cudnn.samples,
@@ -245,7 +253,8 @@ class KernelTime:
         if ctx.across:
             past = ctx.past(WORK)
             return None if past is None or cur is None else xp.across(
-                METRICS[WORK].name, past, cur.work.samples, **ctx.across_options(ctx.policy.device_effect))
+                METRICS[WORK].name, past, cur.work.samples,
+                **ctx.across_options(ctx.policy.device_effect, **ctx.speeds(WORK)))
         if base is None or cur is None:
             return None
         return compare(METRICS[WORK].name, base.work.samples, cur.work.samples, **ctx.device_options())
@@ -285,7 +294,8 @@ class BalancedTime:
         past, now = busy_and_work(ctx, balanced, ctx.processes)
         if len(past) < ctx.policy.min_processes or not now:
             return None
-        return xp.across(METRICS[BALANCED].name, past, now, **ctx.across_options(ctx.policy.device_effect))
+        return xp.across(METRICS[BALANCED].name, past, now,
+                         **ctx.across_options(ctx.policy.device_effect, **ctx.speeds(BUSY, WORK)))
 
 
 def steady_rounds(kernel_rounds: Mapping[str, Sequence[float]], summary: ProcessSummary,
@@ -581,7 +591,7 @@ def kernel_comparisons(ctx: Context, busy: Comparison | None = None) -> tuple[Co
         return ()
     rounds = {name: v for name, v in dev.kernel_rounds.items() if not name.startswith("(")}
     found = xp.kernels(ctx.processes, ctx.summary, rounds, floor=ctx.policy.device_effect,
-                       k=ctx.policy.history_k, confidence=ctx.policy.confidence)
+                       k=ctx.policy.history_k, confidence=ctx.policy.confidence, min_runs=ctx.policy.min_processes)
     step = 0.0 if busy is None else busy.ratio.estimate - 1
     found = [replace(k, verdict=Verdict.AMBIGUOUS, why="less than half of it reached the step's device time")
              if k.verdict is Verdict.REGRESSED and k.baseline_median > 0 and step < 0.5 * (k.ratio.estimate - 1)

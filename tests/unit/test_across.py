@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rnnperf.judge.across import NOISE_FLOOR, across, kernels, nearest_mode, spread
+from pytest_rnnperf.judge.across import NOISE_FLOOR, across, kernels, nearest_mode, speeds, spread, stored_speed
 from pytest_rnnperf.judge.compare import Verdict
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.rules import mix_changes
@@ -84,6 +84,50 @@ def test_a_lower_speedup_is_the_worse_side() -> None:
     """higher_is_better: a 20% lower speedup regressed."""
     c = across("speedup", [5.0, 5.01, 4.99], [4.0, 4.01, 3.99], floor=0.05, k=4.0, higher_is_better=True)
     assert c.verdict is Verdict.REGRESSED
+
+
+# The H100's T60-B4700 LSTM, busy ms per step: 17.2 in most processes, 18.7 where its GEMM ran at 5.3 ms.
+FAST_AND_SLOW = [17.1, 17.2, 17.15, 17.25, 18.7, 17.2, 17.12, 18.75, 17.18, 17.22, 18.68, 17.16]
+
+
+def _runs(n: int) -> list[str]:
+    """``n`` stored files, one process each."""
+    return [f"{i:04d}_run.json" for i in range(n)]
+
+
+def test_speeds_split_where_two_neighbours_lie_more_than_the_gap_apart() -> None:
+    """17.1-17.25 is one speed, 18.68-18.75 another: 8% apart against a gap of 1.5%."""
+    groups = speeds(FAST_AND_SLOW, _runs(12), 0.015)
+    assert [[v for v, _ in g] for g in groups] == [sorted(FAST_AND_SLOW)[:9], [18.68, 18.7, 18.75]]
+
+
+def test_a_value_at_a_slower_speed_of_three_runs_lies_at_it_and_one_between_speeds_does_not() -> None:
+    """18.6 lies within 3% of the slow speed's median; 17.9 (+4% on the fast one) lies at neither."""
+    known = stored_speed(FAST_AND_SLOW, _runs(12), 18.6, floor=0.03, k=4.0, min_runs=3)
+    assert known is not None and known.n == 3 and known.center == pytest.approx(18.7)
+    assert stored_speed(FAST_AND_SLOW, _runs(12), 17.9, floor=0.03, k=4.0, min_runs=3) is None
+    assert stored_speed(FAST_AND_SLOW, _runs(12), 19.5, floor=0.03, k=4.0, min_runs=3) is None
+
+
+def test_a_speed_needs_its_processes_from_min_runs_stored_files_and_lies_on_the_worse_side() -> None:
+    """Three processes of one recorded baseline are no speed; a faster group is never one (the median's side)."""
+    one_file = [*_runs(9), "0009_baseline.json", "0009_baseline.json#2", "0009_baseline.json#3"]
+    ordered = sorted(FAST_AND_SLOW)
+    assert stored_speed(ordered, one_file, 18.7, floor=0.03, k=4.0, min_runs=3) is None
+    assert stored_speed(ordered, _runs(12), 18.7, floor=0.03, k=4.0, min_runs=3) is not None
+    faster = [1 / v for v in FAST_AND_SLOW]  # the slow processes are now the fast ones
+    assert stored_speed(faster, _runs(12), 1 / 18.7, floor=0.03, k=4.0, min_runs=3) is None
+    assert stored_speed(faster, _runs(12), 1 / 18.7, floor=0.03, k=4.0, min_runs=3, higher_is_better=True) is not None
+
+
+def test_a_process_at_a_stored_slower_speed_is_unchanged_with_its_reason_and_without_sources_regresses() -> None:
+    """across(): 18.7 ms against the history above regressed (+8.6%, threshold 3%); with each value's file, it lies
+    at a speed three runs ran, and says so."""
+    now = [18.7, 18.71, 18.69, 18.7]
+    assert across("cudnn device time", FAST_AND_SLOW, now, floor=0.03, k=4.0).verdict is Verdict.REGRESSED
+    known = across("cudnn device time", FAST_AND_SLOW, now, floor=0.03, k=4.0, sources=_runs(12), min_runs=3)
+    assert known.verdict is Verdict.UNCHANGED
+    assert known.why == "at a speed 3 of the 12 stored processes ran, +8.7% on their median"
 
 
 def test_a_kernel_that_appeared_with_five_percent_of_the_step_is_named() -> None:

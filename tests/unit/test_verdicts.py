@@ -648,6 +648,45 @@ def test_the_two_speed_gemm_at_its_slowest_speed_fails_nothing_on_the_steady_ker
     assert not quiet.fails
 
 
+def _fast_and_slow_gemm(slow_sources: list[str]) -> list[ProcessSummary]:
+    """As the H100's T60-B4700 LSTM over 62 stored runs: its GEMM at 3.7 ms in ten runs and at 5.3 ms in the
+    processes named ``slow_sources``, every third process from the fourth on; the cell kernel within 0.3% (3.0 ms)."""
+    fast = [summarize(_two_kernels(i, 3.7, 3.0 * (1 + 0.001 * (i % 3))), f"{i:04d}_run.json") for i in range(10)]
+    slow = [summarize(_two_kernels(50 + i, 5.3, 3.0 * (1 + 0.001 * (i % 3))), source)
+            for i, source in enumerate(slow_sources)]
+    for i, process in enumerate(slow):  # the speeds alternate by process, as they did: no step in the series
+        fast.insert(3 + 3 * i, process)
+    return fast
+
+
+def test_a_night_at_a_slower_speed_its_gemm_ran_in_stored_runs_fails_nothing_and_says_so() -> None:
+    """The GEMM at 5.3 ms, as in 5 of 15 stored runs: +23% on the busy time's median, beyond its threshold, yet at
+    a speed the history knows: busy time unchanged with the reason, no kernel named, the case passes."""
+    history = _fast_and_slow_gemm([f"{20 + i:04d}_run.json" for i in range(5)])
+    night = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(91, 5.3, 3.0), history=history)
+    assert night is not None and night.time.ratio.estimate > 1 + night.time.min_effect
+    assert night.time.verdict is Verdict.UNCHANGED and not night.regressed_kernels and not night.fails
+    assert night.time.why == "at a speed 5 of the 15 stored processes ran, +23.8% on their median"
+
+
+def test_a_slower_speed_seen_in_one_stored_run_alone_is_no_speed_and_the_night_fails_on_its_gemm() -> None:
+    """The same night against a history whose slow GEMM came from one run's three processes: regressed."""
+    history = _fast_and_slow_gemm(["0020_baseline.json", "0020_baseline.json#2", "0020_baseline.json#3"])
+    night = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(91, 5.3, 3.0), history=history)
+    assert night is not None and night.fails and not night.time.why
+    assert [k.metric for k in night.regressed_kernels] == ["kernel/sgemm_128x128"]
+
+
+@pytest.mark.parametrize("gemm_ms", [4.45, 6.4])
+def test_a_gemm_between_its_stored_speeds_or_beyond_the_slowest_still_fails(gemm_ms: float) -> None:
+    """The GEMM at 4.45 ms (+0.75 ms on the fast speed, 11% of the step) or at 6.4 ms (+1.1 ms on the slow one):
+    at no stored speed, so named and failed."""
+    history = _fast_and_slow_gemm([f"{20 + i:04d}_run.json" for i in range(5)])
+    night = judge(_two_kernels(1, 3.7, 3.0), _two_kernels(91, gemm_ms, 3.0), history=history)
+    assert night is not None and night.fails
+    assert [k.metric for k in night.regressed_kernels] == ["kernel/sgemm_128x128"]
+
+
 def test_steady_kernels_are_judged_across_processes_only_and_the_sensitivity_says_what_they_cover() -> None:
     """One record against one: no such comparison. The history above resolves 3% on its steady kernels, not on
     its busy time, and says what share of the kernel time those are."""
