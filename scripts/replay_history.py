@@ -12,6 +12,9 @@ name, and a uniform 3% slowdown of its whole step, to count how many device or b
 ``--steady NOISE`` also judges each held-out process on its steady kernels (``across.steady_kernels`` of the others
 at NOISE; the plugin's ``rules.SteadyTime`` uses 1%), at the line that catches the device floor 19 times in 20
 (``across.Spread.catching``). ``--device-floor`` replays every rule at another floor than the policy's 3%.
+A held-out process at a slower speed the others ran in three stored runs passes, as in the plugin
+(``across.stored_speed``); ``--no-speeds`` replays the rule before that. A process stored without device time (an
+early record) is left out of what it did not measure, not its case with it.
 ``--extra`` adds the
 processes of rnnperf.json reports (null runs that were not kept). Point estimates only (no bootstrap interval):
 an upper bound on what the plugin, which requires a whole interval beyond the threshold, would report.
@@ -84,15 +87,18 @@ def with_balanced(summary: ProcessSummary) -> ProcessSummary:
         else summary
 
 
-def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Policy) -> int:
+def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Policy, min_runs: int = 0) -> int:
     """How many held-out processes, their whole step ``slower`` (busy and kernel time), device or balanced time
-    would fail against the others."""
+    would fail against the others (with ``min_runs``: not where it lands at a slower speed they know)."""
     caught = 0
     for i, now in enumerate(processes):
         rest = processes[:i] + processes[i + 1:]
         for metric in (BUSY, BALANCED):
-            sp = xp.spread([s.get(metric) or 0.0 for s in rest])
-            if (now.get(metric) or 0.0) * slower / sp.center - 1 > sp.threshold(policy.device_effect, policy.history_k):
+            past, value = [s.get(metric) or 0.0 for s in rest], (now.get(metric) or 0.0) * slower
+            sp = xp.spread(past)
+            if value / sp.center - 1 > sp.threshold(policy.device_effect, policy.history_k) and not (
+                    min_runs and xp.stored_speed(past, [s.source for s in rest], value, floor=policy.device_effect,
+                                                 k=policy.history_k, min_runs=min_runs)):
                 caught += 1
                 break
     return caught
@@ -127,17 +133,21 @@ def steady_replay(processes: list[ProcessSummary], limit: float, policy: Policy,
     return alarms, caught, judged
 
 
-def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k: float) -> list[float]:
-    """The held-out processes' changes beyond their threshold (toward slower), one per alarm."""
-    values = [s.get(metric) for s in processes]
-    if any(v is None or v <= 0 for v in values):
+def metric_alarms(processes: list[ProcessSummary], metric: str, floor: float, k: float,
+                  min_runs: int = 0) -> list[float]:
+    """The held-out processes' changes beyond their threshold (toward slower), one per alarm; with ``min_runs``, not
+    those at a slower speed the others ran in that many stored runs (``across.stored_speed``, as the plugin)."""
+    # A process that did not measure the metric (one stored before device time was kept) is left out, not its case.
+    measured = [(v, s.source) for s in processes if (v := s.get(metric)) is not None and v > 0]
+    if len(measured) < 4:
         return []
     alarms = []
-    for i, value in enumerate(values):
-        rest = [v for j, v in enumerate(values) if j != i]
-        sp = xp.spread(rest)  # type: ignore[arg-type]
-        change = value / sp.center - 1  # type: ignore[operator]
-        if change > sp.threshold(floor, k):
+    for i, (value, _) in enumerate(measured):
+        rest = [m for j, m in enumerate(measured) if j != i]
+        sp = xp.spread([v for v, _ in rest])
+        change = value / sp.center - 1
+        if change > sp.threshold(floor, k) and not (min_runs and xp.stored_speed(
+                [v for v, _ in rest], [src for _, src in rest], value, floor=floor, k=k, min_runs=min_runs)):
             alarms.append(change)
     return alarms
 
@@ -154,10 +164,11 @@ def overlap_alarms(processes: list[ProcessSummary], floor: float) -> list[float]
     return alarms
 
 
-def kernel_failures(rest: list[ProcessSummary], now: ProcessSummary, policy: Policy) -> list[Comparison]:
+def kernel_failures(rest: list[ProcessSummary], now: ProcessSummary, policy: Policy,
+                    min_runs: int = 0) -> list[Comparison]:
     """The kernels the rule would fail ``now`` on, judged against ``rest`` (as rules.kernel_comparisons does)."""
     near = xp.nearest_mode(rest, now, policy.min_processes)
-    found = xp.kernels(near, now, {}, floor=policy.device_effect, k=policy.history_k)
+    found = xp.kernels(near, now, {}, floor=policy.device_effect, k=policy.history_k, min_runs=min_runs)
     step = (now.get(BUSY) or 0.0) / float(np.median([s.get(BUSY) or 0.0 for s in near])) - 1
     held = [replace(c, verdict=Verdict.AMBIGUOUS) if c.verdict is Verdict.REGRESSED and c.baseline_median > 0
             and step < 0.5 * (c.ratio.estimate - 1) else c for c in found]
@@ -181,38 +192,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the device floor to replay at (device_effect; default the policy's)")
     parser.add_argument("--steady", type=float, default=None, metavar="NOISE",
                         help="also judge each process on its kernels within NOISE (e.g. 0.01) between the others")
+    parser.add_argument("--no-speeds", action="store_true",
+                        help="fail a process at a slower speed the others ran too (the rule before stored speeds)")
     args = parser.parse_args(argv)
     if not find_all(args.gpu_folder.parent, args.gpu_folder.name, None):
         print(f"error: {args.gpu_folder}: no stored runs", file=sys.stderr)
         return 2
     policy = Policy(host_effect=args.host_floor, device_effect=args.device_floor)
+    min_runs = 0 if args.no_speeds else policy.min_processes
     cases = histories(args.gpu_folder, args.extra)
-    held = sum(len(h) for h in cases.values() if all(s.get(BUSY) for s in h))
+    timed = {c: t for c, h in cases.items() if len(t := [s for s in h if s.get(BUSY)]) >= 4}
+    held = sum(len(h) for h in timed.values())
     print(f"{len(cases)} case(s) with >= 4 processes, {held} held-out processes with device time")
     for metric, floor in ((BUSY, policy.device_effect), (WORK, policy.device_effect), (BALANCED, policy.device_effect),
                           (HOST, policy.host_effect)):
-        alarms = [(case_id, a) for case_id, h in cases.items() for a in metric_alarms(h, metric, floor, policy.history_k)]
+        alarms = [(case_id, a) for case_id, h in cases.items()
+                  for a in metric_alarms(h, metric, floor, policy.history_k, min_runs)]
         print(f"{metric}: {len(alarms)} held-out process(es) beyond the threshold (floor {floor:.0%})"
               + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in alarms))
     overlap = [(case_id, a) for case_id, h in cases.items() for a in overlap_alarms(h, policy.overlap_effect)]
     print(f"kernel overlap: {len(overlap)} held-out process(es) below the least of the others (floor "
           f"{policy.overlap_effect:.0%})" + "".join(f"\n  {case_id}: {a:+.0%}" for case_id, a in overlap))
     failures, caught, reported = [], {0.03: 0, 0.05: 0}, reports(args.gpu_folder)
-    for case_id, h in cases.items():
-        if not all(s.get(BUSY) for s in h):
-            continue
+    for case_id, h in timed.items():
         for i, now in enumerate(h):
             rest = h[:i] + h[i + 1:] + reported.get(case_id, [])
-            failures += [f"{case_id} #{i}: {c.explain()[:150]}" for c in kernel_failures(rest, now, policy)]
+            failures += [f"{case_id} #{i}: {c.explain()[:150]}" for c in kernel_failures(rest, now, policy, min_runs)]
             for share in caught:
-                spun = kernel_failures(rest, with_spin(now, rest, share), policy)
+                spun = kernel_failures(rest, with_spin(now, rest, share), policy, min_runs)
                 caught[share] += any(c.metric == "kernel/spin" for c in spun)
     print(f"kernels: {len(failures)} held-out process(es) would fail on a kernel"
           + "".join(f"\n  {f}" for f in failures))
     print(f"a spin of 3% of the step named in {caught[0.03]} of {held}, of 5% in {caught[0.05]} of {held}")
-    timed = [h for h in cases.values() if all(s.get(BALANCED) for s in h)]
+    both = [b for h in cases.values() if len(b := [s for s in h if s.get(BALANCED)]) >= 4]
     print(f"a whole step 3% slower failed by device or balanced time in "
-          f"{sum(slowdown_caught(h, 1.03, policy) for h in timed)} of {sum(len(h) for h in timed)}")
+          f"{sum(slowdown_caught(h, 1.03, policy, min_runs) for h in both)} of {sum(len(h) for h in both)}")
     if args.steady is not None:
         print_steady(cases, args.steady, policy)
     return 0

@@ -24,3 +24,13 @@ def test_a_held_out_process_is_judged_on_the_steady_kernels_of_the_others_alone(
     assert replay.steady_change(rest, _process("now", 0.0040, 0.0050 * 1.01), 0.01, Policy())[0] < threshold
     assert replay.steady_replay(rest, 0.01, Policy(), slower=1.05) == ([], 12, 12)  # no alarm, every slowdown failed
     assert replay.steady_replay(rest, 0.01, Policy(), slower=1.01) == ([], 0, 12)
+
+
+def test_the_replay_leaves_out_processes_without_device_time_and_lets_stored_speeds_pass_as_the_plugin_does() -> None:
+    """Sixteen processes at 17.2 or 18.7 ms (every fourth slow, from four runs) and one stored before device time was
+    kept: the slow ones are alarms only under the rule before stored speeds (``--no-speeds``)."""
+    replay = load_script("replay_history")
+    processes = [ProcessSummary("case", f"{i:04d}_run.json", {"busy": (18.7 if i % 4 == 3 else 17.2 + 0.01 * i) / 1e3})
+                 for i in range(16)] + [ProcessSummary("case", "0001_baseline.json", {"wall": 0.02})]
+    assert len(replay.metric_alarms(processes, "busy", 0.03, 4.0)) == 4
+    assert replay.metric_alarms(processes, "busy", 0.03, 4.0, min_runs=3) == []
