@@ -169,10 +169,19 @@ def across(metric: str, history: Sequence[float], current: Sequence[float], *, f
                       processes=sp.n, noise=sp.noise, why=why)
 
 
+# How a comparison let pass at a stored speed begins its reason (``speed_note``); the summary lists such cases.
+AT_A_SPEED = "at a speed "
+
+
 def speed_note(known: Spread, history: Spread) -> str:
     """Why a change is let pass: the stored speed it lies at, and how many processes ran there."""
-    return (f"at a speed {known.n} of the {history.n} stored processes ran, {known.center / history.center - 1:+.1%} "
+    return (f"{AT_A_SPEED}{known.n} of the {history.n} stored processes ran, {known.center / history.center - 1:+.1%} "
             f"on their median")
+
+
+def at_stored_speed(found: Comparison | None) -> bool:
+    """``found`` was let pass because it lies at a slower speed its history knows (``stored_speed``)."""
+    return found is not None and found.verdict is Verdict.UNCHANGED and found.why.startswith(AT_A_SPEED)
 
 
 def reach(found: Comparison) -> float:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_rnnperf.backends import problems, specs
 from pytest_rnnperf.backends.base import CUDA_LIBRARIES
+from pytest_rnnperf.judge.across import at_stored_speed
 from pytest_rnnperf.judge.claims import HEADER, table_rows
 from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import Outcome, Verdict
@@ -381,6 +382,9 @@ def verdict_lines(rows: Rows, width: int | None = None) -> list[str]:
             lines.append(f"clock of {v.case_id}: {v.clock} (reported, not failed)")
         if v.suspect:
             lines.append(f"{v.case_id}: {v.suspect} (--rnnperf-confirm-nights)")
+        # Beyond its threshold, yet where its history has run before: not failed, and not silently either.
+        if (sped := next((c for c in (v.time, v.balanced) if at_stored_speed(c)), None)) is not None:
+            lines.append(f"{v.case_id}: {sped.metric} {sped.ratio.estimate - 1:+.1%}, {sped.why} (not failed)")
     answered = {a.case for a in rows.answer}
     lines += [f"kernels of {row.verdict.case_id}: " + "; ".join(row.kernels) for row in rows.verdicts
               if row.kernels and row.verdict.case_id not in answered]

@@ -330,3 +330,29 @@ def test_fields_an_older_stored_format_did_not_record_are_named_last_together_no
     assert older[-1] == ("not recorded by 0003_baseline.json, an older format: torch.cublas_library, "
                          "torch.cudart_library, torch.cudnn_library and 1 more")
     assert len(lines(FORMAT_VERSION)) == 6 and not any(line.startswith("not recorded") for line in lines(FORMAT_VERSION))
+
+
+def test_a_case_let_pass_at_a_stored_speed_gets_a_line_under_the_verdicts_and_a_quiet_one_none() -> None:
+    """Its busy time beyond the threshold at a speed its history ran: the line says by how much, where, and that it
+    did not fail; a case whose time simply held prints nothing."""
+    from types import SimpleNamespace
+
+    from pytest_rnnperf.judge.compare import Comparison, Verdict
+    from pytest_rnnperf.judge.verdicts import CaseVerdict
+    from pytest_rnnperf.model.stats import Interval
+    from pytest_rnnperf.report.rows import VERDICT_HEADER, VerdictRow
+    from pytest_rnnperf.report.text import verdict_lines
+
+    def row(case_id: str, why: str) -> VerdictRow:
+        """A case whose device time moved +8.4% (threshold 4.38%), unchanged for ``why``."""
+        time = Comparison("cudnn device time", 17.2e-3, 18.65e-3, Interval(1.084, 1.083, 1.085, 0.95), None, 0.0438,
+                          Verdict.UNCHANGED, processes=47, noise=0.011, why=why)
+        return VerdictRow(CaseVerdict(case_id, {"cudnn_time": time}), ("",) * len(VERDICT_HEADER), ())
+
+    why = "at a speed 16 of the 47 stored processes ran, +8.8% on their median"
+    rows = SimpleNamespace(verdicts=(row("torch-lstm-train-fp32-T60-B4700-I32-H256-L1", why), row("quiet", "")),
+                           unjudged="", answer=())
+    lines = verdict_lines(rows)  # type: ignore[arg-type]  # the rows' fields it reads
+    assert [line for line in lines if "stored processes ran" in line] == [
+        f"torch-lstm-train-fp32-T60-B4700-I32-H256-L1: cudnn device time +8.4%, {why} (not failed)"]
+    assert not any(line.startswith("quiet:") for line in lines)
