@@ -33,7 +33,9 @@ ALPHA = Threshold("alpha", float, 0.01, FRACTION, "significance level of the Man
 CONFIDENCE = Threshold("confidence", float, 0.95, FRACTION, "confidence of the bootstrap intervals", low=0, high=1,
                        option=False)
 MIN_PROCESSES = Threshold("min_processes", int, 3, "processes", "stored processes a case's history needs before it "
-                          "is judged across processes (fewer: against its newest stored record alone)", low=2,
+                          "is judged across processes (fewer: against its newest stored record alone); also the "
+                          "stored processes a kernel mix, and stored runs a slower speed, needs before a night in it "
+                          "passes", low=2,
                           strict=False)
 HISTORY_K = Threshold("history_k", float, 4.0, "times the noise", "across processes, a change must exceed this many "
                       "times the history's own between-process noise", low=0, option=False)
