@@ -126,7 +126,9 @@ def stored_speed(history: Sequence[float], sources: Sequence[str], value: float,
     (a cuBLAS GEMM at 3.7 or 5.3 ms) has the step's median at its fast speed and a median deviation that ignores
     the slow one: a night at the slow speed would read as a regression the history has already seen many times.
     """
-    center = float(np.median(history)) if len(history) else 0.0
+    if value <= 0 or not len(history):  # nothing ran, or nothing stored: no speed to lie at
+        return None
+    center = float(np.median(history))
     for group in speeds(history, sources, floor / 2):
         values = [v for v, _ in group]
         worse = max(values) < center if higher_is_better else min(values) > center

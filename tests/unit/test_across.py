@@ -107,6 +107,8 @@ def test_a_value_at_a_slower_speed_of_three_runs_lies_at_it_and_one_between_spee
     assert known is not None and known.n == 3 and known.center == pytest.approx(18.7)
     assert stored_speed(FAST_AND_SLOW, _runs(12), 17.9, floor=0.03, k=4.0, min_runs=3) is None
     assert stored_speed(FAST_AND_SLOW, _runs(12), 19.5, floor=0.03, k=4.0, min_runs=3) is None
+    assert stored_speed(FAST_AND_SLOW, _runs(12), 0.0, floor=0.03, k=4.0, min_runs=3) is None
+    assert stored_speed([], [], 18.6, floor=0.03, k=4.0, min_runs=3) is None
 
 
 def test_a_speed_needs_its_processes_from_min_runs_stored_files_and_lies_on_the_worse_side() -> None:
