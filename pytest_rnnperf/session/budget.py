@@ -213,6 +213,10 @@ class Budget:
         self.dropped.add(case_id)
         self.cases = max(self.done, self.cases - 1)
 
+    def _to_come(self, case_id: str) -> bool:
+        """A collected case that has not begun and is not dropped: the budget still prices it."""
+        return case_id not in self.ran and case_id not in self.dropped
+
     def allowance(self, case_id: str, steady: bool, cap_s: float) -> float:
         """Seconds of timed rounds ``case_id`` may spend: ``cap_s`` while the run is on time, less once it is not.
 
@@ -250,7 +254,7 @@ class Budget:
     def _timed_each(self) -> float:
         """Seconds of timed rounds a case still to come takes as configured: the mean stored of the collected cases
         not yet begun; the mean of the cases so far where nothing is stored."""
-        left = [s for case, s in self.stored_timed.items() if case not in self.ran and case not in self.dropped]
+        left = [s for case, s in self.stored_timed.items() if self._to_come(case)]
         return sum(left) / len(left) if left else self.timed_s / self.done
 
     def short(self) -> bool:
@@ -279,8 +283,7 @@ class Budget:
         here, each scaled by its framework's median ratio to the stored tonight once ``SCALE_AFTER`` of its cases
         have one; the mean of the cases so far where nothing is stored. A pytest-xdist worker does not know which
         cases it gets: the mean stands for its share."""
-        left = [s * self._scale(case) for case, s in self.stored_fixed.items()
-                if case not in self.ran and case not in self.dropped]
+        left = [s * self._scale(case) for case, s in self.stored_fixed.items() if self._to_come(case)]
         if not left:
             return self.fixed_s / self.done
         return sum(left) / len(left)
