@@ -20,6 +20,7 @@ from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
+from pytest_rnnperf.judge.steady import SteadyMix, plain_series, weighted_series
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, OVERLAP, STEADY, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
@@ -300,14 +301,13 @@ class BalancedTime:
                          **ctx.across_options(ctx.policy.device_effect, **ctx.speeds(BUSY, WORK)))
 
 
-def steady_rounds(kernel_rounds: Mapping[str, Sequence[float]], summary: ProcessSummary,
-                  names: Sequence[str]) -> list[float]:
-    """The summed time of ``names`` in each traced round, where every one has its rounds alike; else their medians'
-    sum (``summary``: a record stored before rounds were kept), as one sample."""
-    rounds = [kernel_rounds.get(n) or () for n in names]
-    if all(rounds) and len({len(r) for r in rounds}) == 1:
-        return [float(sum(values)) for values in zip(*rounds)]
-    return [xp.steady_time(summary, names)]
+def steady_rounds(kernel_rounds: Mapping[str, Sequence[float]], summary: ProcessSummary, mix: SteadyMix) -> list[float]:
+    """The steady time (``mix``) of each traced round, where every steady kernel has its rounds alike and nonzero;
+    else that of the process's medians (``summary``: a record stored before rounds were kept), as one sample."""
+    rounds = [kernel_rounds.get(n) or () for n in mix.names]
+    if all(rounds) and len({len(r) for r in rounds}) == 1 and all(v > 0 for r in rounds for v in r):
+        return [mix.time(dict(zip(mix.names, values))) for values in zip(*rounds)]
+    return [mix.time(summary.kernels)]
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,9 @@ class SteadyTime:
     sees a 3% slowdown of those kernels (a uniform one of the whole step, a release that slows cuDNN's
     own elementwise kernels), where busy time could not; the two-speed kernels stay judged through busy time and the
     kernel rule. It fails a case beside busy time, never instead. Being that quiet, it is called below the floor
-    (``across.Spread.catching``): a slowdown of the floor itself is caught 19 times in 20, not half the time.
+    (``across.Spread.catching``): a slowdown of the floor itself is caught 19 times in 20, not half the time. Over a
+    history of ten processes or more their time weighed by each kernel's quiet (``judge.steady``) is judged too, and
+    the worse of the two verdicts is the rule's.
     """
 
     name: str = "steady_time"
@@ -334,12 +336,27 @@ class SteadyTime:
         names = [n for n in xp.steady_kernels(ctx.processes) if now_kernels.get(n, 0.0) > 0]
         if not names:
             return None
-        past = [xp.steady_time(s, names) for s in ctx.processes]
-        found = xp.across(METRICS[STEADY].name, past, steady_rounds(dev.kernel_rounds, ctx.summary, names),
-                          **ctx.across_options(ctx.policy.device_effect, catch=True))
         share = xp.steady_time(ctx.summary, names) / (sum(now_kernels.values()) or 1.0)
-        return replace(found, why=f"{len(names)} steady kernel{'s' if len(names) != 1 else ''}, "
-                                  f"{share:.0%} of the summed kernel time; {xp.reach(found):.1%} caught 19 times in 20")
+        found = [self._judged(ctx, mix, past, f"{share:.0%} of the summed kernel time")
+                 for mix, past in filter(None, (plain_series(ctx.processes, names),
+                                                weighted_series(ctx.processes, names)))]
+        return max(found, key=lambda c: (_ORDER[c.verdict], c.ratio.estimate))
+
+    @staticmethod
+    def _judged(ctx: Context, mix: SteadyMix, past: Sequence[float], share: str) -> Comparison:
+        """This process's rounds of ``mix`` against the history's values of it (``past``)."""
+        dev = ctx.current.cudnn_device
+        assert dev is not None  # compare() judges only where device time was measured
+        found = xp.across(METRICS[STEADY].name, past, steady_rounds(dev.kernel_rounds, ctx.summary, mix),
+                          **ctx.across_options(ctx.policy.device_effect, catch=True))
+        n = len(mix.names)
+        weighed = "" if mix.weights is None else f", weighed by their quiet (at most {mix.largest:.0%} on one)"
+        return replace(found, why=f"{n} steady kernel{'s' if n != 1 else ''}, {share}{weighed}; "
+                                  f"{xp.reach(found):.1%} caught 19 times in 20")
+
+
+# Of two comparisons of one rule, the one reported: a regression before an ambiguity before the rest.
+_ORDER = {Verdict.REGRESSED: 3, Verdict.AMBIGUOUS: 2, Verdict.UNCHANGED: 1, Verdict.IMPROVED: 0}
 
 
 @dataclass(frozen=True)
