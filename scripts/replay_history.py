@@ -39,6 +39,7 @@ from pytest_rnnperf.judge import across as xp  # noqa: E402
 from pytest_rnnperf.judge.compare import Comparison, Verdict  # noqa: E402
 from pytest_rnnperf.judge.policy import Policy  # noqa: E402
 from pytest_rnnperf.judge.rules import balanced, mix_changes  # noqa: E402
+from pytest_rnnperf.judge.steady import plain_series, weighted_series  # noqa: E402
 from pytest_rnnperf.model.metrics import BALANCED  # noqa: E402
 from pytest_rnnperf.model.process import BUSY, HOST, WORK, ProcessSummary, summarize  # noqa: E402
 from pytest_rnnperf.model.records import CaseRecord, RecordError, StoredRun  # noqa: E402
@@ -105,31 +106,34 @@ def slowdown_caught(processes: list[ProcessSummary], slower: float, policy: Poli
 
 
 def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
-                  policy: Policy) -> tuple[float, float, float] | None:
-    """``now``'s steady-kernel time against ``rest``'s (kernels chosen from ``rest`` alone): its change, the threshold
-    and the share of the step they cover; None where ``rest`` has no steady kernel ``now`` ran."""
+                  policy: Policy) -> list[tuple[float, float]]:
+    """``now``'s steady-kernel time against ``rest``'s (kernels chosen from ``rest`` alone): its change and threshold
+    on the plain sum and, where the rule weighs them too, on the weighted time; empty where ``rest`` has no steady
+    kernel ``now`` ran."""
     names = [n for n in xp.steady_kernels(rest, limit) if now.kernels.get(n, 0.0) > 0]
     if not names:
-        return None
-    sp = xp.spread([xp.steady_time(s, names) for s in rest])
-    mine = xp.steady_time(now, names)
-    share = mine / sum(v for v in now.kernels.values())
-    return mine / sp.center - 1, sp.catching(policy.device_effect, policy.history_k), share
+        return []
+    found = []
+    for mix, past in filter(None, (plain_series(rest, names), weighted_series(rest, names))):
+        sp = xp.spread(past)
+        found.append((mix.time(now.kernels) / sp.center - 1, sp.catching(policy.device_effect, policy.history_k)))
+    return found
 
 
 def steady_replay(processes: list[ProcessSummary], limit: float, policy: Policy,
                   slower: float = 1.03) -> tuple[list[float], int, int]:
-    """Each held-out process against the rest on its steady kernels: the alarms (changes beyond the threshold), how
-    many would fail with the whole step ``slower``, and how many could be judged at all."""
+    """Each held-out process against the rest on its steady kernels (failing on either value, as the rule does): the
+    alarms (the largest change beyond its threshold), how many would fail with the whole step ``slower``, and how
+    many could be judged at all."""
     alarms, caught, judged = [], 0, 0
     for i, now in enumerate(processes):
         found = steady_change(processes[:i] + processes[i + 1:], now, limit, policy)
-        if found is None:
+        if not found:
             continue
-        change, threshold, _ = found
         judged += 1
-        alarms += [change] if change > threshold else []
-        caught += (1 + change) * slower - 1 > threshold
+        beyond = [change for change, line in found if change > line]
+        alarms += [max(beyond)] if beyond else []
+        caught += any((1 + change) * slower - 1 > line for change, line in found)
     return alarms, caught, judged
 
 
@@ -245,9 +249,10 @@ def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: P
           f"{sum(r[2] for r in runs.values())} judged ({sum(len(h) for h in timed.values())} held out)")
     for case_id, h in timed.items():
         names = xp.steady_kernels(h, limit)
-        sums = [xp.steady_time(s, names) for s in h] if names else []
-        threshold = xp.spread(sums).catching(policy.device_effect, policy.history_k) if names else None
-        share = float(np.median([t / sum(s.kernels.values()) for t, s in zip(sums, h)])) if names else 0.0
+        spreads = [xp.spread(v) for _, v in filter(None, (plain_series(h, names), weighted_series(h, names)))] \
+            if names else []
+        threshold = min((sp.catching(policy.device_effect, policy.history_k) for sp in spreads), default=None)
+        share = float(np.median([xp.steady_time(s, names) / sum(s.kernels.values()) for s in h])) if names else 0.0
         print(f"  {case_id}: {len(names)} steady kernel(s), {share:.0%} of the summed kernel time, "
               + ("no threshold" if threshold is None else f"threshold {threshold:.1%}"))
 
