@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from pytest_rnnperf.backends import Backend, load_backend, spec
+from pytest_rnnperf.measure.gpu import entry_index, gpu_uuid
+from pytest_rnnperf.measure.placement import ENV
 from pytest_rnnperf.measure.subprocesses import RemoteBackend, SubprocessPool
 
 
@@ -21,6 +23,12 @@ class LoadedBackends:
     _model_backends: dict[tuple[str, bool], Backend] = field(default_factory=dict)
     _pool: SubprocessPool | None = None
     _extra_pools: list[SubprocessPool] = field(default_factory=list)  # --rnnperf-record-processes' processes
+    # The GPUs (CUDA_VISIBLE_DEVICES entries) a recording's extra processes take turns on, this process's first: on
+    # a host of several, the history then holds more than one card from its first night (a history of one card
+    # failed new cards' nulls on H200s). Empty: every process where this one runs.
+    record_gpus: tuple[str, ...] = ()
+    extra_cards: list[str] = field(default_factory=list)  # the card each extra process was pinned to, in order
+    nvml: Any = None  # the NVML binding that maps ``record_gpus`` to UUIDs (None: pynvml)
 
     def pool(self) -> SubprocessPool:
         """The run's subprocesses (one per backend that needs an environment this process lacks)."""
@@ -29,11 +37,20 @@ class LoadedBackends:
         return self._pool
 
     def extra_pool(self, i: int) -> SubprocessPool:
-        """The ``i``-th extra set of subprocesses (process ``i + 2`` of a recording), started on first use."""
+        """The ``i``-th extra set of subprocesses (process ``i + 2`` of a recording), started on first use, on the
+        next of ``record_gpus`` where there are several."""
         while len(self._extra_pools) <= i:
             base = self.pool()
-            self._extra_pools.append(SubprocessPool(base.log_dir / f"process{len(self._extra_pools) + 2}",
-                                                    base.telemetry_index, env=base.env))
+            n = len(self._extra_pools)
+            env, telemetry = dict(base.env), base.telemetry_index
+            if len(self.record_gpus) > 1:
+                entry = self.record_gpus[(n + 1) % len(self.record_gpus)]
+                index = entry_index(entry, self.nvml)
+                # By UUID, as pytest-xdist workers are pinned: CUDA's own order need not be NVML's.
+                env[ENV] = (gpu_uuid(index, self.nvml) if index is not None else None) or entry
+                telemetry = index if index is not None and telemetry is not None else telemetry
+                self.extra_cards.append(env[ENV])
+            self._extra_pools.append(SubprocessPool(base.log_dir / f"process{n + 2}", telemetry, env=env))
         return self._extra_pools[i]
 
     def start(self, frameworks: Iterable[str]) -> list[str]:

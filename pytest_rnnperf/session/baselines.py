@@ -103,6 +103,7 @@ class Recorder:
     parallel_reason: str | None  # why cuDNN cases could not be timed in this layout, else None
     meta: Callable[[], dict[str, Any]]  # what goes under machine_info["rnnperf"] of this run's own file
     incomplete: str | None = None  # why the run's results are partial (silent workers, an interruption), else None
+    extra_cards: Sequence[str] = ()  # the GPU each extra process of a recording was pinned to (--rnnperf-record-gpus)
 
     def problems(self) -> list[str]:
         """Why --rnnperf-update-baseline or --rnnperf-keep-run could not write its file(s), found before the run."""
@@ -152,8 +153,16 @@ class Recorder:
             return ["baseline not recorded: no cuDNN case was timed in this run (each was skipped or deselected)"]
         self.measured.unrecorded = False
         if not self.workers:
-            return [self._write(self.run.gpu.gpu_slug, benchmark_json())]
+            line = self._write(self.run.gpu.gpu_slug, benchmark_json())
+            return [line + self._cards_note() if line.startswith("baseline recorded") else line]
         return [self._record_model(slug, workers, benchmark_json) for slug, workers in by_model(list(self.workers)).items()]
+
+    def _cards_note(self) -> str:
+        """Where a recording's extra processes took turns on the host's GPUs (``--rnnperf-record-gpus=all``), which."""
+        if not self.extra_cards:
+            return ""
+        cards = list(dict.fromkeys((self.run.gpu.uuid, *self.extra_cards)))
+        return f" (its processes by turns on {len(cards)} GPUs: {', '.join(cards)})"
 
     def _accept_hint(self, failed: int) -> str:
         """Where every failure was a regression against the stored history, how to record the change as the new

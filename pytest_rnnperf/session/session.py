@@ -25,6 +25,7 @@ from pytest_rnnperf.measure.ahead_pool import Ahead
 from pytest_rnnperf.measure.device_time import DeviceTimer
 from pytest_rnnperf.measure.gpu import GpuInfo, nvml_index
 from pytest_rnnperf.measure.loaded import LoadedBackends
+from pytest_rnnperf.measure.placement import usable_gpus
 from pytest_rnnperf.measure.runner import RunConfig
 from pytest_rnnperf.measure.subprocesses import SubprocessPool
 from pytest_rnnperf.measure.wall import WallTimer
@@ -90,7 +91,16 @@ class RnnperfSession:
 
     def __post_init__(self) -> None:
         """The backends' runtime fields go to what the run measured (they are part of its environment)."""
-        self.backends = LoadedBackends(self._new_pool, self.measured.runtime)
+        self.backends = LoadedBackends(self._new_pool, self.measured.runtime, record_gpus=self._record_gpus())
+
+    def _record_gpus(self) -> tuple[str, ...]:
+        """The GPUs a recording's extra processes take turns on (``--rnnperf-record-gpus=all`` in a run of one
+        process): a pytest-xdist worker's other GPUs are its neighbours', timing their own cases."""
+        settings = self.run.settings
+        if not settings.update_baseline or settings.record_gpus != "all" or self.run.placement is not None \
+                or not self.run.gpu.available:
+            return ()
+        return tuple(usable_gpus(os.environ)[0] or ())
 
     @property
     def gpu(self) -> GpuInfo:
@@ -171,7 +181,7 @@ class RnnperfSession:
     def recorder(self) -> Recorder:
         """What writes this run as a baseline file or a kept run (``baselines.Recorder``)."""
         return Recorder(self.run, self.measured, self.stored, self.workers(), self.plan, self.parallel_reason(),
-                        self.meta, self.incomplete())
+                        self.meta, self.incomplete(), tuple(self.backends.extra_cards))
 
     def record_baseline(self, benchmark_json: Callable[..., dict[str, Any]], benchmarks_on: bool,
                         exit_status: int = 0) -> list[str]:

@@ -235,6 +235,10 @@ BEFORE: tuple[Setting, ...] = (
     Setting("record_processes", 3, to_int, "processes a recorded baseline measures each cuDNN case in (this one and "
             "fresh subprocesses), so its history has a between-process spread from the first night (1 to 10)",
             check=lambda v: None if 1 <= v <= 10 else f"{v!r} must be between 1 and 10"),
+    Setting("record_gpus", "this", to_str, "where a recorded baseline's extra processes run: this (the GPU this "
+            "process times on) or all (by turns on every GPU the run may use, this one first: the history holds "
+            "several cards from its first night, for nightlies that land on any card of a pool; a pytest-xdist "
+            "worker keeps to its own GPU)", choices=("this", "all")),
     Setting("keep_run", False, to_bool, "add this run to its GPU model's history (NNNN_run.json beside the "
             "baselines) when no test failed, its cases that regressed (reported, not failed) as reports that teach "
             "only a kernel mix; nightly CI keeps its runs so the history learns each case's noise and modes", switch=True),
@@ -308,6 +312,7 @@ class Settings:
     update_baseline: bool
     baseline_tag: str
     record_processes: int
+    record_gpus: str
     keep_run: bool
     no_fail_regression: bool
     report_dir: str

@@ -29,6 +29,20 @@ def test_a_recorded_baseline_holds_one_summary_per_process(project: pytest.Pytes
         assert all(p["metrics"]["busy"] > 0 and any(m.startswith("kernel/") for m in p["metrics"]) for p in processes)
 
 
+def test_a_recording_on_a_host_of_two_gpus_takes_turns_on_both_only_when_asked_and_says_which(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GPUs, one process: --rnnperf-record-gpus=all names both cards beside the recorded file; by default the
+    extra processes stay on this process's GPU and the line names none."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    alone = run(project, "--rnnperf-update-baseline")
+    alone.assert_outcomes(passed=2)
+    alone.stdout.fnmatch_lines(["baseline recorded: *0001_baseline.json"])
+    spread = run(project, "--rnnperf-update-baseline", "--rnnperf-record-gpus=all")
+    spread.assert_outcomes(passed=2)
+    whole_lines(spread).fnmatch_lines(["baseline recorded: *0002_baseline.json (its processes by turns on 2 GPUs: "
+                                 "GPU-00000000-aaaa-bbbb-cccc-1234567890ab, GPU-00000001-aaaa-bbbb-cccc-1234567890ab)"])
+
+
 def test_a_clean_run_is_kept_and_widens_the_history(project: pytest.Pytester) -> None:
     """--rnnperf-keep-run adds NNNN_run.json; the next run is judged against four processes, not three."""
     run(project, "--rnnperf-update-baseline").assert_outcomes(passed=2)
