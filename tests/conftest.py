@@ -1,9 +1,10 @@
 """Shared by every test: this package's bytecode caches written up front, the extension modules that pytester's
-in-process runs load, loaded once up front, no trace of a pytest-xdist worker in the runs a test starts, and each
-large stored run read once."""
+in-process runs load, loaded once up front, no trace of a pytest-xdist worker in the runs a test starts, each large
+stored run read once, and the installed packages and the CPU read once for the in-process runs."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 # An extension module (numpy's FFT, scipy's) loads only once a process, and pytester unloads what a test loaded:
 # loaded here, before any test, they stay loaded through every in-process run, whichever helper module ran it
@@ -114,4 +116,39 @@ def _stored_history_read_once() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         for module in (runs, pytest_rnnperf.cli.args, pytest_rnnperf.cli.compare, pytest_rnnperf.history.runs):
             patch.setattr(module, "load_run", load_run)
+        yield
+
+
+# Each in-process run's plugin reads the metadata of every installed distribution (software_info, ~0.07 s) and, where
+# it writes benchmark JSON, pytest-benchmark asks py-cpuinfo, which starts a process for it (~0.2 s): hundreds of runs
+# in a session that installs nothing and changes no CPU: read once a process. No run fakes either (runs fake NVIDIA
+# wheels with FAKE_WHEELS, applied after this read); test_environment.py tests environment.software_info itself.
+@pytest.fixture(autouse=True, scope="session")
+def _installed_software_read_once() -> Iterator[None]:
+    """Serve the plugin's reads of the installed packages, and pytest-benchmark's of the CPU, from memory."""
+    import cpuinfo
+
+    import pytest_rnnperf.plugin as plugin
+    from pytest_rnnperf.measure import environment
+
+    software: dict[tuple[tuple[str, tuple[str, ...]], ...], dict[str, str]] = {}
+    cpu: list[dict[str, Any]] = []
+
+    def software_info() -> dict[str, str]:
+        """``environment.software_info()``, read once for each set of distributions the registered backends name."""
+        key = tuple(sorted(environment.distributions().items()))
+        if key not in software:
+            software[key] = environment.software_info()
+        return dict(software[key])
+
+    def get_cpu_info() -> dict[str, Any]:
+        """``cpuinfo.get_cpu_info()``, read once."""
+        if not cpu:
+            cpu.append(read())
+        return copy.deepcopy(cpu[0])
+
+    read = cpuinfo.get_cpu_info
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plugin, "software_info", software_info)
+        patch.setattr(cpuinfo, "get_cpu_info", get_cpu_info)
         yield
