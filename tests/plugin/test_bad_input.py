@@ -460,15 +460,25 @@ def model_runs() -> ModelRuns:
     return {}
 
 
-def _model_failures(pytester: pytest.Pytester, runs: ModelRuns) -> tuple[pytest.RunResult, dict[str, list[str]]]:
-    """MODEL_TESTS run with the real torch (once a process, kept in ``runs``); each failed test's report, by name."""
+def _model_failures(pytester: pytest.Pytester, tests: str, *args: str) -> tuple[pytest.RunResult, dict[str, list[str]]]:
+    """Run a test file of rnnperf.model() calls with the real torch; each failed test's report, by test name."""
     if torch_sees_a_gpu() is None:
         pytest.skip("rnnperf.model() needs torch (pip install 'pytest-rnnperf[torch]')")
+    pytester.makepyfile(test_own_model=MODELS + tests)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=3", "--rnnperf-energy-s=0", *args)
+    return result, _failure_reports(result)
+
+
+def _shared_model_failures(pytester: pytest.Pytester, runs: ModelRuns) -> tuple[pytest.RunResult, dict[str, list[str]]]:
+    """``_model_failures`` of MODEL_TESTS, run once a process (kept in ``runs``) and checked again for each test."""
     if "all" not in runs:
-        pytester.makepyfile(test_own_model=MODELS + MODEL_TESTS)
-        runs["all"] = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none",
-                                                    "--rnnperf-rounds=3", "--rnnperf-energy-s=0", "-rA")
-    result = runs["all"]
+        runs["all"], _ = _model_failures(pytester, MODEL_TESTS, "-rA")
+    return runs["all"], _failure_reports(runs["all"])
+
+
+def _failure_reports(result: pytest.RunResult) -> dict[str, list[str]]:
+    """Each failed test's report lines, by test name; no traceback anywhere in the run."""
     out = result.stdout.str()
     assert "Traceback" not in out and "INTERNALERROR" not in out, out
     reports: dict[str, list[str]] = {}
@@ -483,7 +493,7 @@ def _model_failures(pytester: pytest.Pytester, runs: ModelRuns) -> tuple[pytest.
             break
         elif name and line.strip():
             reports[name].append(line)
-    return result, reports
+    return reports
 
 
 def _one_line(reports: dict[str, list[str]], test: str, *fragments: str) -> str:
@@ -498,7 +508,7 @@ def _one_line(reports: dict[str, list[str]], test: str, *fragments: str) -> str:
 def test_a_model_instance_or_something_not_callable_fails_in_one_line(pytester: pytest.Pytester,
                                                                        model_runs: ModelRuns) -> None:
     """Defect 21: rnnperf.model(Encoder(), ...) or model(3, ...) failed with a raw TypeError from calling it."""
-    result, reports = _model_failures(pytester, model_runs)
+    result, reports = _shared_model_failures(pytester, model_runs)
     result.assert_outcomes(**MODEL_OUTCOMES)
     _one_line(reports, "test_instance", "rnnperf.model(): got an instance of Encoder",
               "rnnperf.model(Encoder, ...) or rnnperf.model(lambda: Encoder(...), ...)")
@@ -509,7 +519,7 @@ def test_a_model_instance_or_something_not_callable_fails_in_one_line(pytester: 
 def test_a_floor_that_is_not_a_finite_positive_number_fails_in_one_line(pytester: pytest.Pytester,
                                                                          model_runs: ModelRuns) -> None:
     """Defect 22: floor="2.0" or None raised a TypeError; floor=True and floor=inf were accepted."""
-    result, reports = _model_failures(pytester, model_runs)
+    result, reports = _shared_model_failures(pytester, model_runs)
     result.assert_outcomes(**MODEL_OUTCOMES)
     for name, value in FLOORS.items():
         shown = {"math.inf": "inf", "math.nan": "nan"}.get(value, value).replace('"', "'")
@@ -520,7 +530,7 @@ def test_a_floor_that_is_not_a_finite_positive_number_fails_in_one_line(pytester
 def test_a_forward_that_returns_nothing_float_fails_in_one_line(pytester: pytest.Pytester,
                                                                 model_runs: ModelRuns) -> None:
     """Defect 24: a forward returning None or only integer tensors passed with nothing compared."""
-    result, reports = _model_failures(pytester, model_runs)
+    result, reports = _shared_model_failures(pytester, model_runs)
     result.assert_outcomes(**MODEL_OUTCOMES)
     _one_line(reports, "test_none", "Silent.forward returned no tensor: nothing floating-point to compare")
     _one_line(reports, "test_labels", "Labels.forward returned only integer tensors (output[0] int64, output[1] "
@@ -529,7 +539,7 @@ def test_a_forward_that_returns_nothing_float_fails_in_one_line(pytester: pytest
 
 def test_a_packed_batch_is_checked_like_a_padded_one(pytester: pytest.Pytester, model_runs: ModelRuns) -> None:
     """Defect 23: a PackedSequence input failed with "got ['NoneType', 'NoneType']"; it is now run and compared."""
-    result, reports = _model_failures(pytester, model_runs)
+    result, reports = _shared_model_failures(pytester, model_runs)
     assert not {"test_packed", "test_packed_and_more"} & reports.keys(), reports
     result.assert_outcomes(**MODEL_OUTCOMES)  # the two passed are these
     result.stdout.fnmatch_lines_random(["PASSED test_own_model.py::test_packed",
@@ -538,7 +548,7 @@ def test_a_packed_batch_is_checked_like_a_padded_one(pytester: pytest.Pytester, 
 
 def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester, model_runs: ModelRuns) -> None:
     """Defect 25: every one-line usage error came twice, joined by "During handling of the above exception"."""
-    result, reports = _model_failures(pytester, model_runs)
+    result, reports = _shared_model_failures(pytester, model_runs)
     result.assert_outcomes(**MODEL_OUTCOMES)
     assert "During handling" not in result.stdout.str()
     _one_line(reports, "test_mode", "rnnperf.model(): unknown mode 'training'; expected one of train, infer")
