@@ -388,72 +388,21 @@ def x():
 """
 
 
-def _model_failures(pytester: pytest.Pytester, tests: str, *args: str) -> tuple[pytest.RunResult, dict[str, list[str]]]:
-    """Run a test file of rnnperf.model() calls with the real torch; each failed test's report, by test name."""
-    if torch_sees_a_gpu() is None:
-        pytest.skip("rnnperf.model() needs torch (pip install 'pytest-rnnperf[torch]')")
-    pytester.makepyfile(test_own_model=MODELS + tests)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none",
-                                           "--rnnperf-rounds=3", "--rnnperf-energy-s=0", *args)
-    out = result.stdout.str()
-    assert "Traceback" not in out and "INTERNALERROR" not in out, out
-    reports: dict[str, list[str]] = {}
-    lines = out.split("=== FAILURES ===", 1)[-1].splitlines()[1:] if "=== FAILURES ===" in out else []
-    name = ""
-    for line in lines:
-        header = re.fullmatch(r"_{3,} (\S+) _{3,}", line)
-        if header:
-            name = header.group(1)
-            reports[name] = []
-        elif line.startswith("="):
-            break
-        elif name and line.strip():
-            reports[name].append(line)
-    return result, reports
-
-
-def _one_line(reports: dict[str, list[str]], test: str, *fragments: str) -> str:
-    """Assert ``test`` failed with one line holding every fragment, naming the test; returns that line."""
-    assert test in reports, f"{test} did not fail: {sorted(reports)}"
-    assert len(reports[test]) == 1, "\n".join(reports[test])
-    line = reports[test][0]
-    assert line.startswith(f"test_own_model.py::{test}: ") and all(f in line for f in fragments), line
-    return line
-
-
-def test_a_model_instance_or_something_not_callable_fails_in_one_line(pytester: pytest.Pytester) -> None:
-    """Defect 21: rnnperf.model(Encoder(), ...) or model(3, ...) failed with a raw TypeError from calling it."""
-    result, reports = _model_failures(pytester, """
+# Each test below gets a few rnnperf.model() calls wrong (or right) in tests of its own; one test file holds them all,
+# run once a process in a pytest subprocess (each start imports torch: seconds), and each test checks its own by name.
+INSTANCE_TESTS = """
 def test_instance(rnnperf):
     rnnperf.model(Encoder(), inputs=x)
 
 def test_number(rnnperf):
     rnnperf.model(3, inputs=x)
-""")
-    result.assert_outcomes(failed=2)
-    _one_line(reports, "test_instance", "rnnperf.model(): got an instance of Encoder",
-              "rnnperf.model(Encoder, ...) or rnnperf.model(lambda: Encoder(...), ...)")
-    _one_line(reports, "test_number", "rnnperf.model(): the first argument must build the model",
-              "got int 3")
-
-
-def test_a_floor_that_is_not_a_finite_positive_number_fails_in_one_line(pytester: pytest.Pytester) -> None:
-    """Defect 22: floor="2.0" or None raised a TypeError; floor=True and floor=inf were accepted."""
-    cases = {"str": '"2.0"', "none": "None", "bool": "True", "inf": "math.inf", "nan": "math.nan", "zero": "0"}
-    result, reports = _model_failures(pytester, "".join(f"""
+"""
+FLOORS = {"str": '"2.0"', "none": "None", "bool": "True", "inf": "math.inf", "nan": "math.nan", "zero": "0"}
+FLOOR_TESTS = "".join(f"""
 def test_floor_{name}(rnnperf):
     rnnperf.model(Encoder, inputs=x, floor={value})
-""" for name, value in cases.items()))
-    result.assert_outcomes(failed=len(cases))
-    for name, value in cases.items():
-        shown = {"math.inf": "inf", "math.nan": "nan"}.get(value, value).replace('"', "'")
-        _one_line(reports, f"test_floor_{name}", "rnnperf.model(): floor must be a finite speedup > 0 such as 2.0",
-                  f"got {shown}")
-
-
-def test_a_forward_that_returns_nothing_float_fails_in_one_line(pytester: pytest.Pytester) -> None:
-    """Defect 24: a forward returning None or only integer tensors passed with nothing compared."""
-    result, reports = _model_failures(pytester, """
+""" for name, value in FLOORS.items())
+NOTHING_FLOAT_TESTS = """
 class Silent(Encoder):
     def forward(self, x):
         self.lstm(x)
@@ -467,16 +416,8 @@ def test_none(rnnperf):
 
 def test_labels(rnnperf):
     rnnperf.check(rnnperf.model(Labels, inputs=x, mode="infer"))
-""")
-    result.assert_outcomes(failed=2)
-    _one_line(reports, "test_none", "Silent.forward returned no tensor: nothing floating-point to compare")
-    _one_line(reports, "test_labels", "Labels.forward returned only integer tensors (output[0] int64, output[1] "
-              "int64): nothing floating-point to compare")
-
-
-def test_a_packed_batch_is_checked_like_a_padded_one(pytester: pytest.Pytester) -> None:
-    """Defect 23: a PackedSequence input failed with "got ['NoneType', 'NoneType']"; it is now run and compared."""
-    result, reports = _model_failures(pytester, """
+"""
+PACKED_TESTS = """
 class Packed(nn.Module):
     def __init__(self):
         super().__init__()
@@ -497,21 +438,118 @@ def test_packed(rnnperf):
 def test_packed_and_more(rnnperf):
     batch = pack_padded_sequence(torch.randn(6, 3, 3), torch.tensor([6, 4, 2]))
     rnnperf.check(rnnperf.model(lambda: nn.LSTM(3, 5), inputs=(batch,), mode="infer"))
-""", "-rA")
-    assert reports == {}
-    result.assert_outcomes(passed=2)
-
-
-def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester) -> None:
-    """Defect 25: every one-line usage error came twice, joined by "During handling of the above exception"."""
-    result, reports = _model_failures(pytester, """
+"""
+USAGE_TESTS = """
 def test_mode(rnnperf):
     rnnperf.model(Encoder, inputs=x, mode="training")
 
 def test_no_rnn(rnnperf):
     rnnperf.model(lambda: nn.Linear(3, 3), inputs=x)
-""")
-    result.assert_outcomes(failed=2)
+"""
+MODEL_TESTS = INSTANCE_TESTS + FLOOR_TESTS + NOTHING_FLOAT_TESTS + PACKED_TESTS + USAGE_TESTS
+# What the whole file gives: every test of it fails but the two packed ones.
+MODEL_OUTCOMES = {"passed": 2, "failed": 2 + len(FLOORS) + 2 + 2}
+
+
+ModelRuns = dict[str, pytest.RunResult]  # the one run of MODEL_TESTS, under "all", once made
+
+
+@pytest.fixture(scope="module")
+def model_runs() -> ModelRuns:
+    """The run of MODEL_TESTS, once the first test of this module that needs it made it."""
+    return {}
+
+
+def _model_failures(pytester: pytest.Pytester, tests: str, *args: str) -> tuple[pytest.RunResult, dict[str, list[str]]]:
+    """Run a test file of rnnperf.model() calls with the real torch; each failed test's report, by test name."""
+    if torch_sees_a_gpu() is None:
+        pytest.skip("rnnperf.model() needs torch (pip install 'pytest-rnnperf[torch]')")
+    pytester.makepyfile(test_own_model=MODELS + tests)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rnnperf-report-dir=none",
+                                           "--rnnperf-rounds=3", "--rnnperf-energy-s=0", *args)
+    return result, _failure_reports(result)
+
+
+def _shared_model_failures(pytester: pytest.Pytester, runs: ModelRuns) -> tuple[pytest.RunResult, dict[str, list[str]]]:
+    """``_model_failures`` of MODEL_TESTS, run once a process (kept in ``runs``) and checked again for each test."""
+    if "all" not in runs:
+        runs["all"], _ = _model_failures(pytester, MODEL_TESTS, "-rA")
+    return runs["all"], _failure_reports(runs["all"])
+
+
+def _failure_reports(result: pytest.RunResult) -> dict[str, list[str]]:
+    """Each failed test's report lines, by test name; no traceback anywhere in the run."""
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    reports: dict[str, list[str]] = {}
+    lines = out.split("=== FAILURES ===", 1)[-1].splitlines()[1:] if "=== FAILURES ===" in out else []
+    name = ""
+    for line in lines:
+        header = re.fullmatch(r"_{3,} (\S+) _{3,}", line)
+        if header:
+            name = header.group(1)
+            reports[name] = []
+        elif line.startswith("="):
+            break
+        elif name and line.strip():
+            reports[name].append(line)
+    return reports
+
+
+def _one_line(reports: dict[str, list[str]], test: str, *fragments: str) -> str:
+    """Assert ``test`` failed with one line holding every fragment, naming the test; returns that line."""
+    assert test in reports, f"{test} did not fail: {sorted(reports)}"
+    assert len(reports[test]) == 1, "\n".join(reports[test])
+    line = reports[test][0]
+    assert line.startswith(f"test_own_model.py::{test}: ") and all(f in line for f in fragments), line
+    return line
+
+
+def test_a_model_instance_or_something_not_callable_fails_in_one_line(pytester: pytest.Pytester,
+                                                                       model_runs: ModelRuns) -> None:
+    """Defect 21: rnnperf.model(Encoder(), ...) or model(3, ...) failed with a raw TypeError from calling it."""
+    result, reports = _shared_model_failures(pytester, model_runs)
+    result.assert_outcomes(**MODEL_OUTCOMES)
+    _one_line(reports, "test_instance", "rnnperf.model(): got an instance of Encoder",
+              "rnnperf.model(Encoder, ...) or rnnperf.model(lambda: Encoder(...), ...)")
+    _one_line(reports, "test_number", "rnnperf.model(): the first argument must build the model",
+              "got int 3")
+
+
+def test_a_floor_that_is_not_a_finite_positive_number_fails_in_one_line(pytester: pytest.Pytester,
+                                                                         model_runs: ModelRuns) -> None:
+    """Defect 22: floor="2.0" or None raised a TypeError; floor=True and floor=inf were accepted."""
+    result, reports = _shared_model_failures(pytester, model_runs)
+    result.assert_outcomes(**MODEL_OUTCOMES)
+    for name, value in FLOORS.items():
+        shown = {"math.inf": "inf", "math.nan": "nan"}.get(value, value).replace('"', "'")
+        _one_line(reports, f"test_floor_{name}", "rnnperf.model(): floor must be a finite speedup > 0 such as 2.0",
+                  f"got {shown}")
+
+
+def test_a_forward_that_returns_nothing_float_fails_in_one_line(pytester: pytest.Pytester,
+                                                                model_runs: ModelRuns) -> None:
+    """Defect 24: a forward returning None or only integer tensors passed with nothing compared."""
+    result, reports = _shared_model_failures(pytester, model_runs)
+    result.assert_outcomes(**MODEL_OUTCOMES)
+    _one_line(reports, "test_none", "Silent.forward returned no tensor: nothing floating-point to compare")
+    _one_line(reports, "test_labels", "Labels.forward returned only integer tensors (output[0] int64, output[1] "
+              "int64): nothing floating-point to compare")
+
+
+def test_a_packed_batch_is_checked_like_a_padded_one(pytester: pytest.Pytester, model_runs: ModelRuns) -> None:
+    """Defect 23: a PackedSequence input failed with "got ['NoneType', 'NoneType']"; it is now run and compared."""
+    result, reports = _shared_model_failures(pytester, model_runs)
+    assert not {"test_packed", "test_packed_and_more"} & reports.keys(), reports
+    result.assert_outcomes(**MODEL_OUTCOMES)  # the two passed are these
+    result.stdout.fnmatch_lines_random(["PASSED test_own_model.py::test_packed",
+                                        "PASSED test_own_model.py::test_packed_and_more"])
+
+
+def test_a_models_usage_error_is_printed_once(pytester: pytest.Pytester, model_runs: ModelRuns) -> None:
+    """Defect 25: every one-line usage error came twice, joined by "During handling of the above exception"."""
+    result, reports = _shared_model_failures(pytester, model_runs)
+    result.assert_outcomes(**MODEL_OUTCOMES)
     assert "During handling" not in result.stdout.str()
     _one_line(reports, "test_mode", "rnnperf.model(): unknown mode 'training'; expected one of train, infer")
     _one_line(reports, "test_no_rnn", "Linear has no nn.LSTM, nn.GRU or nn.RNN")
