@@ -70,8 +70,10 @@ def _segment(z: np.ndarray, pen: float) -> list[int]:
     import ruptures as rpt
 
     # ruptures rather than E-divisive (signal-processing-algorithms): PELT is exact for this cost, deterministic
-    # (no permutation test), quick on 6-40 points, and ships wheels for current Pythons.
-    return [0] + [int(b) for b in rpt.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(z).predict(pen=pen)]
+    # (no permutation test), and ships wheels for current Pythons. Its kernel form with the linear kernel is the same
+    # L2 cost in C: the same edges as Pelt(model="l2") in 3,000 random series, ~180x quicker (a history site of the
+    # H100's 62 runs spent most of its time in the pure-Python cost).
+    return [0] + [int(b) for b in rpt.KernelCPD(kernel="linear", min_size=MIN_SIZE, jump=1).fit(z).predict(pen=pen)]
 
 
 def _sse(y: np.ndarray, edges: Sequence[int]) -> float:
