@@ -39,7 +39,7 @@ from pytest_rnnperf.judge import across as xp  # noqa: E402
 from pytest_rnnperf.judge.compare import Comparison, Verdict  # noqa: E402
 from pytest_rnnperf.judge.policy import Policy  # noqa: E402
 from pytest_rnnperf.judge.rules import balanced, mix_changes  # noqa: E402
-from pytest_rnnperf.judge.steady import plain_series, weighted_series  # noqa: E402
+from pytest_rnnperf.judge.steady import steady_series  # noqa: E402
 from pytest_rnnperf.model.metrics import BALANCED  # noqa: E402
 from pytest_rnnperf.model.process import BUSY, HOST, WORK, ProcessSummary, summarize  # noqa: E402
 from pytest_rnnperf.model.records import CaseRecord, RecordError, StoredRun  # noqa: E402
@@ -114,7 +114,7 @@ def steady_change(rest: list[ProcessSummary], now: ProcessSummary, limit: float,
     if not names:
         return []
     found = []
-    for mix, past in filter(None, (plain_series(rest, names), weighted_series(rest, names))):
+    for mix, past in steady_series(rest, names):
         sp = xp.spread(past)
         found.append((mix.time(now.kernels) / sp.center - 1, sp.catching(policy.device_effect, policy.history_k)))
     return found
@@ -249,8 +249,7 @@ def print_steady(cases: dict[str, list[ProcessSummary]], limit: float, policy: P
           f"{sum(r[2] for r in runs.values())} judged ({sum(len(h) for h in timed.values())} held out)")
     for case_id, h in timed.items():
         names = xp.steady_kernels(h, limit)
-        spreads = [xp.spread(v) for _, v in filter(None, (plain_series(h, names), weighted_series(h, names)))] \
-            if names else []
+        spreads = [xp.spread(v) for _, v in steady_series(h, names)] if names else []
         threshold = min((sp.catching(policy.device_effect, policy.history_k) for sp in spreads), default=None)
         share = float(np.median([xp.steady_time(s, names) / sum(s.kernels.values()) for s in h])) if names else 0.0
         print(f"  {case_id}: {len(names)} steady kernel(s), {share:.0%} of the summed kernel time, "

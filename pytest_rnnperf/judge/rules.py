@@ -20,7 +20,7 @@ from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.compare import Comparison, Verdict, compare, pct
 from pytest_rnnperf.judge.gates import GATES
 from pytest_rnnperf.judge.params import FRACTION, Threshold, Thresholds
-from pytest_rnnperf.judge.steady import SteadyMix, plain_series, weighted_series
+from pytest_rnnperf.judge.steady import SteadyMix, steady_series
 from pytest_rnnperf.model.flags import FlagKind, WindowFlag
 from pytest_rnnperf.model.metrics import BALANCED, COMPILE, FIRST_CALL, METRICS, OVERLAP, STEADY, metric, side_tag
 from pytest_rnnperf.model.process import BUSY, HOST, PROBE, SPEEDUP, WALL, WORK, ProcessSummary, summarize
@@ -337,17 +337,16 @@ class SteadyTime:
         if not names:
             return None
         share = xp.steady_time(ctx.summary, names) / (sum(now_kernels.values()) or 1.0)
-        found = [self._judged(ctx, mix, past, f"{share:.0%} of the summed kernel time")
-                 for mix, past in filter(None, (plain_series(ctx.processes, names),
-                                                weighted_series(ctx.processes, names)))]
+        found = [self._judged(ctx, mix, past, steady_rounds(dev.kernel_rounds, ctx.summary, mix),
+                              f"{share:.0%} of the summed kernel time")
+                 for mix, past in steady_series(ctx.processes, names)]
         return max(found, key=lambda c: (_ORDER[c.verdict], c.ratio.estimate))
 
     @staticmethod
-    def _judged(ctx: Context, mix: SteadyMix, past: Sequence[float], share: str) -> Comparison:
-        """This process's rounds of ``mix`` against the history's values of it (``past``)."""
-        dev = ctx.current.cudnn_device
-        assert dev is not None  # compare() judges only where device time was measured
-        found = xp.across(METRICS[STEADY].name, past, steady_rounds(dev.kernel_rounds, ctx.summary, mix),
+    def _judged(ctx: Context, mix: SteadyMix, past: Sequence[float], rounds: Sequence[float],
+                share: str) -> Comparison:
+        """This process's ``rounds`` of ``mix`` against the history's values of it (``past``)."""
+        found = xp.across(METRICS[STEADY].name, past, rounds,
                           **ctx.across_options(ctx.policy.device_effect, catch=True))
         n = len(mix.names)
         weighed = "" if mix.weights is None else f", weighed by their quiet (at most {mix.largest:.0%} on one)"

@@ -17,7 +17,7 @@ from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.judge.changepoints import MIN_RUNS, detect
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.rules import balanced
-from pytest_rnnperf.judge.steady import plain_series, weighted_series
+from pytest_rnnperf.judge.steady import steady_series
 from pytest_rnnperf.model.metrics import WORK, show
 from pytest_rnnperf.model.process import BUSY, WALL, ProcessSummary
 
@@ -94,8 +94,7 @@ def _steady(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> 
         return None
     share = float(np.median([xp.steady_time(s, names) / sum(s.kernels.values()) for s in tabled]))
     # The rule fails on either of its values, so the quieter one tells the smallest change it catches.
-    spreads = [xp.spread(values) for _, values in filter(None, (plain_series(tabled, names),
-                                                                 weighted_series(tabled, names)))]
+    spreads = [xp.spread(values) for _, values in steady_series(tabled, names)]
     sp = min(spreads, key=lambda one: one.reach(one.catching(policy.device_effect, policy.history_k)))
     return Sensitivity(case_id, sp.n, "steady", sp.noise,
                        sp.reach(sp.catching(policy.device_effect, policy.history_k)), policy.device_effect, share)

@@ -91,6 +91,19 @@ def weighted_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> 
     against the mix of the others; None where the history is too short to weigh, one kernel is steady, or the
     weighted values spread no less than the plain sums (in a short-stepped H100 GRU the quietest kernels drift
     together: 0.64% against the sum's 0.54%)."""
+    return _weighted(history, names, plain_series(history, names)[1])
+
+
+def steady_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> list[tuple[SteadyMix, list[float]]]:
+    """What the steady rule judges, each with the history's values: the plain sum and, where kept, the weighted time."""
+    plain = plain_series(history, names)
+    weighted = _weighted(history, names, plain[1])
+    return [plain] if weighted is None else [plain, weighted]
+
+
+def _weighted(history: Sequence[ProcessSummary], names: Sequence[str],
+              sums: Sequence[float]) -> tuple[SteadyMix, list[float]] | None:
+    """``weighted_series``, the history's plain sums (``sums``) given."""
     mix = steady_mix(history, names)
     if mix.weights is None:
         return None
@@ -99,7 +112,7 @@ def weighted_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> 
     for i, summary in enumerate(history):
         others = steady_mix([*history[:i], *history[i + 1:]], names, weighted=True)
         values.append(total * others.time(summary.kernels) / sum(others.centers))
-    return (mix, values) if _noise(values) < _noise(plain_series(history, names)[1]) else None
+    return (mix, values) if _noise(values) < _noise(sums) else None
 
 
 def _noise(values: Sequence[float]) -> float:
