@@ -110,7 +110,7 @@ def kernel_table(runs: list[Any], case_id: str, width: int | None = None) -> tup
                      f"{len(history.processes)}")
     table = text_table(header, rows, right=set(range(1, len(header))), width=width)
     # Each lent night may be a new card: which card ran a process tells card-to-card spread from the one-card noise.
-    cards = {run.path.name: card for run in runs if (card := run.environment.get("gpu.uuid"))}
+    cards = {run.path.name: card for run in runs if (card := run.card_of(case_id))}
     why = _why_noisy(case_id, history.processes, cards)
     return 0, (fit(lines, width) + table + fit(why, width)) if width else lines + table + why
 

@@ -136,9 +136,6 @@ def fingerprint_key(fields: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-CARD = "gpu.uuid"  # the environment field naming the physical card: another of the same model is no new stack
-
-
 def diff_environments(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:
     """``(field, old, new)`` for each differing field, ``absent`` for a missing side; fingerprint keys first.
 

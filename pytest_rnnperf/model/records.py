@@ -535,6 +535,7 @@ def flags_from_telemetry(telemetry: Mapping[str, Any] | None) -> tuple[WindowFla
 # What a stored file is: a recorded baseline (a case's history starts at the newest one holding it) or a
 # nightly run kept for the history (--rnnperf-keep-run).
 BASELINE, KEPT = "baseline", "kept"
+CARD = "gpu.uuid"  # the environment field naming the physical card: another of the same model is no new stack
 
 
 @dataclass(frozen=True)
@@ -564,6 +565,10 @@ class StoredRun:
     # Seconds this run spent outside its cases' phases and its claims and parity tests (collecting, starting, each
     # test's setup and code), and how many cases it measured: what a budget's forecast adds per case (None: the file has none).
     outside: tuple[float, int] | None = None
+    # Case id -> the UUID of the GPU its own process ran on, where the file's processes ran on several (pytest-xdist
+    # workers: each case on its worker's card), and every card the file's processes ran on, its environment's first.
+    cards: Mapping[str, str] = field(default_factory=dict)
+    all_cards: tuple[str, ...] = ()
     # Case id -> its summaries, made once: a night reads each stored file's summaries in every case's history and
     # forecast. Not a field of ``replace`` (init=False): a changed copy summarizes afresh.
     _summaries: dict[str, list[ProcessSummary]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -573,6 +578,22 @@ class StoredRun:
         if case_id not in self._summaries:
             self._summaries[case_id] = self._summarized(case_id)
         return list(self._summaries[case_id])
+
+    def card_of(self, case_id: str) -> str | None:
+        """The GPU ``case_id``'s own process in this file ran on; None where the file's processes ran on several
+        cards and it does not say which (a pytest-xdist run stored before it did)."""
+        if case_id in self.cards:
+            return self.cards[case_id]
+        cards = self._cards()
+        return cards[0] if len(cards) == 1 else None
+
+    def ran_on(self, card: str) -> bool:
+        """Whether any process of this file ran on ``card`` (a worker's line names a UUID's first 12 characters)."""
+        return bool(card) and any(card.startswith(known) or known.startswith(card) for known in self._cards())
+
+    def _cards(self) -> tuple[str, ...]:
+        """``all_cards``; for a run made in code rather than read (no ``all_cards``), its environment's card."""
+        return self.all_cards or tuple(c for c in (self.environment.get(CARD),) if c)
 
     def _summarized(self, case_id: str) -> list[ProcessSummary]:
         """``summaries``' work, done once per case."""

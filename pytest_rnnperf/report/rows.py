@@ -13,10 +13,10 @@ from pytest_rnnperf.judge.gates import gates_hold
 from pytest_rnnperf.judge.precision import precision_finding
 from pytest_rnnperf.judge.verdicts import HELD_BACK, Verdict
 from pytest_rnnperf.measure.device_time import kernel_changes
-from pytest_rnnperf.measure.environment import CARD, diff_environments, format_diff, unrecorded
+from pytest_rnnperf.measure.environment import diff_environments, format_diff, unrecorded
 from pytest_rnnperf.model.metrics import (BUSY, DEVICE_SPEEDUP, ENERGY_PER_STEP, FLOOR, HOST, KERNEL, METRICS, MS,
                                           PARITY, SPEEDUP, TFLOPS, WALL, WALL_SPEEDUP, named, show)
-from pytest_rnnperf.model.records import FORMAT_VERSION
+from pytest_rnnperf.model.records import CARD, FORMAT_VERSION
 from pytest_rnnperf.model.stats import speedup_interval
 from pytest_rnnperf.report.view import RunView
 
@@ -618,10 +618,17 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
         return []
     # A framework whose first case has not run yet has no runtime fields; diff_environments leaves it out.
     now = run.environment()
-    changes = environment_changes(dict(stored.environment), now, stored.path.name if stored.format < FORMAT_VERSION
-                                  else "")
-    cards = {r.environment.get(CARD) for r in run.stored.runs}
-    if now.get(CARD) and now[CARD] not in cards:  # a card's own speed shifts a case or two: say it is new here
+    old = dict(stored.environment)
+    card = now.get(CARD, "")
+    # A file of several cards (pytest-xdist workers) names the first in its environment: the case's own is compared.
+    if case_id is not None and (own := stored.card_of(case_id)) is not None:
+        old[CARD] = own
+    elif case_id is not None and stored.ran_on(card):  # an older such file: which of its cards ran the case is unsaid
+        old[CARD] = card
+    changes = environment_changes(old, now, stored.path.name if stored.format < FORMAT_VERSION else "")
+    known = {r.environment.get(CARD) for r in run.stored.runs}
+    if card and card not in known and not any(r.ran_on(card) for r in run.stored.runs):
+        # A card's own speed shifts a case or two: say it is new here.
         changes = [f"{c} (a card none of the {len(run.stored.runs)} stored runs ran on)" if c.startswith(f"{CARD}:")
                    else c for c in changes]
     return changes

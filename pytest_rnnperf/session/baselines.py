@@ -13,7 +13,7 @@ from pytest_rnnperf.measure.environment import fingerprint_key, key_fields
 from pytest_rnnperf.model.process import summarize
 from pytest_rnnperf.model.records import KEPT, BaselineError
 from pytest_rnnperf.session.run import Run
-from pytest_rnnperf.session.xdist import WorkerRun, by_model, fingerprint_conflicts
+from pytest_rnnperf.session.xdist import WorkerRun, by_model, case_cards, fingerprint_conflicts
 from pytest_rnnperf.store.baselines import KEPT_TAG, gpus_with_baselines, record_problem, writable_problem, write_new
 from pytest_rnnperf.store.measured import Measured
 from pytest_rnnperf.store.runs import records_problem, run_meta, without_cases
@@ -278,6 +278,7 @@ class Recorder:
             environment.update({k: v for k, v in w.environment.items() if k not in environment})
         meta = run_meta(gpu_slug, environment, fingerprint_key(key_fields(workers[0].gpu.static_dict(), environment)))
         meta["workers"] = [w.gpu_label() for w in workers]
+        meta["cards"] = case_cards(workers)
         meta.update(self.measured.claims_meta())  # what a later night may skip as stored (store.rechecks)
         return meta
 

@@ -39,7 +39,8 @@ from pytest_rnnperf.session.budget import ENDING_S, Budget, fixed_of, forecast, 
 from pytest_rnnperf.session.measuring import Measurer, Skipped
 from pytest_rnnperf.session.run import Run
 from pytest_rnnperf.session.settings import Settings
-from pytest_rnnperf.session.xdist import WorkerRun, add_worker_entries, by_model, in_order, read_worker, worker_output
+from pytest_rnnperf.session.xdist import (WorkerRun, add_worker_entries, by_model, case_cards, in_order, read_worker,
+                                          worker_output)
 from pytest_rnnperf.store.measured import Measured
 from pytest_rnnperf.store.rechecks import Recheck, checks_line, claims_recheck, put_off, recheck
 from pytest_rnnperf.store.runs import run_meta
@@ -200,8 +201,11 @@ class RnnperfSession:
         meta.update(self.measured.claims_meta())  # the claims and parity tests this run passed (store.rechecks)
         if (outside := self.outside_s()) is not None:  # what a later night's forecast adds to the cases' phases
             meta["outside"] = {"seconds": round(outside, 1), "cases": len(self.measured.results)}
-        if self.worker_runs:  # a merged pytest-xdist run: which GPU measured what is in each worker's line
+        if self.worker_runs:  # a merged pytest-xdist run: each worker's GPU, and the card each case ran on
             meta["workers"] = [w.gpu_label() for w in self.workers()]
+            meta["cards"] = case_cards(self.workers())
+        if self.backends.extra_cards:  # a recording whose extra processes took turns on the host's GPUs
+            meta["extra_cards"] = list(dict.fromkeys(self.backends.extra_cards))
         return meta
 
     def outside_s(self) -> float | None:

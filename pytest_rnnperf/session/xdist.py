@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from pytest_rnnperf.measure.environment import key_fields
 from pytest_rnnperf.measure.gpu import GpuInfo
@@ -37,12 +37,16 @@ class WorkerRun:
         """pytest-xdist's name of the worker, e.g. ``gw0``."""
         return self.placement.worker
 
+    @property
+    def card(self) -> str:
+        """The UUID of the worker's GPU (NVML's, else the one it was pinned to)."""
+        return self.gpu.uuid if self.gpu.uuid.startswith("GPU-") else self.placement.pin
+
     def gpu_label(self) -> str:
         """e.g. ``gw0 NVIDIA H200 (GPU-1234abcd)``: the worker, its GPU's model and the start of its UUID."""
         if not self.gpu.available:
             return f"{self.id} no GPU ({self.gpu.reason})"
-        uuid = self.gpu.uuid if self.gpu.uuid.startswith("GPU-") else self.placement.pin
-        return f"{self.id} {self.gpu.name} ({uuid[:12]})"
+        return f"{self.id} {self.gpu.name} ({self.card[:12]})"
 
     def as_dict(self) -> dict[str, Any]:
         """The worker's part of rnnperf.json: its GPU, fingerprint, baseline and the cases it ran."""
@@ -51,6 +55,12 @@ class WorkerRun:
                 "environment": self.environment, "baseline": self.baseline,
                 "cases": [r.id for r in self.measured.results], "cross": [c.id for c in self.measured.cross],
                 "skipped": [c for c, _ in self.measured.skipped], "close_s": self.close_s}
+
+
+def case_cards(workers: Sequence[WorkerRun]) -> dict[str, str]:
+    """Case id -> the UUID of the GPU of the worker that measured it: a stored run's ``cards``, so that a later night
+    on either card tells whether its case moved to another (each worker's environment names its own card)."""
+    return {r.id: w.card for w in workers if w.gpu.available and w.card for r in w.measured.results}
 
 
 def worker_output(placement: Placement | None, gpu: GpuInfo, fingerprint: str, environment: dict[str, str],

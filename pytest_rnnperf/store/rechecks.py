@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
 from pytest_rnnperf.backends import specs
-from pytest_rnnperf.measure.environment import CARD, diff_environments
-from pytest_rnnperf.model.records import StoredRun
+from pytest_rnnperf.measure.environment import diff_environments
+from pytest_rnnperf.model.records import CARD, StoredRun
 
 # Fields that name the card, a deliberate fault or how many GPUs a framework sees, not what computes the results:
 # another H100 of the same model, an injected spin, or a second GPU beside the one measured on (one process on a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_rnnperf.model.fields import RecordError, as_list, json_kind
 from pytest_rnnperf.model.process import ProcessSummary
-from pytest_rnnperf.model.records import (BASELINE, FORMAT_VERSION, KEPT, BaselineError, CaseRecord, StoredRun,
+from pytest_rnnperf.model.records import (BASELINE, CARD, FORMAT_VERSION, KEPT, BaselineError, CaseRecord, StoredRun,
                                           case_to_dict)
 from pytest_rnnperf.store import accepts
 from pytest_rnnperf.store.baselines import find_all
@@ -196,6 +197,9 @@ def load_run(path: Path) -> StoredRun:
                                                  for n in suspects.values()):
         raise BaselineError(f"{path}: malformed machine_info.rnnperf.suspects: not an object of case ids to nights >= 1")
     outside = _outside_from_meta(meta.get("outside"), path)
+    cards = meta.get("cards", {})
+    if not isinstance(cards, dict) or not all(isinstance(c, str) for c in cards.values()):
+        raise BaselineError(f"{path}: malformed machine_info.rnnperf.cards: not an object of case ids to GPU UUIDs")
     if "reported" in meta and (version < 4 or kind != KEPT):  # only a kept run of format 4 or later reports cases
         raise BaselineError(f"{path}: machine_info.rnnperf.reported is stored only by a kept run of format 4 or later "
                             f"(this one: {kind}, format {version})")
@@ -211,7 +215,25 @@ def load_run(path: Path) -> StoredRun:
                      records=records, datetime=str(data.get("datetime", "")), format=version, kind=kind,
                      processes=processes, claims=tuple(claims), suspects={str(k): n for k, n in suspects.items()},
                      reported=reported, check_costs={str(k): float(v) for k, v in check_costs.items()},
-                     outside=outside)
+                     outside=outside, cards={str(k): v for k, v in cards.items()},
+                     all_cards=cards_of_meta(environment, meta, cards))
+
+
+# A worker's line as the session writes it (``gw1 NVIDIA H200 (GPU-835fcb8a)``): the start of its card's UUID.
+_WORKER_CARD = re.compile(r"\((GPU-[0-9a-fA-F-]+)\)")
+
+
+def cards_of_meta(environment: Mapping[str, Any], meta: Mapping[str, Any], cards: Mapping[str, str]) -> tuple[str, ...]:
+    """Every card a stored run's processes ran on: its environment's, its pytest-xdist workers' (the start of each
+    UUID, from their lines), those its recording's extra processes took turns on, and its cases' own."""
+    workers = meta.get("workers", [])
+    extra = meta.get("extra_cards", [])
+    named = [m.group(1) for line in (workers if isinstance(workers, list) else []) if isinstance(line, str)
+             if (m := _WORKER_CARD.search(line))]
+    found = [environment.get(CARD), *named, *(extra if isinstance(extra, list) else []), *cards.values()]
+    full = [str(c) for c in found if isinstance(c, str) and c]
+    # A worker's 12 characters stand for the full UUID the environment or a case names.
+    return tuple(dict.fromkeys(c for c in full if not any(o != c and o.startswith(c) for o in full)))
 
 
 def _outside_from_meta(found: Any, path: Path) -> tuple[float, int] | None:

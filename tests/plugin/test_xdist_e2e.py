@@ -66,6 +66,10 @@ def test_two_workers_on_two_gpus_time_every_case_and_merge_it(project: pytest.Py
     data = load_json(stored)
     assert {b["group"] for b in data["benchmarks"]} == {GRU, LSTM}
     assert data["machine_info"]["rnnperf"]["workers"] == gpus.split(", ")
+    # Each case's card is its worker's: the file's environment names the first worker's alone.
+    assert data["machine_info"]["rnnperf"]["cards"] == {c: workers[w]["device"]["uuid"] for w in workers
+                                                         for c in workers[w]["cases"]}
+    assert len(set(data["machine_info"]["rnnperf"]["cards"].values())) == 2
     md = (project.path / "out" / "summary.md").read_text()
     assert f"- gw1: NVIDIA H200, uuid {UUID.format(1)}, CUDA_VISIBLE_DEVICES={UUID.format(1)}" in md
 

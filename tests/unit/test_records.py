@@ -125,6 +125,8 @@ def test_a_gzipped_run_reads_as_the_run_itself(tmp_path: Path) -> None:
      "malformed machine_info.rnnperf.check_costs: not an object of test names to seconds"),
     (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 4, "outside": {"seconds": 58}}}}).encode(),
      "malformed machine_info.rnnperf.outside: not an object of seconds >= 0 and cases >= 1"),
+    (json.dumps({"benchmarks": [], "machine_info": {"rnnperf": {"format": 4, "cards": {"case": 0}}}}).encode(),
+     "malformed machine_info.rnnperf.cards: not an object of case ids to GPU UUIDs"),
 ])
 def test_an_unusable_file_is_one_line_naming_it(tmp_path: Path, raw: bytes, message: str) -> None:
     """Every unusable file gives one line that names it and the problem, and the file is left as it was."""
@@ -314,3 +316,23 @@ def test_a_stored_runs_summaries_are_made_once_and_a_changed_copy_makes_its_own(
     assert len(run.summaries("c")) == 1
     changed = replace(run, records={"c": record(host_probe_s=0.004)})
     assert changed.summaries("c")[0].get(PROBE) == 0.004 and run.summaries("c")[0].get(PROBE) == 0.002
+
+
+def test_a_sharded_file_knows_each_case_s_card_and_every_card_its_workers_ran_on(tmp_path: Path) -> None:
+    """A file recorded under pytest-xdist names each case's card, and its workers' lines name the start of theirs: the
+    full UUIDs stand for those; a file of one process knows its environment's card alone."""
+    data = _file([])
+    first, second = "GPU-0521f675-dff0-9a67-5303-6b5c367949d6", "GPU-835fcb8a-47e0-0626-860b-63d36184c45d"
+    data["machine_info"]["rnnperf"]["environment"] = {"gpu.uuid": first}
+    data["machine_info"]["rnnperf"]["workers"] = [f"gw0 NVIDIA H200 ({first[:12]})", f"gw1 NVIDIA H200 ({second[:12]})"]
+    path = tmp_path / "0001_baseline.json"
+    path.write_text(json.dumps(data))
+    older = load_run(path)  # before the cases' cards were stored
+    assert older.all_cards == (first, second[:12]) and older.card_of("case") is None and older.ran_on(second)
+    data["machine_info"]["rnnperf"]["cards"] = {"case": second}
+    path.write_text(json.dumps(data))
+    run = load_run(path)
+    assert run.all_cards == (first, second) and run.card_of("case") == second and run.card_of("other") is None
+    del data["machine_info"]["rnnperf"]["workers"], data["machine_info"]["rnnperf"]["cards"]
+    path.write_text(json.dumps(data))
+    assert load_run(path).card_of("case") == first and not load_run(path).ran_on(second)

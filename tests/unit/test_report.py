@@ -284,6 +284,35 @@ def test_a_card_no_stored_run_ran_on_is_named_as_new_in_the_environment_changes(
     assert env_diff_lines(run) == [f"gpu.uuid: GPU-a -> {env['gpu.uuid']}"]
 
 
+def test_a_case_is_compared_with_the_card_its_own_worker_ran_it_on_not_the_first_card_of_a_sharded_file() -> None:
+    """A whole night recorded under -n 2 on two H200s named the first worker's card for every case: a null on the
+    second card said every case there had moved to a card none of the stored runs ran on. The file names each case's
+    card now; an older sharded file names its workers' cards only, and a case on one of them moved nowhere it says."""
+    from dataclasses import replace
+
+    from pytest_rnnperf.store.runs import cards_of_meta
+
+    run = RnnperfSession(Run(gpu=read_gpu_info(0, nvml=FakeNVML()), software={}))
+    env = run.environment()
+    here, first, gone = env["gpu.uuid"], "GPU-0521f675-dff0-9a67-5303-6b5c367949d6", "GPU-77777777-0000"
+    meta = {"workers": [f"gw0 NVIDIA H200 ({first[:12]})", f"gw1 NVIDIA H200 ({here[:12]})"]}
+    stored_env = dict(env, **{"gpu.uuid": first})
+    older = StoredRun(path=Path("0012_baseline.json"), gpu_slug="NVIDIA_H200", environment=stored_env,
+                      records={"case": object()},  # type: ignore[dict-item]  # only its key is read
+                      all_cards=cards_of_meta(stored_env, meta, {}))
+    run.stored = Stored((older,))
+    assert older.card_of("case") is None and older.ran_on(here) and not older.ran_on(gone)
+    assert env_diff_lines(run, "case") == []  # the case may have run here: no change is claimed
+    assert env_diff_lines(run) == [f"gpu.uuid: {first} -> {here}"]  # the run's own line: the first card's
+    on_first = replace(older, cards={"case": first})
+    run.stored = Stored((on_first,))
+    assert env_diff_lines(run, "case") == [f"gpu.uuid: {first} -> {here}"]  # moved, to a card the file knows
+    run.stored = Stored((replace(older, cards={"case": here}),))
+    assert env_diff_lines(run, "case") == []
+    run.stored = Stored((replace(on_first, environment=dict(env, **{"gpu.uuid": gone}), all_cards=(gone,)),))
+    assert env_diff_lines(run, "case") == [f"gpu.uuid: {first} -> {here} (a card none of the 1 stored runs ran on)"]
+
+
 def test_the_time_after_the_last_test_names_the_last_worker_to_hand_over_and_its_subprocesses_exit() -> None:
     """Two lent H200s spent 8 s after the last test against 1 s in one process: the line says what held them."""
     from pytest_rnnperf.report.rows import Ending, build_rows
