@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -155,9 +156,46 @@ def test_a_free_worker_takes_its_framework_then_a_new_one_then_the_longest() -> 
     assert pick(pending, costs, groups, mine=set(), started={"torch"}, workers=2) == 3  # no framework: as if its own
     assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch"}, workers=2) == 1
     assert pick(pending[:3] + pending[4:], costs, groups, mine=set(), started={"torch", "tf", "jax"}, workers=2) == 0
+    # A worker that started keras_jax, every other group another worker's: the 5 s torch test is not worth torch's
+    # start here, tf's 24 s left are; with starts free, the longest of all.
+    assert pick(pending[:3] + pending[4:], costs, groups, mine={"keras_jax"}, started={"torch", "tf", "jax"},
+                workers=2) == 1
+    assert pick(pending[:3] + pending[4:], costs, groups, mine={"keras_jax"}, started={"torch", "tf", "jax"},
+                workers=2, start_s=0.0) == 0
     known = frameworks()
     assert group_of("test_x[keras_jax-lstm-train]", known) == "keras_jax" and group_of("test_plain", known) == ""
     assert group_of("test_x[fp16-T28]", known) == ""  # a parameter that names no framework starts none
+
+
+def test_a_worker_left_with_a_short_test_of_another_s_framework_stops_instead_of_starting_it() -> None:
+    """On two H200s the first worker took one 0.8 s TensorFlow case at the end and paid 8 s to start TensorFlow for
+    it. A test of a framework another worker started goes here only where it, or what is left of its framework, is
+    worth the start; else this worker stops and the other takes it."""
+    assert pick([0, 1], [0.8, 0.5], ["tf", "tf"], mine={"torch"}, started={"torch", "tf"}, workers=2) is None
+    assert pick([0, 1], [9.0, 0.5], ["tf", "tf"], mine={"torch"}, started={"torch", "tf"}, workers=2) == 0  # that long
+    assert pick([0, 1, 2], [0.8, 0.5, 0.4], ["tf", "tf", ""], mine={"torch"}, started={"torch", "tf"}, workers=2) == 2
+    # Simulated: torch and TensorFlow on one worker each, one short TensorFlow case left for last.
+    tests = [(f"t[torch-{i}]", 2.0) for i in range(10)] + [(f"t[tf-{i}]", 3.0) for i in range(6)] + [("t[tf-x]", 0.8)]
+    nodeids, costs = [n for n, _ in tests], [c for _, c in tests]
+    stored = {case_id(n): c for n, c in tests}
+    runs = {s: _told_starts_cost(s, lambda: _simulate(nodeids, costs, stored, start=8.0))
+            for s in (0.0, schedule.START_S)}
+    assert [sum("tf" in f for f in r.frameworks.values()) for r in runs.values()] == [2, 1], runs
+    assert max(runs[schedule.START_S].ended.values()) < max(runs[0.0].ended.values()), runs
+    for start in (3.0, 8.0):  # the H100-shaped night (``_night``): two starts fewer, an earlier end
+        free, told = (_told_starts_cost(s, lambda: _night(start)) for s in (0.0, schedule.START_S))
+        assert sum(map(len, told.frameworks.values())) == sum(map(len, free.frameworks.values())) - 2
+        assert max(told.ended.values()) < max(free.ended.values())
+
+
+def _told_starts_cost(start_s: float, simulate: Callable[[], Simulated]) -> Simulated:
+    """``simulate()`` with the scheduler told that a framework's start costs ``start_s``."""
+    original = schedule.pick
+    schedule.pick = functools.partial(original, start_s=start_s)  # type: ignore[assignment]
+    try:
+        return simulate()
+    finally:
+        schedule.pick = original
 
 
 def test_a_test_parametrized_by_a_keras_backend_starts_the_backend_that_runs_keras_there() -> None:
@@ -208,7 +246,7 @@ def test_a_model_test_goes_where_the_framework_its_stored_record_names_started()
     runs = {told: _simulate(nodeids, costs, stored, start={"torch": 5.0, "tf": 8.0}, models=models, told=told)
             for told in (True, False)}
     starts_of = {told: sum(len(f) for f in run.frameworks.values()) for told, run in runs.items()}
-    assert starts_of == {True: 3, False: 4}, {told: run.frameworks for told, run in runs.items()}
+    assert starts_of == {True: 2, False: 3}, {told: run.frameworks for told, run in runs.items()}
     assert max(runs[True].ended.values()) < max(runs[False].ended.values())
 
 
