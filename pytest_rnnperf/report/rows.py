@@ -623,8 +623,8 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     # A file of several cards (pytest-xdist workers) names the first in its environment: the case's own is compared.
     if case_id is not None and (own := stored.card_of(case_id)) is not None:
         old[CARD] = own
-    elif case_id is not None and stored.ran_on(card):  # an older such file: which of its cards ran the case is unsaid
-        old[CARD] = card
+    elif case_id is not None and len(stored.all_cards) > 1:  # an older such file: which card ran the case is unsaid
+        old[CARD] = card if stored.ran_on(card) else " or ".join(c[:12] for c in stored.all_cards)
     changes = environment_changes(old, now, stored.path.name if stored.format < FORMAT_VERSION else "")
     known = {r.environment.get(CARD) for r in run.stored.runs}
     if card and card not in known and not any(r.ran_on(card) for r in run.stored.runs):

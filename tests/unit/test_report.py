@@ -304,6 +304,9 @@ def test_a_case_is_compared_with_the_card_its_own_worker_ran_it_on_not_the_first
     assert older.card_of("case") is None and older.ran_on(here) and not older.ran_on(gone)
     assert env_diff_lines(run, "case") == []  # the case may have run here: no change is claimed
     assert env_diff_lines(run) == [f"gpu.uuid: {first} -> {here}"]  # the run's own line: the first card's
+    run.stored = Stored((replace(older, all_cards=(first, gone)),))  # on a card the file never ran on
+    assert env_diff_lines(run, "case") == [f"gpu.uuid: {first[:12]} or {gone[:12]} -> {here} (a card none of the 1 "
+                                           f"stored runs ran on)"]
     on_first = replace(older, cards={"case": first})
     run.stored = Stored((on_first,))
     assert env_diff_lines(run, "case") == [f"gpu.uuid: {first} -> {here}"]  # moved, to a card the file knows
