@@ -204,8 +204,9 @@ class RnnperfSession:
         if self.worker_runs:  # a merged pytest-xdist run: each worker's GPU, and the card each case ran on
             meta["workers"] = [w.gpu_label() for w in self.workers()]
             meta["cards"] = case_cards(self.workers())
-        if self.backends.extra_cards:  # a recording whose extra processes took turns on the host's GPUs
-            meta["extra_cards"] = list(dict.fromkeys(self.backends.extra_cards))
+        if self.backends.extra_cards:  # a recording whose extra processes took turns on the host's GPUs: each case's
+            meta["extra_cards"] = list(dict.fromkeys(self.backends.extra_cards))  # own process ran on this card
+            meta["cards"] = {r.id: self.gpu.uuid for r in self.measured.results}
         return meta
 
     def outside_s(self) -> float | None:

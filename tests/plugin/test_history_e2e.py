@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, load_json, run, whole_lines
+from pytest_rnnperf.store.runs import load_run
 
 GPU_DIR = "baselines/NVIDIA_H200"
 
@@ -41,6 +42,10 @@ def test_a_recording_on_a_host_of_two_gpus_takes_turns_on_both_only_when_asked_a
     spread.assert_outcomes(passed=2)
     whole_lines(spread).fnmatch_lines(["baseline recorded: *0002_baseline.json (its processes by turns on 2 GPUs: "
                                  "GPU-00000000-aaaa-bbbb-cccc-1234567890ab, GPU-00000001-aaaa-bbbb-cccc-1234567890ab)"])
+    # The file knows both cards, and that each case's own process ran on this one.
+    stored = load_run(sorted(project.path.glob("baselines/*/*/0002_baseline.json"))[0])
+    assert stored.all_cards == ("GPU-00000000-aaaa-bbbb-cccc-1234567890ab", "GPU-00000001-aaaa-bbbb-cccc-1234567890ab")
+    assert {stored.card_of(case) for case in stored.records} == {"GPU-00000000-aaaa-bbbb-cccc-1234567890ab"}
 
 
 def test_a_clean_run_is_kept_and_widens_the_history(project: pytest.Pytester) -> None:
