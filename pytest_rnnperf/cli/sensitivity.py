@@ -73,9 +73,11 @@ def case_table(runs: list[Any], width: int | None = None) -> list[str]:
                        width=width)
     few = [s.case_id for s in found if s.smallest is None]
     short = [s for s in found if s.smallest is not None and not s.resolves]
-    noisy = sum(1 for s in short if s.by_noise)
+    noisy = sum(1 for s in short if s.by_noise and not s.few)
+    young = sum(1 for s in short if s.by_noise and s.few)
+    held = f"{young} by how few processes they hold, " if young else ""
     lines.append(f"{len(found)} case(s): {len(found) - len(few) - len(short)} resolve their floor (caught 19 times in "
-                 f"20), {noisy} limited by their own noise, {len(short) - noisy} called at their floor, "
+                 f"20), {noisy} limited by their own noise, {held}{len(short) - noisy - young} called at their floor, "
                  f"{len(few)} need {DEFAULT.min_processes} processes (record with --rnnperf-record-processes, or keep "
                  f"nightly runs with --rnnperf-keep-run)")
     return fit(lines, width) if width else lines
@@ -119,7 +121,7 @@ def _why_noisy(case_id: str, processes: Sequence[ProcessSummary], cards: Mapping
     """What limits the case where its own noise does, or spreads its busy time where its steady kernels resolve the
     floor instead, one line per cause (``judge.sensitivity.noise_causes``; ``cards``: file name -> GPU uuid)."""
     s = sensitivity(case_id, processes, DEFAULT)
-    if s.smallest is None or (s.resolves and s.metric != "steady") or not s.by_noise:
+    if s.smallest is None or (s.resolves and s.metric != "steady") or not s.by_noise or s.few:
         return [s.status]
     causes = noise_causes(processes, cards)
     if s.resolves:

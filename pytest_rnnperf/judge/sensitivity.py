@@ -59,8 +59,17 @@ class Sensitivity:
         if not self.by_noise:
             return (f"called at its {self.floor:.0%} floor, which it reaches half the time: {self.shown} is "
                     f"caught 19 times in 20; a new kernel of {self.floor:.0%} of the step is still caught")
+        if self.few:
+            return (f"its {self.processes} processes limit it to {self.shown}{on}: their noise is at its "
+                    f"{xp.NOISE_FLOOR:.1%} floor, and more processes (kept nights) narrow the line; a new kernel of "
+                    f"{self.floor:.0%} of the step is still caught")
         return (f"its own noise ({self.noise:.1%} between processes) limits it to {self.shown}{on}; a new "
                 f"kernel of {self.floor:.0%} of the step is still caught")
+
+    @property
+    def few(self) -> bool:
+        """Not resolving the floor with a noise at its own floor: too few processes, not their spread, draw the line."""
+        return not self.resolves and self.noise is not None and self.noise <= xp.NOISE_FLOOR
 
 
 def sensitivity(case_id: str, history: Sequence[ProcessSummary], policy: Policy) -> Sensitivity:

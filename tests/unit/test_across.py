@@ -314,6 +314,29 @@ def test_sensitivity_says_when_a_case_needs_more_processes() -> None:
     assert floor.status.startswith("called at its 3% floor, which it reaches half the time: 3.8% is caught 19 times")
     noisy = sensitivity("case", [_proc(v) for v in (10.0, 11.0, 9.0, 10.6, 9.4)], policy)
     assert noisy.smallest is not None and noisy.smallest > 0.03 and "limits it" in noisy.status
+    assert not noisy.few and not sensitivity("case", [_proc(v, cell=v) for v in quiet], policy).few
+
+
+def test_a_quiet_young_history_says_its_few_processes_limit_it_not_its_noise() -> None:
+    """A whole H200 night recorded with three processes a case, one night kept: 72 cases at 3.1% whose noise was at
+    its 0.5% floor were said to be limited by their own noise. Four processes, not their spread, draw that line."""
+    young = sensitivity("case", [_proc(v, cell=v) for v in (10.0, 10.01, 10.02, 10.005)], Policy())
+    assert young.few and young.shown == "3.1%" and young.status.startswith(
+        "its 4 processes limit it to 3.1% on its steady kernels (100% of its kernel time): their noise is at its 0.5% "
+        "floor, and more processes (kept nights) narrow the line")
+
+
+def test_the_sensitivity_table_counts_the_cases_its_few_processes_limit_apart_from_the_noisy_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sensitivity``'s last line: a quiet case of four processes is counted as limited by how few they are."""
+    from pytest_rnnperf.cli.sensitivity import case_table
+
+    procs = {f"{i + 1:04d}_run.json": _proc(v, f"{i + 1:04d}_run.json", cell=v)
+             for i, v in enumerate((10.0, 10.01, 10.02, 10.005))}
+    monkeypatch.setattr(StoredRun, "summaries", lambda self, c: [procs[self.path.name]])
+    runs = [_stored(name, BASELINE if i == 0 else KEPT, ("case",)) for i, name in enumerate(procs)][::-1]
+    assert case_table(runs)[-1].startswith("1 case(s): 0 resolve their floor (caught 19 times in 20), 0 limited by "
+                                           "their own noise, 1 by how few processes they hold, 0 called at their floor")
 
 
 def test_a_reach_just_past_the_floor_is_shown_with_a_second_decimal_so_it_never_reads_as_the_floor() -> None:
