@@ -18,7 +18,7 @@
 #                                         claims left out; one worker per GPU), before a shard or cenv call
 #   scripts/gpu-check.sh probe [ARGS...]  scripts/noise_probe.py ARGS (default: the cases that drifted most
 #                                         between H200 null runs, and two that did not, as controls)
-# It never changes clocks, power limits or any other card setting; it reads nvidia-smi once.
+# It never changes clocks, power limits or any other card setting; it reads nvidia-smi (the cards and their topology).
 # GPU_CHECK_DEADLINE_S=N (the call's limit in seconds): each pytest run is interrupted (SIGINT) 15 s before that
 # many seconds since the script started, so that a night cut short still writes its summary, reports and log.
 # TensorFlow staging (../shared/gpu/README.md): one call carries at most 64 MiB, the tree included (62 MB with
@@ -79,6 +79,9 @@ if ! python3 -c "import keras" 2>/dev/null && ls .gpu/whl/keras-*.whl >/dev/null
     && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/keras
 fi
 nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,persistence_mode --format=csv 2>&1 | tee "$OUT/nvidia-smi.txt"
+# Which CPUs and NUMA node each GPU is local to, beside the CPUs each xdist worker is pinned to (contiguous runs): on
+# two H200s, cases moved from gw1 to gw0 took +20% host time per step (baselines/NVIDIA_H200/evidence, thirtieth).
+nvidia-smi topo -m 2>&1 | tee -a "$OUT/nvidia-smi.txt"
 { python3 - <<'PY'
 import time
 t0 = time.perf_counter()
