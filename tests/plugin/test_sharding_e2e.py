@@ -184,3 +184,28 @@ def test_the_controller_orders_the_tests_by_the_costs_and_frameworks_of_the_hist
     scheduler = json.loads(seen.read_text())
     assert len(scheduler["costs"]) == 2 and all(cost > 0 for cost in scheduler["costs"]), scheduler  # stored ones
     assert scheduler["groups"] == ["torch", "torch"], scheduler
+
+
+CROSS_CHECKS = """
+import pytest
+from pytest_rnnperf.model.cases import Case, Shape, cross_id
+
+CASES = [Case("torch", "lstm", Shape(4, 2, 3, 5)), Case("torch", "rnn_tanh", Shape(4, 2, 3, 5))]
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: cross_id(case, "tf"))
+def test_cross(case, rnnperf):
+    rnnperf.check(rnnperf.cross(case, "tf"))
+"""
+
+
+def test_a_worker_whose_framework_ran_out_stops_instead_of_starting_the_other_workers_framework(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two torch cases and two torch-vs-TF checks, none long enough to be worth a framework's start: the worker that
+    started TensorFlow runs both checks, the other stops after its torch case, and every test still runs once."""
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    project.makepyfile(test_cross=CROSS_CHECKS)
+    result = run(project, "-p", "xdist", "-n", "2")
+    result.assert_outcomes(passed=4)
+    line = next(line for line in unwrapped(result.stdout.str()) if line.startswith("workers: "))
+    assert re.fullmatch(r"workers: gw\d \d+ s \(1 test: torch\), gw\d \d+ s \(3 tests: torch, tf\)", line) or \
+        re.fullmatch(r"workers: gw\d \d+ s \(3 tests: torch, tf\), gw\d \d+ s \(1 test: torch\)", line), line
