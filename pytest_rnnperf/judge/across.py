@@ -77,11 +77,16 @@ class Spread:
         return line + Z_CATCH * self.noise
 
 
+def log_mad(logs: np.ndarray) -> float:
+    """1.4826 x the median absolute deviation of ``logs``: a robust relative spread, with no floor."""
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
+
+
 def spread(values: Sequence[float], tails: bool = False) -> Spread:
     """Center and robust relative noise of process medians (all > 0); with ``tails``, at least their logs' deviation."""
     logs = np.log(np.asarray(values, dtype=float))
     mid = float(np.median(logs))
-    mad = float(np.median(np.abs(logs - mid))) * 1.4826
+    mad = log_mad(logs)
     # Of fewer than five processes the median deviation drops the widest (of three it is the smaller outer one):
     # three H100 processes of a JAX bidirectional LSTM read 0.4% where they spread 2.5%. There the logs' deviation.
     if 1 < len(logs) and (tails or len(logs) < SMALL_HISTORY):

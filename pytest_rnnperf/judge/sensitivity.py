@@ -172,18 +172,13 @@ def _cards_differ(history: Sequence[ProcessSummary], cards: Mapping[str, str]) -
     repeated = [np.array(v) for v in by_card.values() if len(v) >= 2]
     if len(repeated) < CARD_REPEATS:
         return None
-    within = _mad(np.concatenate([v - np.median(v) for v in repeated]))
-    between = _mad(np.array([np.median(v) for v in by_card.values()]))
+    within = xp.log_mad(np.concatenate([v - np.median(v) for v in repeated]))
+    between = xp.log_mad(np.array([np.median(v) for v in by_card.values()]))
     if between <= CARD_RATIO * within or between <= xp.NOISE_FLOOR:
         return None
     return (f"{what} differs between cards: the medians of its {len(by_card)} cards spread {between:.1%}, its "
             f"processes on one card {within:.1%} ({len(repeated)} cards ran it more than once); a runner that stays on "
             f"one card sees the smaller")
-
-
-def _mad(logs: np.ndarray) -> float:
-    """1.4826 x the median absolute deviation of ``logs``: a relative spread, with no floor."""
-    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from pytest_rnnperf.judge import across as xp
 from pytest_rnnperf.model.process import ProcessSummary
 
 # Fewer processes give weights that chase their own noise: below this the plain sum is judged, as it always was.
@@ -86,36 +87,25 @@ def plain_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> tup
     return plain, [plain.time(s.kernels) for s in history]
 
 
-def weighted_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> tuple[SteadyMix, list[float]] | None:
-    """The weighted mix a new process is judged on and the history's values on its scale, each stored process
-    against the mix of the others; None where the history is too short to weigh, one kernel is steady, or the
-    weighted values spread no less than the plain sums (in a short-stepped H100 GRU the quietest kernels drift
-    together: 0.64% against the sum's 0.54%)."""
-    return _weighted(history, names, plain_series(history, names)[1])
-
-
 def steady_series(history: Sequence[ProcessSummary], names: Sequence[str]) -> list[tuple[SteadyMix, list[float]]]:
-    """What the steady rule judges, each with the history's values: the plain sum and, where kept, the weighted time."""
+    """What the steady rule judges, each with the history's values: the plain sum and, where kept, the weighted mix.
+
+    The weighted mix's values are each stored process against the mix of the others. It is left out where the
+    history is too short to weigh, one kernel is steady, or the weighted values spread no less than the plain sums
+    (in a short-stepped H100 GRU the quietest kernels drift together: 0.64% against the sum's 0.54%).
+    """
     plain = plain_series(history, names)
-    weighted = _weighted(history, names, plain[1])
-    return [plain] if weighted is None else [plain, weighted]
-
-
-def _weighted(history: Sequence[ProcessSummary], names: Sequence[str],
-              sums: Sequence[float]) -> tuple[SteadyMix, list[float]] | None:
-    """``weighted_series``, the history's plain sums (``sums``) given."""
     mix = steady_mix(history, names)
     if mix.weights is None:
-        return None
+        return [plain]
     total = sum(mix.centers)
     values = []
     for i, summary in enumerate(history):
         others = steady_mix([*history[:i], *history[i + 1:]], names, weighted=True)
         values.append(total * others.time(summary.kernels) / sum(others.centers))
-    return (mix, values) if _noise(values) < _noise(sums) else None
+    return [plain, (mix, values)] if _noise(values) < _noise(plain[1]) else [plain]
 
 
 def _noise(values: Sequence[float]) -> float:
-    """1.4826 x the median absolute deviation of the logs: the spread ``across.spread`` reads, without its floor."""
-    logs = np.log(np.asarray(values, dtype=float))
-    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
+    """The spread ``across.spread`` reads, without its floor."""
+    return xp.log_mad(np.log(np.asarray(values, dtype=float)))

@@ -11,7 +11,7 @@ from factories import record
 from pytest_rnnperf.judge import steady
 from pytest_rnnperf.judge.policy import Policy
 from pytest_rnnperf.judge.sensitivity import sensitivity
-from pytest_rnnperf.judge.steady import capped, plain_series, steady_mix, weighted_series
+from pytest_rnnperf.judge.steady import capped, plain_series, steady_mix, steady_series
 from pytest_rnnperf.judge.verdicts import Verdict, judge
 from pytest_rnnperf.model.process import ProcessSummary, summarize
 from pytest_rnnperf.model.records import CaseRecord
@@ -79,7 +79,7 @@ def test_a_history_of_fewer_than_ten_processes_is_judged_on_the_plain_sum_alone(
     """Nine processes: their weights would chase their own noise, so the plain sum alone is judged."""
     history = _history(9)
     names = ["loud", "cell", "bp"]
-    assert weighted_series(history, names) is None and steady_mix(history, names).weights is None
+    assert len(steady_series(history, names)) == 1 and steady_mix(history, names).weights is None
     night = judge(_kernels(1, _step(2)), _kernels(92, _step(2)), history=history)
     assert night is not None and night.steady is not None and "weighed" not in night.steady.why
 
@@ -110,16 +110,16 @@ def test_the_weights_are_dropped_where_the_kernels_they_favour_spread_the_histor
     names = ["big", "s1", "s2"]
     _, sums = plain_series(history, names)
     assert max(sums) / min(sums) - 1 < 1e-9
-    assert weighted_series(history, names) is None
+    assert len(steady_series(history, names)) == 1
 
 
 def test_the_history_s_weighted_values_are_each_taken_against_the_others_alone() -> None:
     """Each stored process's weighted value is its time against the mix of the other processes (leave one out)."""
     history = _history()
     names = ["loud", "cell", "bp"]
-    found = weighted_series(history, names)
-    assert found is not None
-    mix, values = found
+    found = steady_series(history, names)
+    assert len(found) == 2
+    mix, values = found[1]
     others = steady_mix(history[1:], names)
     assert values[0] == pytest.approx(sum(mix.centers) * others.time(history[0].kernels) / sum(others.centers))
     assert values[0] != pytest.approx(mix.time(history[0].kernels), rel=1e-9)
