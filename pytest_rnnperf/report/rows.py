@@ -626,8 +626,7 @@ def env_diff_lines(run: RunView, case_id: str | None = None) -> list[str]:
     elif case_id is not None and len(stored.all_cards) > 1:  # an older such file: which card ran the case is unsaid
         old[CARD] = card if stored.ran_on(card) else " or ".join(c[:12] for c in stored.all_cards)
     changes = environment_changes(old, now, stored.path.name if stored.format < FORMAT_VERSION else "")
-    known = {r.environment.get(CARD) for r in run.stored.runs}
-    if card and card not in known and not any(r.ran_on(card) for r in run.stored.runs):
+    if card and not any(r.ran_on(card) for r in run.stored.runs):
         # A card's own speed shifts a case or two: say it is new here.
         changes = [f"{c} (a card none of the {len(run.stored.runs)} stored runs ran on)" if c.startswith(f"{CARD}:")
                    else c for c in changes]
